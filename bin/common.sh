@@ -1,0 +1,49 @@
+# Shared by bin/dev, bin/test and bench: where PostgreSQL 15 lives, how to
+# install the extension into it, and how to run a throwaway server.
+# PostgreSQL refuses to run as root; as root, the server runs as `postgres`.
+
+PG_MAJOR=15
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=$PG_BIN/pg_config
+
+if [ "$(id -u)" -eq 0 ]; then
+  AS_PG=(sudo -u postgres)
+else
+  AS_PG=()
+fi
+
+# Builds the extension (release) and installs it into the system server.
+install_extension() {
+  echo "== building and installing the extension into PostgreSQL $PG_MAJOR"
+  if [ "$(id -u)" -eq 0 ]; then
+    cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  else
+    cargo pgrx install --release --sudo --pg-config "$PG_CONFIG" >/dev/null
+  fi
+}
+
+# start_server DIR PORT: a cluster in DIR/data (made on first use) with the
+# extension preloaded, listening on a socket in DIR and on 127.0.0.1:PORT.
+start_server() {
+  local dir=$1 port=$2
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    "${AS_PG[@]}" "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+    cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'raquel'
+max_connections = 100
+CONF
+  fi
+  if ! "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
+      { echo "the server did not start; its log:" >&2; cat "$dir/server.log" >&2; return 1; }
+  fi
+}
+
+stop_server() {
+  "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}

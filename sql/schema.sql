@@ -1,0 +1,57 @@
+-- The jobs table. Its first seventeen columns are, name for name and unit for
+-- unit, those of the Python library raquel's table, so that a program written
+-- for that library (or a plain INSERT) works against it unchanged. Times are
+-- milliseconds since the Unix epoch (UTC); durations are milliseconds.
+CREATE TABLE jobs (
+    id               uuid    NOT NULL DEFAULT rq_uuid7(),
+    queue            text    NOT NULL DEFAULT 'default',
+    payload          text,
+    status           text    NOT NULL DEFAULT 'queued',
+    max_age          bigint,
+    max_retry_count  integer,
+    min_retry_delay  integer DEFAULT 1000,
+    max_retry_delay  integer DEFAULT 43200000,
+    backoff_base     integer DEFAULT 1000,
+    enqueued_at      bigint  NOT NULL DEFAULT rq_now_ms(),
+    scheduled_at     bigint  NOT NULL DEFAULT rq_now_ms(),
+    attempts         integer NOT NULL DEFAULT 0,
+    error            text,
+    error_trace      text,
+    claimed_by       text,
+    claimed_at       bigint,
+    finished_at      bigint,
+    -- raquel's own columns; each has a default, so older inserts still work.
+    -- Higher runs first.
+    priority         integer NOT NULL DEFAULT 0,
+    -- When the current claim's lease runs out (ms). Null on a claimed row
+    -- means a claim made by hand or by the Python library: its lease is the
+    -- library's one minute from claimed_at.
+    lease_expires_at bigint,
+
+    CONSTRAINT jobs_pkey PRIMARY KEY (id),
+    CONSTRAINT jobs_status_check CHECK (status IN
+        ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted')),
+    CONSTRAINT jobs_max_age_check CHECK (max_age > 0),
+    CONSTRAINT jobs_max_retry_count_check CHECK (max_retry_count >= 0),
+    CONSTRAINT jobs_retry_delays_check CHECK (
+        min_retry_delay >= 0 AND max_retry_delay >= 0 AND min_retry_delay <= max_retry_delay),
+    CONSTRAINT jobs_backoff_base_check CHECK (backoff_base >= 0),
+    CONSTRAINT jobs_attempts_check CHECK (attempts >= 0)
+);
+
+COMMENT ON TABLE jobs IS
+    'raquel job queue: one row a job. Times in ms since the Unix epoch (UTC), durations in ms.';
+
+-- The claim path. Only jobs that may become ready (queued, or failed and
+-- waiting for a retry) are in these indexes, so a claim costs the same with
+-- ten finished jobs in the table or ten million. Their order is the claim
+-- order: priority, then scheduled time, then id.
+CREATE INDEX jobs_ready_by_queue_idx
+    ON jobs (queue, priority DESC, scheduled_at, id)
+    WHERE status IN ('queued', 'failed');
+CREATE INDEX jobs_ready_idx
+    ON jobs (priority DESC, scheduled_at, id)
+    WHERE status IN ('queued', 'failed');
+
+-- pg_dump keeps the jobs, not just the empty table the extension creates.
+SELECT pg_catalog.pg_extension_config_dump('jobs', '');

@@ -1,0 +1,121 @@
+//! Durations and instants from the SQL surface (`interval`, `timestamptz`)
+//! into the table's milliseconds, with the checks that keep absurd values out.
+
+use crate::clock::pg_timestamp_to_ms;
+use crate::errors::invalid_parameter;
+use pgrx::prelude::*;
+
+const US_PER_DAY: i128 = 86_400_000_000;
+/// PostgreSQL's own rule when an interval becomes a length of time (`extract(epoch …)`).
+const DAYS_PER_MONTH: i128 = 30;
+
+/// The length of an interval in whole milliseconds (rounded down).
+pub fn interval_to_ms(months: i32, days: i32, micros: i64) -> i128 {
+    let us = i128::from(micros)
+        + i128::from(days) * US_PER_DAY
+        + i128::from(months) * DAYS_PER_MONTH * US_PER_DAY;
+    us.div_euclid(1000)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum OutOfRange {
+    BelowMinimum,
+    AboveMaximum,
+}
+
+/// `ms` if it lies in `[min_ms, max_ms]`.
+pub fn within(ms: i128, min_ms: i64, max_ms: i64) -> Result<i64, OutOfRange> {
+    if ms < i128::from(min_ms) {
+        Err(OutOfRange::BelowMinimum)
+    } else if ms > i128::from(max_ms) {
+        Err(OutOfRange::AboveMaximum)
+    } else {
+        Ok(ms as i64)
+    }
+}
+
+/// Spells a millisecond bound the way a person would write the interval.
+pub fn describe_ms(ms: i64) -> String {
+    const UNITS: [(i64, &str); 4] = [(86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1000, "second")];
+    for (size, unit) in UNITS {
+        if ms >= size && ms % size == 0 {
+            let n = ms / size;
+            return format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+        }
+    }
+    format!("{ms} ms")
+}
+
+/// `value` in ms, or an error (22023) that names the parameter and the value
+/// when it falls outside `[min_ms, max_ms]`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
+    let ms = interval_to_ms(value.months(), value.days(), value.micros());
+    match within(ms, min_ms, max_ms) {
+        Ok(ms) => ms,
+        Err(OutOfRange::BelowMinimum) if min_ms <= 0 => {
+            invalid_parameter(format!("{name} must not be negative, got '{value}'"), None)
+        }
+        Err(OutOfRange::BelowMinimum) => invalid_parameter(
+            format!("{name} must be at least {}, got '{value}'", describe_ms(min_ms)),
+            None,
+        ),
+        Err(OutOfRange::AboveMaximum) => invalid_parameter(
+            format!("{name} must be at most {}, got '{value}'", describe_ms(max_ms)),
+            Some("The jobs table keeps this duration in milliseconds; use a shorter interval."),
+        ),
+    }
+}
+
+/// A finite instant in ms since the epoch; `infinity` is refused (22023).
+#[pg_extern(immutable, strict, parallel_safe)]
+fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
+    if !value.is_finite() {
+        invalid_parameter(format!("{name} must be a finite time, got '{value}'"), None)
+    }
+    pg_timestamp_to_ms(value.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_every_field() {
+        assert_eq!(interval_to_ms(0, 0, 1_500_000), 1500);
+        assert_eq!(interval_to_ms(0, 1, 0), 86_400_000);
+        assert_eq!(interval_to_ms(1, 0, 0), 30 * 86_400_000);
+        assert_eq!(interval_to_ms(0, 1, -3_600_000_000), 23 * 3_600_000);
+    }
+
+    #[test]
+    fn rounds_down_to_the_millisecond() {
+        assert_eq!(interval_to_ms(0, 0, 999), 0);
+        assert_eq!(interval_to_ms(0, 0, -1), -1);
+    }
+
+    #[test]
+    fn extreme_fields_do_not_overflow() {
+        let ms = interval_to_ms(i32::MAX, i32::MAX, i64::MAX);
+        assert!(ms > i128::from(i64::MAX));
+        assert_eq!(within(ms, 0, i64::MAX), Err(OutOfRange::AboveMaximum));
+        assert_eq!(within(interval_to_ms(i32::MIN, i32::MIN, i64::MIN), 0, 10), Err(OutOfRange::BelowMinimum));
+    }
+
+    #[test]
+    fn bounds_are_inclusive() {
+        assert_eq!(within(0, 0, 10), Ok(0));
+        assert_eq!(within(10, 0, 10), Ok(10));
+        assert_eq!(within(11, 0, 10), Err(OutOfRange::AboveMaximum));
+        assert_eq!(within(0, 1, 10), Err(OutOfRange::BelowMinimum));
+    }
+
+    #[test]
+    fn describes_bounds_in_words() {
+        assert_eq!(describe_ms(1), "1 ms");
+        assert_eq!(describe_ms(1000), "1 second");
+        assert_eq!(describe_ms(86_400_000), "1 day");
+        assert_eq!(describe_ms(2_147_483_647), "2147483647 ms");
+        assert_eq!(describe_ms(365 * 86_400_000), "365 days");
+    }
+}

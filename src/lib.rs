@@ -1,0 +1,49 @@
+//! raquel: a job queue inside PostgreSQL.
+//!
+//! The table, its indexes and the queue's verbs are SQL (`sql/*.sql`), where a
+//! reader can see every statement a claim runs and PL/pgSQL keeps each one's
+//! plan cached. Rust supplies what SQL cannot say well: the backoff arithmetic,
+//! time-ordered ids, the wall clock in the table's unit, and checked
+//! conversions of the SQL surface's intervals and timestamps.
+
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+mod backoff;
+mod clock;
+mod durations;
+mod errors;
+mod ids;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+
+extension_sql_file!(
+    "../sql/schema.sql",
+    name = "schema",
+    requires = [ids::rq_uuid7, clock::rq_now_ms]
+);
+extension_sql_file!("../sql/checks.sql", name = "checks", requires = ["schema"]);
+extension_sql_file!(
+    "../sql/enqueue.sql",
+    name = "enqueue",
+    requires = ["checks", durations::rq_interval_ms, durations::rq_timestamp_ms]
+);
+extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["checks"]);
+extension_sql_file!(
+    "../sql/finish.sql",
+    name = "finish",
+    requires = ["checks", backoff::rq_backoff]
+);
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,353 @@
+//! Behaviour inside one backend: each `#[pg_test]` runs in its own
+//! transaction, which pgrx rolls back, so tests see only their own jobs.
+//! Concurrency (several real connections) lives in `tests/client`.
+
+use pgrx::prelude::*;
+
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    // Runs a statement in a subtransaction and returns its SQLSTATE
+    // ('00000' when it succeeds), so one test can check many errors.
+    extension_sql!(
+        r#"
+        CREATE FUNCTION tests.sqlstate_of(statement text) RETURNS text
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            EXECUTE statement;
+            RETURN '00000';
+        EXCEPTION WHEN OTHERS THEN
+            RETURN SQLSTATE;
+        END
+        $$;
+        "#,
+        name = "test_sqlstate_of",
+        requires = ["finish", "claim", "enqueue"]
+    );
+
+    fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
+        Spi::get_one::<T>(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .unwrap_or_else(|| panic!("{sql}: returned NULL"))
+    }
+
+    fn run(sql: &str) {
+        Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    fn sqlstate(statement: &str) -> String {
+        one(&format!("SELECT tests.sqlstate_of($stmt${statement}$stmt$)"))
+    }
+
+    fn enqueue(args: &str) -> String {
+        one(&format!("SELECT id::text FROM rq_enqueue({args})"))
+    }
+
+    fn field<T: FromDatum + IntoDatum>(id: &str, column: &str) -> T {
+        one(&format!("SELECT {column} FROM jobs WHERE id = '{id}'"))
+    }
+
+    /// Makes a failed job's retry due now, instead of sleeping through its backoff.
+    fn make_due(id: &str) {
+        run(&format!("UPDATE jobs SET scheduled_at = rq_now_ms() - 1 WHERE id = '{id}'"));
+    }
+
+    fn claim_one(queue: &str) -> Option<String> {
+        Spi::get_one::<String>(&format!(
+            "SELECT id::text FROM rq_claim(ARRAY['{queue}'], worker => 'w1')"
+        ))
+        .unwrap()
+    }
+
+    #[pg_test]
+    fn enqueue_fills_the_libraries_defaults() {
+        let id = enqueue("'emails', 'hello'");
+        assert_eq!(field::<String>(&id, "queue"), "emails");
+        assert_eq!(field::<String>(&id, "payload"), "hello");
+        assert_eq!(field::<String>(&id, "status"), "queued");
+        assert_eq!(field::<i32>(&id, "attempts"), 0);
+        assert_eq!(field::<i32>(&id, "min_retry_delay"), 1000);
+        assert_eq!(field::<i32>(&id, "max_retry_delay"), 43_200_000);
+        assert_eq!(field::<i32>(&id, "backoff_base"), 1000);
+        assert_eq!(field::<i32>(&id, "priority"), 0);
+        assert!(field::<bool>(&id, "scheduled_at = enqueued_at"));
+        assert!(field::<bool>(&id, "abs(enqueued_at - rq_now_ms()) < 5000"));
+        assert!(field::<bool>(&id, "max_age IS NULL AND max_retry_count IS NULL"));
+        // time-ordered UUIDv7
+        assert_eq!(&id[14..15], "7");
+    }
+
+    #[pg_test]
+    fn enqueue_without_arguments_uses_the_default_queue() {
+        let id = enqueue("");
+        assert_eq!(field::<String>(&id, "queue"), "default");
+        assert!(field::<bool>(&id, "payload IS NULL"));
+    }
+
+    #[pg_test]
+    fn jsonb_payload_is_stored_as_its_text() {
+        let id = enqueue(r#"'q', '{"to": "a@b.c"}'::jsonb"#);
+        assert_eq!(field::<String>(&id, "payload"), r#"{"to": "a@b.c"}"#);
+    }
+
+    #[pg_test]
+    fn options_are_stored_in_milliseconds() {
+        let id = enqueue(
+            "'q', 'x', max_age => '90 seconds', max_retry_count => 3, \
+             min_retry_delay => '2 s', max_retry_delay => '1 hour', backoff_base => '500 ms', priority => 7",
+        );
+        assert_eq!(field::<i64>(&id, "max_age"), 90_000);
+        assert_eq!(field::<i32>(&id, "max_retry_count"), 3);
+        assert_eq!(field::<i32>(&id, "min_retry_delay"), 2000);
+        assert_eq!(field::<i32>(&id, "max_retry_delay"), 3_600_000);
+        assert_eq!(field::<i32>(&id, "backoff_base"), 500);
+        assert_eq!(field::<i32>(&id, "priority"), 7);
+    }
+
+    #[pg_test]
+    fn at_and_delay_add_up() {
+        let id = enqueue("'q', 'x', at => '2030-01-01 00:00:00+00', delay => '1 hour'");
+        // 2030-01-01T01:00:00Z
+        assert_eq!(field::<i64>(&id, "scheduled_at"), 1_893_459_600_000);
+        let later = enqueue("'q', 'x', delay => '10 minutes'");
+        assert_eq!(field::<i64>(&later, "scheduled_at - enqueued_at"), 600_000);
+    }
+
+    #[pg_test]
+    fn a_plain_insert_is_a_claimable_job() {
+        run("INSERT INTO jobs (queue, payload) VALUES ('plain', 'x')");
+        let id = claim_one("plain").expect("the inserted job is claimable");
+        assert_eq!(field::<String>(&id, "status"), "claimed");
+    }
+
+    #[pg_test]
+    fn a_claim_is_an_attempt_and_a_lease() {
+        let id = enqueue("'q', 'x'");
+        let claimed: String = one("SELECT id::text FROM rq_claim(ARRAY['q'], worker => 'w1', lease => '30 seconds')");
+        assert_eq!(claimed, id);
+        assert_eq!(field::<String>(&id, "status"), "claimed");
+        assert_eq!(field::<i32>(&id, "attempts"), 1);
+        assert_eq!(field::<String>(&id, "claimed_by"), "w1");
+        assert_eq!(field::<i64>(&id, "lease_expires_at - claimed_at"), 30_000);
+        // nobody else gets it while the lease lives
+        assert_eq!(claim_one("q"), None);
+    }
+
+    #[pg_test]
+    fn default_lease_is_one_minute() {
+        let id = enqueue("'q', 'x'");
+        run("SELECT rq_claim(ARRAY['q'])");
+        assert_eq!(field::<i64>(&id, "lease_expires_at - claimed_at"), 60_000);
+    }
+
+    #[pg_test]
+    fn claims_go_by_priority_then_schedule() {
+        let late = enqueue("'q', 'late', at => clock_timestamp() - interval '1 minute'");
+        let early = enqueue("'q', 'early', at => clock_timestamp() - interval '2 minutes'");
+        let urgent = enqueue("'q', 'urgent', priority => 5");
+        assert_eq!(claim_one("q").as_deref(), Some(urgent.as_str()));
+        assert_eq!(claim_one("q").as_deref(), Some(early.as_str()));
+        assert_eq!(claim_one("q").as_deref(), Some(late.as_str()));
+    }
+
+    #[pg_test]
+    fn claims_filter_by_queue() {
+        enqueue("'a', '1'");
+        enqueue("'b', '2'");
+        enqueue("'c', '3'");
+        assert_eq!(one::<i64>("SELECT count(*) FROM rq_claim(ARRAY['zzz'], batch => 10)"), 0);
+        assert_eq!(one::<String>("SELECT string_agg(queue, ',') FROM rq_claim(ARRAY['b'], batch => 10)"), "b");
+        assert_eq!(
+            one::<String>("SELECT string_agg(queue, ',' ORDER BY queue) FROM rq_claim(ARRAY['a', 'c'], batch => 10)"),
+            "a,c"
+        );
+        enqueue("'d', '4'");
+        assert_eq!(one::<String>("SELECT string_agg(queue, ',') FROM rq_claim(batch => 10)"), "d");
+    }
+
+    #[pg_test]
+    fn a_batch_claims_up_to_its_size_in_order() {
+        for i in 1..=5 {
+            enqueue(&format!("'q', '{i}', at => clock_timestamp() - interval '{}' second", 10 - i));
+        }
+        assert_eq!(one::<String>("SELECT string_agg(payload, ',') FROM rq_claim(ARRAY['q'], batch => 3)"), "1,2,3");
+        assert_eq!(one::<String>("SELECT string_agg(payload, ',') FROM rq_claim(ARRAY['q'], batch => 3)"), "4,5");
+    }
+
+    #[pg_test]
+    fn future_jobs_wait_for_their_time() {
+        enqueue("'q', 'x', delay => '1 hour'");
+        assert_eq!(claim_one("q"), None);
+    }
+
+    #[pg_test]
+    fn expired_jobs_are_never_handed_out() {
+        // scheduled 2 minutes ago with a 1 minute max_age: expired, though
+        // nothing has marked it so yet
+        let id = enqueue("'q', 'x', at => clock_timestamp() - interval '2 minutes', max_age => '1 minute'");
+        assert_eq!(claim_one("q"), None);
+        assert_eq!(field::<String>(&id, "status"), "queued");
+        let fresh = enqueue("'q', 'y', at => clock_timestamp() - interval '30 seconds', max_age => '1 minute'");
+        assert_eq!(claim_one("q"), Some(fresh));
+    }
+
+    #[pg_test]
+    fn complete_finishes_the_job() {
+        let id = enqueue("'q', 'x'");
+        claim_one("q");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_complete('{id}')")), "success");
+        assert!(field::<bool>(&id, "finished_at >= claimed_at AND lease_expires_at IS NULL"));
+        assert_eq!(claim_one("q"), None);
+    }
+
+    #[pg_test]
+    fn fail_retries_after_backoff() {
+        let id = enqueue("'q', 'x'");
+        claim_one("q");
+        let before: i64 = one("SELECT rq_now_ms()");
+        run(&format!("SELECT rq_fail('{id}', 'smtp timeout', 'trace…')"));
+        let after: i64 = one("SELECT rq_now_ms()");
+        assert_eq!(field::<String>(&id, "status"), "failed");
+        assert_eq!(field::<String>(&id, "error"), "smtp timeout");
+        assert_eq!(field::<String>(&id, "error_trace"), "trace…");
+        let due = field::<i64>(&id, "scheduled_at");
+        assert!(before + 1000 <= due && due <= after + 1000, "first retry 1 s after the failure");
+        // not ready until its backoff has passed…
+        assert_eq!(claim_one("q"), None);
+        make_due(&id);
+        // …then claimed again as attempt 2, and failing again waits 2 s
+        assert_eq!(claim_one("q").as_deref(), Some(id.as_str()));
+        assert_eq!(field::<i32>(&id, "attempts"), 2);
+        run(&format!("SELECT rq_fail('{id}')"));
+        assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 1900 AND 2000"));
+    }
+
+    #[pg_test]
+    fn n_retries_mean_n_plus_one_attempts() {
+        let id = enqueue("'q', 'x', max_retry_count => 2");
+        for attempt in 1..=3 {
+            make_due(&id);
+            assert_eq!(claim_one("q").as_deref(), Some(id.as_str()), "attempt {attempt}");
+            run(&format!("SELECT rq_fail('{id}', 'boom {attempt}')"));
+        }
+        assert_eq!(field::<String>(&id, "status"), "exhausted");
+        assert_eq!(field::<i32>(&id, "attempts"), 3);
+        assert_eq!(field::<String>(&id, "error"), "boom 3");
+        assert!(field::<bool>(&id, "finished_at IS NOT NULL"));
+        make_due(&id);
+        assert_eq!(claim_one("q"), None);
+    }
+
+    #[pg_test]
+    fn zero_retries_exhaust_on_the_first_failure() {
+        let id = enqueue("'q', 'x', max_retry_count => 0");
+        claim_one("q");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+    }
+
+    #[pg_test]
+    fn null_retry_count_retries_forever() {
+        let id = enqueue("'q', 'x', min_retry_delay => '0', backoff_base => '0'");
+        for _ in 0..20 {
+            make_due(&id);
+            claim_one("q").expect("still retried");
+            run(&format!("SELECT rq_fail('{id}')"));
+        }
+        assert_eq!(field::<String>(&id, "status"), "failed");
+        assert_eq!(field::<i32>(&id, "attempts"), 20);
+    }
+
+    #[pg_test]
+    fn the_attempt_number_fences_a_stale_worker() {
+        let id = enqueue("'q', 'x'");
+        claim_one("q");
+        // the first lease ran out and the job was handed out again
+        run(&format!("SELECT rq_fail('{id}', 'lease expired')"));
+        make_due(&id);
+        claim_one("q");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}', attempt => 1)")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}', 'late', attempt => 1)")), "55000");
+        assert_eq!(field::<String>(&id, "status"), "claimed");
+        assert!(field::<bool>(&id, "error = 'lease expired'"));
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_complete('{id}', attempt => 2)")), "success");
+    }
+
+    #[pg_test]
+    fn finishing_an_unknown_or_unclaimed_job_is_an_error() {
+        let unknown = "00000000-0000-7000-8000-000000000000";
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{unknown}')")), "P0002");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{unknown}')")), "P0002");
+        assert_eq!(sqlstate("SELECT rq_complete(NULL)"), "22023");
+        let id = enqueue("'q', 'x'");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}')")), "55000");
+        claim_one("q");
+        run(&format!("SELECT rq_complete('{id}')"));
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}')")), "55000");
+    }
+
+    #[pg_test]
+    fn bad_enqueue_arguments_are_refused() {
+        for bad in [
+            "NULL, 'x'",
+            "'', 'x'",
+            "'q', 'x', delay => '-1 second'",
+            "'q', 'x', delay => '200 years'",
+            "'q', 'x', at => 'infinity'",
+            "'q', 'x', max_age => '0'",
+            "'q', 'x', max_age => '-5 minutes'",
+            "'q', 'x', max_retry_count => -1",
+            "'q', 'x', min_retry_delay => '-1 ms'",
+            "'q', 'x', max_retry_delay => '30 days'",
+            "'q', 'x', backoff_base => '-1 s'",
+            "'q', 'x', min_retry_delay => '1 hour', max_retry_delay => '1 minute'",
+        ] {
+            assert_eq!(sqlstate(&format!("SELECT rq_enqueue({bad})")), "22023", "rq_enqueue({bad})");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs"), 0);
+    }
+
+    #[pg_test]
+    fn bad_claim_arguments_are_refused() {
+        enqueue("'q', 'x'");
+        for bad in [
+            "batch => 0",
+            "batch => -3",
+            "batch => NULL",
+            "batch => 1000000",
+            "lease => '0'",
+            "lease => '-1 minute'",
+            "lease => NULL",
+            "lease => '2 years'",
+            "queues => ARRAY[NULL]::text[]",
+            "queues => ARRAY['q', NULL]",
+            "queues => ARRAY['']",
+        ] {
+            assert_eq!(sqlstate(&format!("SELECT rq_claim({bad})")), "22023", "rq_claim({bad})");
+        }
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs WHERE status = 'queued' AND attempts = 0"), 1);
+    }
+
+    #[pg_test]
+    fn table_constraints_reject_impossible_rows() {
+        for bad in [
+            "INSERT INTO jobs (queue, status) VALUES ('q', 'done')",
+            "INSERT INTO jobs (queue, min_retry_delay) VALUES ('q', -1)",
+            "INSERT INTO jobs (queue, max_retry_count) VALUES ('q', -1)",
+            "INSERT INTO jobs (queue, min_retry_delay, max_retry_delay) VALUES ('q', 10, 5)",
+            "INSERT INTO jobs (queue, max_age) VALUES ('q', 0)",
+        ] {
+            assert_eq!(sqlstate(bad), "23514", "{bad}");
+        }
+        assert_eq!(sqlstate("INSERT INTO jobs (queue) VALUES (NULL)"), "23502");
+    }
+
+    #[pg_test]
+    fn backoff_is_callable_from_sql() {
+        assert_eq!(one::<i64>("SELECT rq_backoff(1, 1000, 1000, 43200000)"), 1000);
+        assert_eq!(one::<i64>("SELECT rq_backoff(3, 1000, 1000, 43200000)"), 4000);
+        assert_eq!(one::<i64>("SELECT rq_backoff(10000, 1000, 1000, 43200000)"), 43_200_000);
+    }
+}

@@ -1,0 +1,41 @@
+//! Helpers for the client tests: a fresh database with the extension for each
+//! test, and connections to it.
+
+use postgres::{Client, NoTls};
+
+/// The server to test against, as libpq-style "key=value" words without dbname.
+pub fn server_dsn() -> String {
+    std::env::var("RAQUEL_TEST_DSN")
+        .expect("RAQUEL_TEST_DSN is not set: run the tests through bin/test")
+}
+
+pub fn connect(db: &str) -> Client {
+    Client::connect(&format!("{} dbname={db}", server_dsn()), NoTls)
+        .unwrap_or_else(|e| panic!("connecting to {db}: {e}"))
+}
+
+/// Drops and recreates database `name` with the extension created in it.
+pub fn fresh_db(name: &str) -> String {
+    let mut admin = connect("postgres");
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"))
+        .unwrap();
+    connect(name).batch_execute("CREATE EXTENSION raquel").unwrap();
+    name.to_string()
+}
+
+/// Every row of jobs as text, in id order: equal digests, equal tables.
+pub fn jobs_digest(client: &mut Client) -> String {
+    client
+        .query_one("SELECT coalesce(md5(string_agg(j::text, '' ORDER BY id)), '') FROM jobs j", &[])
+        .unwrap()
+        .get(0)
+}
+
+/// The SQLSTATE of a failed statement.
+pub fn sqlstate(result: Result<impl Sized, postgres::Error>) -> String {
+    match result {
+        Ok(_) => "00000".to_string(),
+        Err(e) => e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}")),
+    }
+}

@@ -1,0 +1,130 @@
+//! Several workers on their own connections, at once: every job is handed out
+//! exactly once and none is lost.
+
+use raquel_client_tests::{connect, fresh_db};
+use std::collections::HashSet;
+use std::thread;
+
+const JOBS: i64 = 5000;
+const WORKERS: usize = 4;
+
+fn enqueue_jobs(db: &str, queue: &str, n: i64) {
+    let mut c = connect(db);
+    let made: i64 = c
+        .query_one(
+            "SELECT count(rq_enqueue($1, i::text)) FROM generate_series(1, $2::bigint) i",
+            &[&queue, &n],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(made, n);
+}
+
+/// Runs `WORKERS` threads of `work` (given the worker's name and a connection)
+/// and returns every job id each one handled.
+fn run_workers(db: &str, work: fn(&str, &mut postgres::Client) -> Vec<String>) -> Vec<Vec<String>> {
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|n| {
+            let db = db.to_string();
+            thread::spawn(move || work(&format!("w{n}"), &mut connect(&db)))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
+}
+
+fn assert_each_job_once(handled: &[Vec<String>], expected: i64) {
+    let total: usize = handled.iter().map(Vec::len).sum();
+    let distinct: HashSet<&String> = handled.iter().flatten().collect();
+    assert_eq!(total as i64, expected, "claims across all workers");
+    assert_eq!(distinct.len() as i64, expected, "no job handed out twice");
+}
+
+#[test]
+fn four_workers_complete_every_job_exactly_once() {
+    let db = fresh_db("rq_it_exactly_once");
+    connect(&db)
+        .batch_execute("CREATE TABLE done (job_id uuid PRIMARY KEY, worker text NOT NULL)")
+        .unwrap();
+    enqueue_jobs(&db, "work", JOBS);
+
+    // Each job: claim, the worker's own write, complete, in one transaction.
+    let handled = run_workers(&db, |name, client| {
+        let mut mine = Vec::new();
+        loop {
+            let mut tx = client.transaction().unwrap();
+            let rows = tx
+                .query("SELECT id::text, attempts FROM rq_claim(ARRAY['work'], worker => $1)", &[&name])
+                .unwrap();
+            let Some(row) = rows.first() else { break };
+            let (id, attempt): (String, i32) = (row.get(0), row.get(1));
+            tx.execute("INSERT INTO done VALUES ($1::text::uuid, $2)", &[&id, &name]).unwrap();
+            tx.query("SELECT rq_complete($1::text::uuid, attempt => $2)", &[&id, &attempt]).unwrap();
+            tx.commit().unwrap();
+            mine.push(id);
+        }
+        mine
+    });
+    assert_each_job_once(&handled, JOBS);
+
+    let mut c = connect(&db);
+    let row = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'success'), count(*), max(attempts), \
+                    (SELECT count(*) FROM done) FROM jobs",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), JOBS, "every job succeeded");
+    assert_eq!(row.get::<_, i64>(1), JOBS, "no job appeared or vanished");
+    assert_eq!(row.get::<_, i32>(2), 1, "every job took one attempt");
+    assert_eq!(row.get::<_, i64>(3), JOBS, "every job's own write committed once");
+}
+
+#[test]
+fn four_workers_claiming_batches_get_each_job_once() {
+    let db = fresh_db("rq_it_batches");
+    enqueue_jobs(&db, "work", JOBS);
+
+    // Claims commit on their own (autocommit); completion follows per batch.
+    let handled = run_workers(&db, |name, client| {
+        let mut mine = Vec::new();
+        loop {
+            let ids: Vec<String> = client
+                .query("SELECT id::text FROM rq_claim(ARRAY['work'], worker => $1, batch => 50)", &[&name])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if ids.is_empty() {
+                break;
+            }
+            client
+                .query("SELECT rq_complete(id::uuid) FROM unnest($1::text[]) id", &[&ids])
+                .unwrap();
+            mine.extend(ids);
+        }
+        mine
+    });
+    assert_each_job_once(&handled, JOBS);
+    let claimed_by_holder: i64 = connect(&db)
+        .query_one("SELECT count(DISTINCT claimed_by) FROM jobs WHERE status = 'success'", &[])
+        .unwrap()
+        .get(0);
+    assert!(claimed_by_holder >= 1);
+}
+
+#[test]
+fn a_claim_held_by_one_connection_is_skipped_by_another() {
+    let db = fresh_db("rq_it_skip_locked");
+    enqueue_jobs(&db, "q", 1);
+    let mut a = connect(&db);
+    let mut b = connect(&db);
+
+    // A's claim is not committed yet: B passes the locked row by.
+    let mut tx = a.transaction().unwrap();
+    assert_eq!(tx.query("SELECT * FROM rq_claim(ARRAY['q'])", &[]).unwrap().len(), 1);
+    assert_eq!(b.query("SELECT * FROM rq_claim(ARRAY['q'])", &[]).unwrap().len(), 0);
+    // A commits: the job is A's while its lease lives.
+    tx.commit().unwrap();
+    assert_eq!(b.query("SELECT * FROM rq_claim(ARRAY['q'])", &[]).unwrap().len(), 0);
+}
