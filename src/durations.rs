@@ -56,6 +56,9 @@ fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 
         Err(OutOfRange::BelowMinimum) if min_ms <= 0 => {
             invalid_parameter(format!("{name} must not be negative, got '{value}'"), None)
         }
+        Err(OutOfRange::BelowMinimum) if min_ms == 1 => {
+            invalid_parameter(format!("{name} must be positive, got '{value}'"), None)
+        }
         Err(OutOfRange::BelowMinimum) => invalid_parameter(
             format!("{name} must be at least {}, got '{value}'", describe_ms(min_ms)),
             None,
@@ -96,9 +99,10 @@ mod tests {
 
     #[test]
     fn extreme_fields_do_not_overflow() {
+        // about 5.9 million years: computed exactly, refused by any sane bound
         let ms = interval_to_ms(i32::MAX, i32::MAX, i64::MAX);
-        assert!(ms > i128::from(i64::MAX));
-        assert_eq!(within(ms, 0, i64::MAX), Err(OutOfRange::AboveMaximum));
+        assert_eq!(ms, i128::from(i32::MAX) * 31 * 86_400_000 + i128::from(i64::MAX) / 1000);
+        assert_eq!(within(ms, 0, 3_153_600_000_000), Err(OutOfRange::AboveMaximum));
         assert_eq!(within(interval_to_ms(i32::MIN, i32::MIN, i64::MIN), 0, 10), Err(OutOfRange::BelowMinimum));
     }
 

@@ -54,8 +54,9 @@ mod tests {
     }
 
     fn claim_one(queue: &str) -> Option<String> {
+        // the scalar subquery turns "no row" into NULL
         Spi::get_one::<String>(&format!(
-            "SELECT id::text FROM rq_claim(ARRAY['{queue}'], worker => 'w1')"
+            "SELECT (SELECT id::text FROM rq_claim(ARRAY['{queue}'], worker => 'w1'))"
         ))
         .unwrap()
     }

@@ -2,6 +2,7 @@
 -- Ids and times differ on every run, so this file shows the columns that do
 -- not, and times as differences.
 \set SHOW_CONTEXT never
+SET intervalstyle = postgres;  -- pg_regress picks a verbose style; show the default
 
 -- Enqueue a job: text or jsonb payload, into a named queue.
 SELECT queue, payload, status, attempts, max_retry_count, min_retry_delay,
@@ -48,7 +49,10 @@ SELECT status, attempts FROM rq_claim(ARRAY['once']);
 SELECT status, attempts, finished_at IS NOT NULL AS finished FROM rq_fail(:'retried', 'second');
 
 -- Fencing: a claim's attempts value is its token; an old one is refused.
-SELECT id AS fenced FROM rq_enqueue('fenced', 'x', min_retry_delay => '0', backoff_base => '0') \gset
+-- (A fixed id and no backoff, so the output reads the same every run.)
+INSERT INTO jobs (id, queue, min_retry_delay, backoff_base)
+VALUES ('00000000-0000-7000-8000-0000000000f1', 'fenced', 0, 0);
+\set fenced 00000000-0000-7000-8000-0000000000f1
 SELECT attempts FROM rq_claim(ARRAY['fenced']);
 SELECT status FROM rq_fail(:'fenced', 'lease expired');
 SELECT attempts FROM rq_claim(ARRAY['fenced']);

@@ -1,8 +1,11 @@
 -- Every bad input gets a SQLSTATE, a message naming the value, and changes
 -- nothing. After each error, psql's LAST_ERROR_SQLSTATE shows its code.
 \set SHOW_CONTEXT never
+SET intervalstyle = postgres;  -- pg_regress picks a verbose style; show the default
 
-SELECT id AS queued FROM rq_enqueue('q', 'waiting') \gset
+-- A waiting job with a fixed id, so that messages naming it read the same every run.
+INSERT INTO jobs (id, queue, payload) VALUES ('00000000-0000-7000-8000-00000000000a', 'q', 'waiting');
+\set queued 00000000-0000-7000-8000-00000000000a
 SELECT count(*) AS jobs, md5(string_agg(j::text, '' ORDER BY id)) AS digest FROM jobs j \gset before_
 
 -- 22023 invalid_parameter_value
@@ -48,9 +51,11 @@ SELECT rq_fail(:'queued');
 \echo :LAST_ERROR_SQLSTATE
 
 -- 23514 check_violation: the table refuses impossible rows
-INSERT INTO jobs (queue, status) VALUES ('q', 'done');
+INSERT INTO jobs (id, queue, status, enqueued_at, scheduled_at)
+VALUES ('00000000-0000-7000-8000-00000000000b', 'q', 'done', 0, 0);
 \echo :LAST_ERROR_SQLSTATE
-INSERT INTO jobs (queue, min_retry_delay) VALUES ('q', -1);
+INSERT INTO jobs (id, queue, min_retry_delay, enqueued_at, scheduled_at)
+VALUES ('00000000-0000-7000-8000-00000000000c', 'q', -1, 0, 0);
 \echo :LAST_ERROR_SQLSTATE
 
 -- Nothing changed.

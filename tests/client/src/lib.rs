@@ -17,9 +17,9 @@ pub fn connect(db: &str) -> Client {
 /// Drops and recreates database `name` with the extension created in it.
 pub fn fresh_db(name: &str) -> String {
     let mut admin = connect("postgres");
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE); CREATE DATABASE {name}"))
-        .unwrap();
+    // two calls: several statements in one call would form one transaction
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
     connect(name).batch_execute("CREATE EXTENSION raquel").unwrap();
     name.to_string()
 }

@@ -70,8 +70,8 @@ fn every_bad_input_returns_its_sqlstate_and_changes_nothing() {
     let mut c = connect(&db);
     c.batch_execute(
         "SELECT rq_enqueue('q', 'queued'); \
-         SELECT rq_enqueue('q', 'done'); SELECT rq_complete(id) FROM rq_claim(ARRAY['q']); \
-         SELECT rq_enqueue('q', 'held'); SELECT rq_claim(ARRAY['q'])",
+         SELECT rq_enqueue('d', 'done'); SELECT rq_complete(id) FROM rq_claim(ARRAY['d']); \
+         SELECT rq_enqueue('h', 'held'); SELECT rq_claim(ARRAY['h'])",
     )
     .unwrap();
     let queued: String = c.query_one("SELECT id::text FROM jobs WHERE payload = 'queued'", &[]).unwrap().get(0);
