@@ -4,7 +4,8 @@
 //! reader can see every statement a claim runs and PL/pgSQL keeps each one's
 //! plan cached. Rust supplies what SQL cannot say well: the backoff arithmetic,
 //! time-ordered ids, the wall clock in the table's unit, and checked
-//! conversions of the SQL surface's intervals and timestamps.
+//! conversions of the SQL surface's intervals and timestamps, the settings,
+//! and the background worker that expires, rescues and prunes jobs.
 
 use pgrx::prelude::*;
 
@@ -15,6 +16,8 @@ mod clock;
 mod durations;
 mod errors;
 mod ids;
+mod settings;
+mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
@@ -36,6 +39,17 @@ extension_sql_file!(
     name = "finish",
     requires = ["checks", backoff::rq_backoff]
 );
+extension_sql_file!("../sql/duties.sql", name = "duties", requires = ["finish", worker::rq_worker_wake]);
+
+/// Settings exist in every backend that loads the library; the background
+/// worker and its shared memory only when the server preloads it.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::define();
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        worker::register();
+    }
+}
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]
@@ -44,6 +58,6 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        vec!["shared_preload_libraries = 'raquel'"]
     }
 }

@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue"]
+        requires = ["finish", "claim", "enqueue", "duties"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
@@ -350,5 +350,125 @@ mod tests {
         assert_eq!(one::<i64>("SELECT rq_backoff(1, 1000, 1000, 43200000)"), 1000);
         assert_eq!(one::<i64>("SELECT rq_backoff(3, 1000, 1000, 43200000)"), 4000);
         assert_eq!(one::<i64>("SELECT rq_backoff(10000, 1000, 1000, 43200000)"), 43_200_000);
+    }
+
+    #[pg_test]
+    fn expire_finishes_jobs_past_their_max_age() {
+        let stale = enqueue("'q', 'x', at => clock_timestamp() - interval '2 minutes', max_age => '1 minute'");
+        let failed_stale = enqueue("'q', 'y', at => clock_timestamp() - interval '2 minutes', max_age => '1 minute'");
+        run(&format!("UPDATE jobs SET status = 'failed', attempts = 1 WHERE id = '{failed_stale}'"));
+        let fresh = enqueue("'q', 'z', max_age => '1 hour'");
+        let ageless = enqueue("'q', 'w', at => clock_timestamp() - interval '2 days'");
+        assert_eq!(one::<i64>("SELECT rq_expire()"), 2);
+        assert_eq!(field::<String>(&stale, "status"), "expired");
+        assert_eq!(field::<String>(&failed_stale, "status"), "expired");
+        assert!(field::<bool>(&stale, "finished_at IS NOT NULL"));
+        assert_eq!(field::<String>(&fresh, "status"), "queued");
+        assert_eq!(field::<String>(&ageless, "status"), "queued");
+        assert_eq!(one::<i64>("SELECT rq_expire()"), 0);
+    }
+
+    #[pg_test]
+    fn expire_works_in_batches() {
+        for _ in 0..5 {
+            enqueue("'q', 'x', at => clock_timestamp() - interval '2 minutes', max_age => '1 minute'");
+        }
+        assert_eq!(one::<i64>("SELECT rq_expire(batch => 2)"), 2);
+        assert_eq!(one::<i64>("SELECT rq_expire(batch => 2)"), 2);
+        assert_eq!(one::<i64>("SELECT rq_expire(batch => 2)"), 1);
+    }
+
+    #[pg_test]
+    fn rescue_counts_an_expired_lease_as_a_failed_attempt() {
+        let id = enqueue("'q', 'x'");
+        run("SELECT rq_claim(ARRAY['q'], worker => 'w9', lease => '1 minute')");
+        // the lease has not run out: nothing to rescue
+        assert_eq!(one::<i64>("SELECT rq_rescue()"), 0);
+        run(&format!("UPDATE jobs SET lease_expires_at = rq_now_ms() - 1 WHERE id = '{id}'"));
+        assert_eq!(one::<i64>("SELECT rq_rescue()"), 1);
+        assert_eq!(field::<String>(&id, "status"), "failed");
+        assert_eq!(field::<i32>(&id, "attempts"), 1);
+        assert_eq!(field::<String>(&id, "error"), "lease expired: worker w9 did not finish attempt 1 in time");
+        assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 900 AND 1000"));
+    }
+
+    #[pg_test]
+    fn rescue_exhausts_a_job_with_no_retry_left() {
+        let id = enqueue("'q', 'x', max_retry_count => 0");
+        run("SELECT rq_claim(ARRAY['q'])");
+        run(&format!("UPDATE jobs SET lease_expires_at = rq_now_ms() - 1 WHERE id = '{id}'"));
+        assert_eq!(one::<i64>("SELECT rq_rescue()"), 1);
+        assert_eq!(field::<String>(&id, "status"), "exhausted");
+        assert!(field::<bool>(&id, "error LIKE 'lease expired%' AND finished_at IS NOT NULL"));
+    }
+
+    #[pg_test]
+    fn rescue_gives_library_claims_a_one_minute_lease() {
+        // a claim made the Python library's way: no lease_expires_at
+        let old = enqueue("'q', 'x'");
+        let recent = enqueue("'q', 'y'");
+        run(&format!(
+            "UPDATE jobs SET status = 'claimed', attempts = 1, claimed_at = rq_now_ms() - 61000 WHERE id = '{old}'"
+        ));
+        run(&format!(
+            "UPDATE jobs SET status = 'claimed', attempts = 1, claimed_at = rq_now_ms() - 30000 WHERE id = '{recent}'"
+        ));
+        assert_eq!(one::<i64>("SELECT rq_rescue()"), 1);
+        assert_eq!(field::<String>(&old, "status"), "failed");
+        assert_eq!(field::<String>(&recent, "status"), "claimed");
+    }
+
+    #[pg_test]
+    fn prune_deletes_only_finished_jobs_older_than_the_retention() {
+        let old_done = enqueue("'q', 'old'");
+        let new_done = enqueue("'q', 'new'");
+        let old_waiting = enqueue("'w', 'waiting', at => clock_timestamp() - interval '30 days'");
+        run("SELECT rq_complete(id) FROM rq_claim(ARRAY['q'], batch => 2)");
+        run(&format!("UPDATE jobs SET finished_at = rq_now_ms() - 8 * 86400000::bigint WHERE id = '{old_done}'"));
+        let failed = enqueue("'f', 'retrying'");
+        run("SELECT rq_claim(ARRAY['f'])");
+        run(&format!("SELECT rq_fail('{failed}')"));
+        run(&format!("UPDATE jobs SET enqueued_at = 0 WHERE id = '{failed}'"));
+
+        // retention 0 keeps everything
+        assert_eq!(one::<i64>("SELECT rq_prune(retention => '0')"), 0);
+        // the default keeps a week
+        assert_eq!(one::<i64>("SELECT rq_prune()"), 1);
+        let left: String = one("SELECT string_agg(payload, ',' ORDER BY payload) FROM jobs");
+        assert_eq!(left, "new,retrying,waiting");
+        assert!(field::<bool>(&new_done, "status = 'success'"));
+        assert!(field::<bool>(&old_waiting, "status = 'queued'"));
+        // a short retention takes the newer finished job too, never unfinished ones
+        run(&format!("UPDATE jobs SET finished_at = rq_now_ms() - 5000 WHERE id = '{new_done}'"));
+        assert_eq!(one::<i64>("SELECT rq_prune(retention => '1 second')"), 1);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs"), 2);
+    }
+
+    #[pg_test]
+    fn duties_refuse_bad_arguments() {
+        for bad in [
+            "rq_expire(0)",
+            "rq_rescue(-1)",
+            "rq_prune(NULL)",
+            "rq_prune(10, '-1 day')",
+            "rq_expire(1000000)",
+        ] {
+            assert_eq!(sqlstate(&format!("SELECT {bad}")), "22023", "{bad}");
+        }
+    }
+
+    #[pg_test]
+    fn settings_are_registered_with_their_defaults() {
+        assert_eq!(one::<String>("SELECT current_setting('raquel.worker_interval')"), "1s");
+        assert_eq!(one::<String>("SELECT current_setting('raquel.retention')"), "7d");
+        assert_eq!(one::<String>("SELECT current_setting('raquel.batch_size')"), "1000");
+        assert_eq!(one::<String>("SELECT current_setting('raquel.worker_enabled')"), "on");
+        assert_eq!(one::<String>("SELECT current_setting('raquel.databases')"), "");
+    }
+
+    #[pg_test]
+    fn the_launcher_shows_in_pg_stat_activity() {
+        // the test server preloads the library (pg_test::postgresql_conf_options)
+        assert_eq!(one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'raquel launcher'"), 1);
     }
 }

@@ -39,3 +39,35 @@ pub fn sqlstate(result: Result<impl Sized, postgres::Error>) -> String {
         Err(e) => e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}")),
     }
 }
+
+/// Polls `check` every 100 ms until it holds or `seconds` pass; whether it held.
+pub fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Changes server settings with ALTER SYSTEM and reloads (SIGHUP).
+pub fn set_server(settings: &[(&str, &str)]) {
+    let mut admin = connect("postgres");
+    for (name, value) in settings {
+        admin.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'")).unwrap();
+    }
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}
+
+/// Undoes `set_server`.
+pub fn reset_server(names: &[&str]) {
+    let mut admin = connect("postgres");
+    for name in names {
+        admin.batch_execute(&format!("ALTER SYSTEM RESET {name}")).unwrap();
+    }
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+}

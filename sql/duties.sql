@@ -1,0 +1,123 @@
+-- Housekeeping duties. The background worker runs them every round; without
+-- it (no shared_preload_libraries), run them by hand or from cron. Each one
+-- handles at most `batch` jobs and returns how many it changed, so that one
+-- call is one short transaction: call again while it returns `batch`. Each
+-- walks a partial index of just the rows it is after, and skips rows that
+-- another session holds locked.
+
+CREATE FUNCTION rq_check_batch(batch integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF batch IS NULL OR batch < 1 OR batch > 100000 THEN
+        RAISE EXCEPTION 'batch must be between 1 and 100000, got %', coalesce(batch::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
+CREATE INDEX jobs_expiry_idx ON jobs ((scheduled_at + max_age))
+    WHERE status IN ('queued', 'failed') AND max_age IS NOT NULL;
+
+CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now_ms  bigint := rq_now_ms();
+    changed bigint;
+BEGIN
+    PERFORM rq_check_batch(batch);
+    WITH due AS (
+        SELECT j.id FROM jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobs j SET status = 'expired', finished_at = now_ms
+    FROM due WHERE j.id = due.id;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+-- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
+-- follows the retry rules, exactly as if the worker had called rq_fail. A
+-- claim without lease_expires_at (made by the Python library or by hand) has
+-- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
+-- session still holds locked is that session's, however old its claim.
+CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + 60000)))
+    WHERE status = 'claimed';
+
+CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now_ms  bigint := rq_now_ms();
+    job     record;
+    changed bigint := 0;
+BEGIN
+    PERFORM rq_check_batch(batch);
+    FOR job IN
+        SELECT j.id, j.attempts, j.claimed_by FROM jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + 60000) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + 60000)
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        PERFORM rq_fail(job.id,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL, job.attempts);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- Finished jobs older than the retention: deleted. The retention defaults to
+-- the raquel.retention setting (a week); zero keeps finished jobs forever.
+CREATE INDEX jobs_finished_idx ON jobs (finished_at)
+    WHERE status IN ('success', 'cancelled', 'expired', 'exhausted');
+
+CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    keep_ms bigint;
+    changed bigint;
+BEGIN
+    PERFORM rq_check_batch(batch);
+    keep_ms := rq_interval_ms(
+        coalesce(retention, coalesce(nullif(current_setting('raquel.retention', true), ''), '7 days')::interval),
+        'retention', 0, 3153600000000);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < rq_now_ms() - keep_ms
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM jobs j USING old WHERE j.id = old.id;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+-- Tell the launcher a database now has the extension; say so when there is
+-- no launcher to tell.
+DO $$
+BEGIN
+    IF NOT rq_worker_wake() THEN
+        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
+            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
+    END IF;
+END
+$$;

@@ -1,0 +1,109 @@
+//! The `raquel.*` settings. All of them reload on SIGHUP (`pg_reload_conf()`),
+//! so an operator never has to restart the server to retune housekeeping.
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use std::ffi::CString;
+use std::time::Duration;
+
+static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+static WORKER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 3600);
+static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
+pub fn define() {
+    GucRegistry::define_bool_guc(
+        c"raquel.worker_enabled",
+        c"Whether the background worker expires, rescues and prunes jobs.",
+        c"Off leaves every database alone; the duties can still be run by hand.",
+        &WORKER_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.worker_interval",
+        c"How long the background worker sleeps between rounds of housekeeping.",
+        c"Each round runs expire, rescue and prune in every served database.",
+        &WORKER_INTERVAL_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.retention",
+        c"How long finished jobs are kept before the prune duty deletes them.",
+        c"0 keeps finished jobs forever.",
+        &RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.batch_size",
+        c"How many jobs one housekeeping transaction handles at most.",
+        c"Small batches keep each transaction, and the locks it holds, short.",
+        &BATCH_SIZE,
+        1,
+        100_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"raquel.databases",
+        c"Comma-separated databases the background worker serves; empty serves all.",
+        c"Empty (the default) serves every database in which the raquel extension is created.",
+        &DATABASES,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+pub fn worker_enabled() -> bool {
+    WORKER_ENABLED.get()
+}
+
+pub fn worker_interval() -> Duration {
+    Duration::from_millis(WORKER_INTERVAL_MS.get().max(1) as u64)
+}
+
+pub fn retention_s() -> i32 {
+    RETENTION_S.get()
+}
+
+pub fn batch_size() -> i32 {
+    BATCH_SIZE.get()
+}
+
+/// Whether `raquel.databases` lets the worker serve database `name`.
+pub fn serves_database(name: &str) -> bool {
+    match DATABASES.get() {
+        None => true,
+        Some(list) => database_listed(&list.to_string_lossy(), name),
+    }
+}
+
+fn database_listed(list: &str, name: &str) -> bool {
+    let mut names = list.split(',').map(str::trim).filter(|n| !n.is_empty()).peekable();
+    names.peek().is_none() || names.any(|n| n == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_listed;
+
+    #[test]
+    fn an_empty_list_serves_every_database() {
+        assert!(database_listed("", "app"));
+        assert!(database_listed(" , ", "app"));
+    }
+
+    #[test]
+    fn a_list_serves_only_its_names() {
+        assert!(database_listed("app, jobs", "jobs"));
+        assert!(database_listed("app,jobs", "app"));
+        assert!(!database_listed("app, jobs", "postgres"));
+        assert!(!database_listed("application", "app"));
+    }
+}

@@ -1,0 +1,269 @@
+//! The background worker that looks after the queue: expires jobs that waited
+//! too long, rescues jobs whose lease ran out, prunes old finished jobs.
+//!
+//! A *launcher* (one per server, started from `shared_preload_libraries`)
+//! lists the databases and, each round, starts a short-lived *housekeeping*
+//! worker in every served database, one at a time. The housekeeping worker
+//! connects, runs the duties (the same SQL functions a person can call) in
+//! short transactions, and exits. Nothing stays connected to a database, so
+//! `DROP DATABASE` is never blocked, and a database whose extension is dropped
+//! is simply not served any more.
+//!
+//! A database without the extension is looked at once, when the launcher first
+//! sees it, and again only after some `CREATE EXTENSION raquel` wakes the
+//! launcher (`rq_worker_wake()`, run by the extension's install script).
+
+use crate::settings;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PgAtomic};
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::time::Duration;
+
+/// The launcher's PGPROC number, so that a backend can set its latch (-1: none).
+static LAUNCHER_PROCNO: PgAtomic<AtomicI32> = unsafe { PgAtomic::new(c"raquel_launcher_procno") };
+/// Set by `CREATE EXTENSION raquel`: look again at databases that had no extension.
+static RECHECK_REQUESTED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"raquel_recheck") };
+/// What the housekeeping worker that just ran found; the launcher runs one at
+/// a time, so one slot is enough.
+static LAST_OUTCOME: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"raquel_last_outcome") };
+
+const OUTCOME_UNKNOWN: u32 = 0;
+const OUTCOME_SERVED: u32 = 1;
+const OUTCOME_NO_EXTENSION: u32 = 2;
+
+/// True in processes of a server that preloaded the library (children of the
+/// postmaster inherit it); only then do the shared memory and launcher exist.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// Batches one duty may run in one round, so that a huge backlog does not keep
+/// the worker from the other duties and databases for long.
+const MAX_BATCHES_PER_DUTY: usize = 100;
+
+/// How long the postmaster waits before restarting a launcher that died.
+const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
+
+/// Called from `_PG_init` while the server preloads the library.
+pub fn register() {
+    pg_shmem_init!(LAUNCHER_PROCNO = AtomicI32::new(-1));
+    pg_shmem_init!(RECHECK_REQUESTED = AtomicBool::new(false));
+    pg_shmem_init!(LAST_OUTCOME = AtomicU32::new(OUTCOME_UNKNOWN));
+    BackgroundWorkerBuilder::new("raquel launcher")
+        .set_type("raquel launcher")
+        .set_library("raquel")
+        .set_function("raquel_launcher_main")
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(LAUNCHER_RESTART))
+        .load();
+    PRELOADED.store(true, Ordering::Relaxed);
+}
+
+/// Wakes the launcher so that it looks at this database now; false when no
+/// launcher runs because the library is not in `shared_preload_libraries`.
+#[pg_extern(volatile, parallel_unsafe)]
+fn rq_worker_wake() -> bool {
+    if !PRELOADED.load(Ordering::Relaxed) {
+        return false;
+    }
+    RECHECK_REQUESTED.get().store(true, Ordering::SeqCst);
+    let procno = LAUNCHER_PROCNO.get().load(Ordering::SeqCst);
+    if procno >= 0 {
+        // SAFETY: procno is a live PGPROC slot's number, published by the launcher.
+        unsafe {
+            let proc = (*pg_sys::ProcGlobal).allProcs.add(procno as usize);
+            pg_sys::SetLatch(&raw mut (*proc).procLatch);
+        }
+    }
+    true
+}
+
+fn shutdown_requested() -> bool {
+    unsafe { pg_sys::ShutdownRequestPending != 0 }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Found {
+    Unknown,
+    Extension,
+    NoExtension,
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // No database: the launcher reads only the shared catalog pg_database.
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    unsafe { LAUNCHER_PROCNO.get().store((*pg_sys::MyProc).pgprocno, Ordering::SeqCst) };
+    log!("raquel launcher started");
+
+    let mut databases: HashMap<pg_sys::Oid, Found> = HashMap::new();
+    let mut no_slot_warned = false;
+    while BackgroundWorker::wait_latch(Some(settings::worker_interval())) {
+        if BackgroundWorker::sighup_received() {
+            unsafe {
+                pg_sys::ConfigReloadPending = 0;
+                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+            }
+        }
+        if settings::worker_enabled() {
+            run_round(&mut databases, &mut no_slot_warned);
+        }
+    }
+
+    LAUNCHER_PROCNO.get().store(-1, Ordering::SeqCst);
+    log!("raquel launcher exiting");
+    // Exit code 1, like PostgreSQL's own workers on SIGTERM: after
+    // pg_terminate_backend the postmaster starts the launcher again; at
+    // shutdown it does not.
+    unsafe { pg_sys::proc_exit(1) }
+}
+
+/// One round: every served database gets its duties run once.
+fn run_round(databases: &mut HashMap<pg_sys::Oid, Found>, no_slot_warned: &mut bool) {
+    let listed = list_databases();
+    databases.retain(|oid, _| listed.iter().any(|(listed_oid, _)| listed_oid == oid));
+    let recheck = RECHECK_REQUESTED.get().swap(false, Ordering::SeqCst);
+    for (oid, name) in listed {
+        if shutdown_requested() {
+            return;
+        }
+        if !settings::serves_database(&name) {
+            continue;
+        }
+        let found = databases.entry(oid).or_insert(Found::Unknown);
+        if *found == Found::NoExtension && !recheck {
+            continue;
+        }
+        match run_housekeeping(oid, &name) {
+            Some(outcome) => {
+                *found = outcome;
+                *no_slot_warned = false;
+            }
+            None if !*no_slot_warned => {
+                warning!(
+                    "raquel: no free background worker slot to look after database \"{name}\"; \
+                     raise max_worker_processes"
+                );
+                *no_slot_warned = true;
+            }
+            None => {}
+        }
+    }
+}
+
+/// The connectable databases, from the shared catalog (the way autovacuum's
+/// launcher reads it: the launcher is connected to no database).
+fn list_databases() -> Vec<(pg_sys::Oid, String)> {
+    let mut found = Vec::new();
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        let _ = pg_sys::GetTransactionSnapshot();
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, lock);
+        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            let db = &*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple);
+            // -2 marks a database left half-dropped by an interrupted DROP DATABASE.
+            if db.datallowconn && !db.datistemplate && db.datconnlimit != -2 {
+                let name = CStr::from_ptr(db.datname.data.as_ptr()).to_string_lossy().into_owned();
+                found.push((db.oid, name));
+            }
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::table_close(rel, lock);
+        pg_sys::CommitTransactionCommand();
+    }
+    found
+}
+
+/// Runs a housekeeping worker in database `oid` and waits for it; None when
+/// no worker slot was free.
+fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
+    LAST_OUTCOME.get().store(OUTCOME_UNKNOWN, Ordering::SeqCst);
+    let worker = BackgroundWorkerBuilder::new(&format!("raquel housekeeping in {name}"))
+        .set_type("raquel worker")
+        .set_library("raquel")
+        .set_function("raquel_housekeeping_main")
+        .set_argument(oid.into_datum())
+        .enable_spi_access()
+        .set_notify_pid(unsafe { pg_sys::MyProcPid })
+        .set_restart_time(None)
+        .load_dynamic()
+        .ok()?;
+    let _ = worker.wait_for_shutdown();
+    Some(match LAST_OUTCOME.get().load(Ordering::SeqCst) {
+        OUTCOME_SERVED => Found::Extension,
+        OUTCOME_NO_EXTENSION => Found::NoExtension,
+        // it died before saying: try again next round
+        _ => Found::Unknown,
+    })
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let Some(oid) = (unsafe { pg_sys::Oid::from_datum(arg, false) }) else { return };
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+
+    let found = BackgroundWorker::transaction(|| {
+        Spi::get_two::<String, String>(
+            "SELECT (SELECT quote_ident(n.nspname) FROM pg_extension e \
+                     JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'raquel'), \
+                    current_database()",
+        )
+    });
+    let Ok((Some(schema), Some(database))) = found else {
+        LAST_OUTCOME.get().store(OUTCOME_NO_EXTENSION, Ordering::SeqCst);
+        return;
+    };
+    LAST_OUTCOME.get().store(OUTCOME_SERVED, Ordering::SeqCst);
+
+    let batch = settings::batch_size();
+    let duties = [
+        ("expire", format!("SELECT {schema}.rq_expire({batch})")),
+        ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
+        (
+            "prune",
+            format!("SELECT {schema}.rq_prune({batch}, make_interval(secs => {}))", settings::retention_s()),
+        ),
+    ];
+    for (duty, sql) in &duties {
+        for _ in 0..MAX_BATCHES_PER_DUTY {
+            if shutdown_requested() {
+                return;
+            }
+            match run_duty(duty, sql, &database) {
+                Some(changed) if changed >= i64::from(batch) => continue,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// One duty batch in its own transaction. An error is logged as a WARNING and
+/// the transaction rolled back, so the other duties still run.
+fn run_duty(duty: &str, sql: &str, database: &str) -> Option<i64> {
+    PgTryBuilder::new(|| BackgroundWorker::transaction(|| Spi::get_one::<i64>(sql)).ok().flatten())
+        .catch_others(|error| {
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            let message = match &error {
+                CaughtError::PostgresError(report)
+                | CaughtError::ErrorReport(report)
+                | CaughtError::RustPanic { ereport: report, .. } => report.message().to_string(),
+            };
+            warning!("raquel: the {duty} duty failed in database \"{database}\": {message}");
+            None
+        })
+        .execute()
+}

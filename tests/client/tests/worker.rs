@@ -1,0 +1,165 @@
+//! The background worker, against a real server that preloads the library:
+//! no client calls a duty here, the worker does. Every database these tests
+//! use is created after the server started, so each one also shows that such
+//! a database is served.
+
+use raquel_client_tests::{connect, eventually, fresh_db, reset_server, set_server};
+use std::thread::sleep;
+use std::time::Duration;
+
+fn status(client: &mut postgres::Client, id: &str) -> String {
+    client.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0)
+}
+
+fn launcher_pid(client: &mut postgres::Client) -> Option<i32> {
+    client
+        .query_opt("SELECT pid FROM pg_stat_activity WHERE backend_type = 'raquel launcher'", &[])
+        .unwrap()
+        .map(|row| row.get(0))
+}
+
+#[test]
+fn a_job_past_its_max_age_expires_by_itself() {
+    let db = fresh_db("rq_it_worker_expire");
+    let mut c = connect(&db);
+    let id: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '500 ms')", &[])
+        .unwrap()
+        .get(0);
+    assert!(eventually(15, || status(&mut c, &id) == "expired"), "expired without a client call");
+    let finished: bool = c.query_one("SELECT finished_at IS NOT NULL FROM jobs", &[]).unwrap().get(0);
+    assert!(finished);
+}
+
+#[test]
+fn an_abandoned_claim_is_rescued_and_follows_the_retry_rules() {
+    let db = fresh_db("rq_it_worker_rescue");
+    let mut c = connect(&db);
+    let retried: String = c.query_one("SELECT id::text FROM rq_enqueue('r', 'x')", &[]).unwrap().get(0);
+    let last: String =
+        c.query_one("SELECT id::text FROM rq_enqueue('e', 'y', max_retry_count => 0)", &[]).unwrap().get(0);
+    c.batch_execute("SELECT rq_claim(ARRAY['r', 'e'], worker => 'dead', batch => 2, lease => '1 second')")
+        .unwrap();
+
+    assert!(eventually(15, || status(&mut c, &retried) == "failed"), "rescued into a retry");
+    assert!(eventually(15, || status(&mut c, &last) == "exhausted"), "rescued with no retry left");
+    for id in [&retried, &last] {
+        let row = c
+            .query_one("SELECT attempts, error FROM jobs WHERE id = $1::text::uuid", &[id])
+            .unwrap();
+        assert_eq!(row.get::<_, i32>(0), 1);
+        assert!(row.get::<_, String>(1).starts_with("lease expired"), "{}", row.get::<_, String>(1));
+    }
+}
+
+#[test]
+fn a_row_another_session_holds_locked_is_not_rescued_until_released() {
+    let db = fresh_db("rq_it_worker_locked");
+    let mut c = connect(&db);
+    let mut holder = connect(&db);
+    let id: String = c.query_one("SELECT id::text FROM rq_enqueue('q', 'x')", &[]).unwrap().get(0);
+    c.batch_execute("SELECT rq_claim(ARRAY['q'], lease => '1 second')").unwrap();
+
+    // The Python library's way: hold the row locked while working on it.
+    let mut tx = holder.transaction().unwrap();
+    tx.query("SELECT * FROM jobs WHERE id = $1::text::uuid FOR UPDATE", &[&id]).unwrap();
+    sleep(Duration::from_secs(4)); // the lease ran out three seconds ago; several worker rounds ran
+    assert_eq!(status(&mut c, &id), "claimed", "a locked row is left to its holder");
+    tx.commit().unwrap();
+    assert!(eventually(15, || status(&mut c, &id) == "failed"), "rescued once released");
+}
+
+#[test]
+fn the_worker_comes_back_after_pg_terminate_backend() {
+    let db = fresh_db("rq_it_worker_restart");
+    let mut c = connect(&db);
+    let first = launcher_pid(&mut c).expect("a launcher runs");
+    c.batch_execute(&format!("SELECT pg_terminate_backend({first})")).unwrap();
+    assert!(
+        eventually(30, || launcher_pid(&mut c).is_some_and(|pid| pid != first)),
+        "a new launcher started"
+    );
+    let id: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '200 ms')", &[])
+        .unwrap()
+        .get(0);
+    assert!(eventually(15, || status(&mut c, &id) == "expired"), "and it keeps working");
+}
+
+#[test]
+fn sighup_changes_the_interval() {
+    let db = fresh_db("rq_it_worker_sighup");
+    let mut c = connect(&db);
+    set_server(&[("raquel.worker_interval", "1min")]);
+    sleep(Duration::from_millis(500)); // the reload wakes the launcher; it then sleeps a minute
+    let id: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[])
+        .unwrap()
+        .get(0);
+    sleep(Duration::from_secs(3));
+    let slow = status(&mut c, &id);
+    set_server(&[("raquel.worker_interval", "100ms")]);
+    let fast = eventually(5, || status(&mut c, &id) == "expired");
+    reset_server(&["raquel.worker_interval"]);
+    assert_eq!(slow, "queued", "with a one-minute interval nothing ran for 3 s");
+    assert!(fast, "with 100 ms, the job expired at once");
+}
+
+#[test]
+fn prune_by_the_worker_deletes_only_old_finished_jobs() {
+    let db = fresh_db("rq_it_worker_prune");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_enqueue('done', 'old'); SELECT rq_complete(id) FROM rq_claim(ARRAY['done']); \
+         UPDATE jobs SET finished_at = finished_at - 3600000; \
+         SELECT rq_enqueue('done', 'recent'); SELECT rq_complete(id) FROM rq_claim(ARRAY['done']); \
+         SELECT rq_enqueue('waiting', 'old but waiting', at => now() - interval '1 day')",
+    )
+    .unwrap();
+    set_server(&[("raquel.retention", "10min")]);
+    let pruned = eventually(15, || {
+        c.query_one("SELECT count(*) FROM jobs WHERE payload = 'old'", &[]).unwrap().get::<_, i64>(0) == 0
+    });
+    reset_server(&["raquel.retention"]);
+    assert!(pruned, "the finished job older than the retention was deleted");
+    let left: String =
+        c.query_one("SELECT string_agg(payload, ',' ORDER BY payload) FROM jobs", &[]).unwrap().get(0);
+    assert_eq!(left, "old but waiting,recent");
+}
+
+#[test]
+fn a_database_whose_extension_is_dropped_is_left_alone() {
+    let db = fresh_db("rq_it_worker_drop");
+    let mut c = connect(&db);
+    c.batch_execute("DROP EXTENSION raquel").unwrap();
+    sleep(Duration::from_secs(3));
+    // The database can be dropped at once: no worker stays connected to it.
+    connect("postgres").batch_execute(&format!("DROP DATABASE {db}")).unwrap();
+    if let Ok(log) = std::env::var("RAQUEL_TEST_LOG") {
+        let text = std::fs::read_to_string(log).unwrap();
+        let noisy: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(&db) && (l.contains("WARNING") || l.contains("ERROR")))
+            .collect();
+        assert!(noisy.is_empty(), "no warnings or errors about {db}: {noisy:?}");
+    }
+}
+
+#[test]
+fn a_narrowed_database_list_leaves_other_databases_alone() {
+    let served = fresh_db("rq_it_worker_served");
+    let ignored = fresh_db("rq_it_worker_ignored");
+    set_server(&[("raquel.databases", &served)]);
+    let mut a = connect(&served);
+    let mut b = connect(&ignored);
+    let in_served: String =
+        a.query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[]).unwrap().get(0);
+    let in_ignored: String =
+        b.query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[]).unwrap().get(0);
+    let served_expired = eventually(15, || status(&mut a, &in_served) == "expired");
+    sleep(Duration::from_secs(2));
+    let ignored_status = status(&mut b, &in_ignored);
+    reset_server(&["raquel.databases"]);
+    assert!(served_expired);
+    assert_eq!(ignored_status, "queued");
+}
