@@ -10,8 +10,8 @@
 //! is simply not served any more.
 //!
 //! A database without the extension is looked at once, when the launcher first
-//! sees it, and again only after some `CREATE EXTENSION raquel` wakes the
-//! launcher (`rq_worker_wake()`, run by the extension's install script).
+//! sees it, and again only after some `CREATE EXTENSION raquel` commits and
+//! wakes the launcher (`rq_worker_wake()`, run by the install script).
 
 use crate::settings;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
@@ -62,13 +62,21 @@ pub fn register() {
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
-/// Wakes the launcher so that it looks at this database now; false when no
-/// launcher runs because the library is not in `shared_preload_libraries`.
+/// Asks the launcher to look at the databases again once the calling
+/// transaction commits (so that it finds the extension this transaction
+/// creates); false when no launcher runs because the library is not in
+/// `shared_preload_libraries`.
 #[pg_extern(volatile, parallel_unsafe)]
 fn rq_worker_wake() -> bool {
     if !PRELOADED.load(Ordering::Relaxed) {
         return false;
     }
+    pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, wake_launcher);
+    true
+}
+
+/// Runs at commit, where nothing may fail: atomics and SetLatch only.
+fn wake_launcher() {
     RECHECK_REQUESTED.get().store(true, Ordering::SeqCst);
     let procno = LAUNCHER_PROCNO.get().load(Ordering::SeqCst);
     if procno >= 0 {
@@ -78,7 +86,6 @@ fn rq_worker_wake() -> bool {
             pg_sys::SetLatch(&raw mut (*proc).procLatch);
         }
     }
-    true
 }
 
 fn shutdown_requested() -> bool {
@@ -103,15 +110,13 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
 
     let mut databases: HashMap<pg_sys::Oid, Found> = HashMap::new();
     let mut no_slot_warned = false;
-    while BackgroundWorker::wait_latch(Some(settings::worker_interval())) {
-        if BackgroundWorker::sighup_received() {
-            unsafe {
-                pg_sys::ConfigReloadPending = 0;
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-        }
+    while sleep_until_next_round() {
         if settings::worker_enabled() {
             run_round(&mut databases, &mut no_slot_warned);
+        } else {
+            // forget what we knew: when switched back on, look at every database
+            databases.clear();
+            RECHECK_REQUESTED.get().store(false, Ordering::SeqCst);
         }
     }
 
@@ -123,15 +128,50 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) }
 }
 
+/// Sleeps `raquel.worker_interval` from now, or less when a `CREATE EXTENSION`
+/// asks for a recheck or a reload shortens the interval. Our own housekeeping
+/// workers set the latch too (the postmaster tells the launcher when they
+/// start and stop), so a wake-up alone is no reason to start a round. False
+/// on SIGTERM or postmaster death.
+fn sleep_until_next_round() -> bool {
+    let slept_from = std::time::Instant::now();
+    loop {
+        reload_settings_if_asked();
+        if RECHECK_REQUESTED.get().load(Ordering::SeqCst) {
+            return true;
+        }
+        let Some(left) = settings::worker_interval().checked_sub(slept_from.elapsed()) else {
+            return true;
+        };
+        if left.is_zero() {
+            return true;
+        }
+        if !BackgroundWorker::wait_latch(Some(left)) {
+            return false;
+        }
+    }
+}
+
+fn reload_settings_if_asked() {
+    if BackgroundWorker::sighup_received() {
+        unsafe {
+            pg_sys::ConfigReloadPending = 0;
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+    }
+}
+
 /// One round: every served database gets its duties run once.
 fn run_round(databases: &mut HashMap<pg_sys::Oid, Found>, no_slot_warned: &mut bool) {
     let listed = list_databases();
+    debug1!("raquel launcher: round over {} databases", listed.len());
     databases.retain(|oid, _| listed.iter().any(|(listed_oid, _)| listed_oid == oid));
     let recheck = RECHECK_REQUESTED.get().swap(false, Ordering::SeqCst);
     for (oid, name) in listed {
         if shutdown_requested() {
             return;
         }
+        reload_settings_if_asked();
         if !settings::serves_database(&name) {
             continue;
         }
@@ -139,6 +179,7 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Found>, no_slot_warned: &mut b
         if *found == Found::NoExtension && !recheck {
             continue;
         }
+        debug1!("raquel launcher: looking after database \"{name}\" ({found:?})");
         match run_housekeeping(oid, &name) {
             Some(outcome) => {
                 *found = outcome;
@@ -216,16 +257,37 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     let Some(oid) = (unsafe { pg_sys::Oid::from_datum(arg, false) }) else { return };
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
 
+    // The extension's schema, and whether its SQL has the duties: an install
+    // older than the library (no ALTER EXTENSION raquel UPDATE yet) may not.
     let found = BackgroundWorker::transaction(|| {
-        Spi::get_two::<String, String>(
-            "SELECT (SELECT quote_ident(n.nspname) FROM pg_extension e \
-                     JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'raquel'), \
-                    current_database()",
+        Spi::get_three::<String, bool, String>(
+            "SELECT quote_ident(n.nspname), \
+                    to_regprocedure(quote_ident(n.nspname) || '.rq_prune(integer, interval)') IS NOT NULL, \
+                    current_database()::text \
+             FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
+             WHERE e.extname = 'raquel' \
+             UNION ALL SELECT NULL, NULL, NULL LIMIT 1",
         )
     });
-    let Ok((Some(schema), Some(database))) = found else {
-        LAST_OUTCOME.get().store(OUTCOME_NO_EXTENSION, Ordering::SeqCst);
-        return;
+    let (schema, database) = match found {
+        Ok((Some(schema), Some(true), Some(database))) => (schema, database),
+        Ok((Some(_), Some(false), Some(database))) => {
+            warning!(
+                "raquel: the extension in database \"{database}\" predates the background worker's duties; \
+                 run ALTER EXTENSION raquel UPDATE there. The worker leaves it alone until then."
+            );
+            LAST_OUTCOME.get().store(OUTCOME_NO_EXTENSION, Ordering::SeqCst);
+            return;
+        }
+        Ok(_) => {
+            LAST_OUTCOME.get().store(OUTCOME_NO_EXTENSION, Ordering::SeqCst);
+            return;
+        }
+        Err(error) => {
+            // the launcher will try again next round
+            warning!("raquel: could not look for the extension in database {oid:?}: {error}");
+            return;
+        }
     };
     LAST_OUTCOME.get().store(OUTCOME_SERVED, Ordering::SeqCst);
 
