@@ -168,3 +168,38 @@ fn a_narrowed_database_list_leaves_other_databases_alone() {
     assert!(served_expired);
     assert_eq!(ignored_status, "queued");
 }
+
+#[test]
+fn a_failing_duty_is_a_warning_and_the_worker_goes_on() {
+    let log_path = std::env::var("RAQUEL_TEST_LOG").ok();
+    let db = fresh_db("rq_it_worker_error");
+    let mut c = connect(&db);
+    let launcher = launcher_pid(&mut c).expect("a launcher runs");
+    // This database refuses to let any job expire: the expire duty errors here.
+    c.batch_execute(
+        "CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.status = 'expired' THEN RAISE EXCEPTION 'expiry refused by the test'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_expiry BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_expiry()",
+    )
+    .unwrap();
+    let stuck: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[])
+        .unwrap()
+        .get(0);
+    let abandoned: String = c.query_one("SELECT id::text FROM rq_enqueue('r', 'y')", &[]).unwrap().get(0);
+    c.batch_execute("SELECT rq_claim(ARRAY['r'], lease => '1 second')").unwrap();
+
+    // The rescue duty still runs after the expire duty failed, round after round.
+    assert!(eventually(15, || status(&mut c, &abandoned) == "failed"));
+    assert_eq!(status(&mut c, &stuck), "queued");
+    assert_eq!(launcher_pid(&mut c), Some(launcher), "the launcher did not crash");
+    if let Some(log) = log_path {
+        let text = String::from_utf8_lossy(&std::fs::read(log).unwrap()).into_owned();
+        assert!(
+            text.lines().any(|l| l.contains("WARNING")
+                && l.contains(&format!("the expire duty failed in database \"{db}\": expiry refused by the test"))),
+            "the failure is logged as a WARNING naming the database"
+        );
+    }
+}
