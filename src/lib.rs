@@ -2,10 +2,10 @@
 //!
 //! The table, its indexes and the queue's verbs are SQL (`sql/*.sql`), where a
 //! reader can see every statement a claim runs and PL/pgSQL keeps each one's
-//! plan cached. Rust supplies what SQL cannot say well: the backoff arithmetic,
-//! time-ordered ids, the wall clock in the table's unit, and checked
-//! conversions of the SQL surface's intervals and timestamps, the settings,
-//! and the background worker that expires, rescues and prunes jobs.
+//! plan cached. Rust supplies what SQL cannot say well: the backoff
+//! arithmetic, time-ordered ids, the wall clock in the table's unit, checked
+//! conversions of intervals and timestamps, the `raquel.*` settings, and the
+//! background worker that expires, rescues and prunes jobs.
 
 use pgrx::prelude::*;
 
