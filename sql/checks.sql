@@ -17,27 +17,27 @@ BEGIN
 END
 $$;
 
--- Explains why a job could not be finished, completed, failed…: it does not
--- exist, it is not claimed, or the caller's claim is stale (fencing). Called
--- only after the verb's UPDATE matched no row; it always raises.
-CREATE FUNCTION rq_raise_not_claimed(id uuid, attempt integer, verb text) RETURNS void
+-- Explains why a verb matched no row: the id is null, no such job, the job's
+-- status is not one the verb takes, or the caller's claim is stale (fencing).
+-- Called only after the verb's UPDATE matched nothing; it always raises.
+CREATE FUNCTION rq_raise_cannot(id uuid, attempt integer, verb text, allowed text[]) RETURNS void
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
     job jobs;
 BEGIN
-    IF rq_raise_not_claimed.id IS NULL THEN
+    IF rq_raise_cannot.id IS NULL THEN
         RAISE EXCEPTION 'cannot % a job: id must not be null', verb
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT * INTO job FROM jobs j WHERE j.id = rq_raise_not_claimed.id;
+    SELECT * INTO job FROM jobs j WHERE j.id = rq_raise_cannot.id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot % job %: no such job', verb, rq_raise_not_claimed.id
+        RAISE EXCEPTION 'cannot % job %: no such job', verb, rq_raise_cannot.id
             USING ERRCODE = 'no_data_found';
-    ELSIF job.status <> 'claimed' THEN
-        RAISE EXCEPTION 'cannot % job %: its status is %, not claimed', verb, job.id, job.status
+    ELSIF NOT job.status = ANY (allowed) THEN
+        RAISE EXCEPTION 'cannot % job %: its status is %', verb, job.id, job.status
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Only a job that a worker holds (status claimed) can be finished.';
+                  HINT = format('rq_%s takes a job whose status is %s.', verb, array_to_string(allowed, ' or '));
     ELSIF attempt IS NOT NULL AND attempt <> job.attempts THEN
         RAISE EXCEPTION 'cannot % job %: the claim on attempt % is stale, the job is on attempt %',
                 verb, job.id, attempt, job.attempts

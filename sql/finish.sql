@@ -2,7 +2,7 @@
 -- optional fencing token: a worker whose lease ran out and whose job was
 -- handed to someone else gets an error instead of overwriting the new
 -- holder's attempt. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_not_claimed look at the row to say why.
+-- nothing does rq_raise_cannot look at the row to say why.
 
 CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
@@ -17,14 +17,15 @@ BEGIN
       AND (rq_complete.attempt IS NULL OR j.attempts = rq_complete.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_not_claimed(rq_complete.id, rq_complete.attempt, 'complete');
+        PERFORM rq_raise_cannot(rq_complete.id, rq_complete.attempt, 'complete', '{claimed}');
     END IF;
     RETURN job;
 END
 $$;
 
--- A failed attempt: retried after rq_backoff(attempts, …) ms, or, with no
--- retry left (attempts > max_retry_count), exhausted for good.
+-- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
+-- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
+-- the attempts that were not handed back.
 CREATE FUNCTION rq_fail(
     id          uuid,
     error       text    DEFAULT NULL,
@@ -38,10 +39,10 @@ DECLARE
     job    jobs;
 BEGIN
     UPDATE jobs j
-    SET status = CASE WHEN j.attempts > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
-        finished_at = CASE WHEN j.attempts > j.max_retry_count THEN now_ms END,
-        scheduled_at = CASE WHEN j.attempts > j.max_retry_count THEN j.scheduled_at
-                            ELSE now_ms + rq_backoff(j.attempts, coalesce(j.backoff_base, 1000),
+    SET status = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
+        finished_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN now_ms END,
+        scheduled_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN j.scheduled_at
+                            ELSE now_ms + rq_backoff(j.attempts - j.requeues, coalesce(j.backoff_base, 1000),
                                                      coalesce(j.min_retry_delay, 1000),
                                                      coalesce(j.max_retry_delay, 43200000))
                        END,
@@ -53,7 +54,7 @@ BEGIN
       AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_not_claimed(rq_fail.id, rq_fail.attempt, 'fail');
+        PERFORM rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
     END IF;
     RETURN job;
 END

@@ -27,6 +27,11 @@ CREATE TABLE jobs (
     -- means a claim made by hand or by the Python library: its lease is the
     -- library's one minute from claimed_at.
     lease_expires_at bigint,
+    -- Claims a worker handed back with rq_reject / rq_reschedule. Such a claim
+    -- counts in attempts (every claim is an attempt, and attempts is the
+    -- fencing token, which must never repeat) but uses up no retry: retries
+    -- used = attempts - requeues.
+    requeues         integer NOT NULL DEFAULT 0,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_status_check CHECK (status IN
@@ -36,7 +41,8 @@ CREATE TABLE jobs (
     CONSTRAINT jobs_retry_delays_check CHECK (
         min_retry_delay >= 0 AND max_retry_delay >= 0 AND min_retry_delay <= max_retry_delay),
     CONSTRAINT jobs_backoff_base_check CHECK (backoff_base >= 0),
-    CONSTRAINT jobs_attempts_check CHECK (attempts >= 0)
+    CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
+    CONSTRAINT jobs_requeues_check CHECK (requeues >= 0 AND requeues <= attempts)
 );
 
 COMMENT ON TABLE jobs IS

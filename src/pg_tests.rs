@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue", "duties"]
+        requires = ["finish", "claim", "enqueue", "duties", "lifecycle"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
@@ -470,5 +470,130 @@ mod tests {
     fn the_launcher_shows_in_pg_stat_activity() {
         // the test server preloads the library (pg_test::postgresql_conf_options)
         assert_eq!(one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'raquel launcher'"), 1);
+    }
+
+    const UNKNOWN: &str = "00000000-0000-7000-8000-000000000000";
+
+    /// Asserts the verb's errors: unknown id (P0002), NULL id (22023), and
+    /// 55000 for each status in `wrong`, leaving each such job unchanged.
+    fn assert_verb_errors(verb: &str, wrong: &[&str]) {
+        assert_eq!(sqlstate(&format!("SELECT {verb}('{UNKNOWN}')")), "P0002", "{verb} unknown id");
+        assert_eq!(sqlstate(&format!("SELECT {verb}(NULL)")), "22023", "{verb} NULL id");
+        for status in wrong {
+            let id = enqueue("'wrong', 'x'");
+            run(&format!("UPDATE jobs SET status = '{status}' WHERE id = '{id}'"));
+            let before: String = field(&id, "jobs::text");
+            assert_eq!(sqlstate(&format!("SELECT {verb}('{id}')")), "55000", "{verb} on a {status} job");
+            assert_eq!(field::<String>(&id, "jobs::text"), before, "{verb} changed a {status} job");
+        }
+    }
+
+    #[pg_test]
+    fn reschedule_puts_a_claimed_job_back_later_without_using_a_retry() {
+        let id = enqueue("'q', 'x', max_retry_count => 0");
+        claim_one("q");
+        let row: String = one(&format!(
+            "SELECT status || ',' || attempts || ',' || requeues || ',' || claimed_by \
+             FROM rq_reschedule('{id}', delay => '10 minutes')"
+        ));
+        assert_eq!(row, "queued,1,1,w1");
+        assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 599000 AND 600000"));
+        assert!(field::<bool>(&id, "lease_expires_at IS NULL AND claimed_at IS NOT NULL"));
+        // no retry was used: with max_retry_count 0, the next failure is the
+        // first one and exhausts; before it, the job is claimable again
+        make_due(&id);
+        claim_one("q").expect("claimable again");
+        assert_eq!(field::<i32>(&id, "attempts"), 2, "every claim is an attempt");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+    }
+
+    #[pg_test]
+    fn reschedule_takes_at_or_the_min_retry_delay() {
+        let id = enqueue("'q', 'x', min_retry_delay => '30 seconds'");
+        claim_one("q");
+        run(&format!("SELECT rq_reschedule('{id}')"));
+        assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 29000 AND 30000"));
+        make_due(&id);
+        claim_one("q");
+        run(&format!("SELECT rq_reschedule('{id}', at => '2030-01-01 00:00:00+00', delay => '1 minute')"));
+        assert_eq!(field::<i64>(&id, "scheduled_at"), 1_893_456_060_000);
+        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}')")), "55000");
+        make_due(&id);
+        claim_one("q");
+        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', delay => '-1 s')")), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', attempt => 1)")), "55000");
+        assert_eq!(field::<String>(&id, "status"), "claimed");
+        assert_verb_errors("rq_reschedule", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
+    }
+
+    #[pg_test]
+    fn reject_hands_the_job_to_another_worker_at_once() {
+        let id = enqueue("'q', 'x', max_retry_count => 0");
+        claim_one("q");
+        let row: String = one(&format!(
+            "SELECT status || ',' || attempts || ',' || requeues || ',' || (claimed_by IS NULL) || ',' || (claimed_at IS NULL) \
+             FROM rq_reject('{id}')"
+        ));
+        assert_eq!(row, "queued,1,1,true,true");
+        assert_eq!(claim_one("q").as_deref(), Some(id.as_str()), "claimable at once");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted", "no retry used");
+        assert_verb_errors("rq_reject", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
+    }
+
+    #[pg_test]
+    fn extend_pushes_the_lease_out() {
+        let id = enqueue("'q', 'x'");
+        run("SELECT rq_claim(ARRAY['q'], lease => '10 seconds')");
+        run(&format!("SELECT rq_extend('{id}', lease => '5 minutes')"));
+        assert!(field::<bool>(&id, "lease_expires_at - rq_now_ms() BETWEEN 299000 AND 300000"));
+        run(&format!("SELECT rq_extend('{id}', attempt => 1)"));
+        assert!(field::<bool>(&id, "lease_expires_at - rq_now_ms() BETWEEN 59000 AND 60000"));
+        // a rescue after the extension finds nothing to do
+        assert_eq!(one::<i64>("SELECT rq_rescue()"), 0);
+        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', attempt => 2)")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', lease => '0')")), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', lease => NULL)")), "22023");
+        assert_verb_errors("rq_extend", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
+    }
+
+    #[pg_test]
+    fn cancel_ends_any_unfinished_job() {
+        for status in ["queued", "claimed", "failed"] {
+            let id = enqueue("'q', 'x'");
+            run(&format!("UPDATE jobs SET status = '{status}', attempts = 1 WHERE id = '{id}'"));
+            assert_eq!(one::<String>(&format!("SELECT status FROM rq_cancel('{id}')")), "cancelled");
+            assert!(field::<bool>(&id, "finished_at IS NOT NULL"));
+        }
+        // a worker that was working on a cancelled job learns it on completing
+        let id = enqueue("'c', 'x'");
+        claim_one("c");
+        run(&format!("SELECT rq_cancel('{id}')"));
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
+        assert_eq!(claim_one("c"), None);
+        assert_verb_errors("rq_cancel", &["success", "cancelled", "expired", "exhausted"]);
+    }
+
+    #[pg_test]
+    fn retry_requeues_an_ended_job_with_a_fresh_retry_budget() {
+        for status in ["failed", "exhausted", "expired", "cancelled"] {
+            let id = enqueue("'q', 'x', max_retry_count => 1");
+            run(&format!("UPDATE jobs SET status = '{status}', attempts = 2, finished_at = 1 WHERE id = '{id}'"));
+            let row: String = one(&format!(
+                "SELECT status || ',' || attempts || ',' || requeues || ',' || (finished_at IS NULL) FROM rq_retry('{id}')"
+            ));
+            assert_eq!(row, "queued,2,2,true", "retry of a {status} job");
+            assert!(field::<bool>(&id, "abs(scheduled_at - rq_now_ms()) < 1000"));
+            // a whole budget again: one retry, so the first failure retries…
+            assert_eq!(claim_one("q").as_deref(), Some(id.as_str()));
+            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "failed");
+            assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 900 AND 1000"), "backoff starts over");
+            // …and the second exhausts
+            make_due(&id);
+            claim_one("q");
+            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+            assert_eq!(field::<i32>(&id, "attempts"), 4, "attempts never go back");
+            run(&format!("DELETE FROM jobs WHERE id = '{id}'"));
+        }
+        assert_verb_errors("rq_retry", &["queued", "claimed", "success"]);
     }
 }

@@ -1,0 +1,133 @@
+-- The rest of a job's life. A worker holding a claim may hand the job back
+-- (reschedule, reject) without using up a retry, or extend its lease; anyone
+-- may cancel an unfinished job; an operator may retry a job that failed or
+-- ended. Like rq_complete, each is one UPDATE, and rq_raise_cannot explains
+-- a miss. The worker verbs take the claim's attempt as an optional fencing
+-- token.
+
+-- A claimed job goes back to queued at `at` plus `delay` (neither: the job's
+-- min_retry_delay from now). claimed_by / claimed_at stay, as in the Python
+-- library, so that rescheduled jobs can be found.
+CREATE FUNCTION rq_reschedule(
+    id      uuid,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL,
+    attempt integer     DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now_ms   bigint := rq_now_ms();
+    at_ms    bigint := rq_timestamp_ms(rq_reschedule.at, 'at');
+    delay_ms bigint := rq_interval_ms(rq_reschedule.delay, 'delay', 0, 3153600000000);
+    job      jobs;
+BEGIN
+    UPDATE jobs j
+    SET status = 'queued',
+        scheduled_at = CASE WHEN at_ms IS NULL AND delay_ms IS NULL
+                            THEN now_ms + coalesce(j.min_retry_delay, 1000)
+                            ELSE coalesce(at_ms, now_ms) + coalesce(delay_ms, 0) END,
+        requeues = j.requeues + 1,
+        lease_expires_at = NULL,
+        finished_at = NULL
+    WHERE j.id = rq_reschedule.id
+      AND j.status = 'claimed'
+      AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- A claimed job goes back to queued at once, for another worker.
+CREATE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    job jobs;
+BEGIN
+    UPDATE jobs j
+    SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
+        requeues = j.requeues + 1, lease_expires_at = NULL
+    WHERE j.id = rq_reject.id
+      AND j.status = 'claimed'
+      AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- The worker still holding the claim pushes its lease out to now + lease
+-- (a heartbeat). A lease that ran out but was not rescued yet can be extended.
+CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT '1 minute', attempt integer DEFAULT NULL)
+RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    lease_ms bigint;
+    job      jobs;
+BEGIN
+    IF rq_extend.lease IS NULL THEN
+        RAISE EXCEPTION 'lease must not be null'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Leave it out for one minute.';
+    END IF;
+    lease_ms := rq_interval_ms(rq_extend.lease, 'lease', 1, 31536000000);
+    UPDATE jobs j
+    SET lease_expires_at = rq_now_ms() + lease_ms
+    WHERE j.id = rq_extend.id
+      AND j.status = 'claimed'
+      AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- Any unfinished job (queued, claimed, failed) becomes cancelled, for good.
+-- A worker still working on a cancelled job finds out when it completes it:
+-- that is an error (55000), since the job is no longer claimed.
+CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    job jobs;
+BEGIN
+    UPDATE jobs j
+    SET status = 'cancelled', finished_at = rq_now_ms(), lease_expires_at = NULL
+    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- An operator puts a failed, exhausted, expired or cancelled job back to
+-- queued, due now, with its whole retry budget again: the attempts so far
+-- stay counted (history, and fencing tokens never repeat) but no longer use
+-- up retries.
+CREATE FUNCTION rq_retry(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    job jobs;
+BEGIN
+    UPDATE jobs j
+    SET status = 'queued', scheduled_at = rq_now_ms(), finished_at = NULL,
+        lease_expires_at = NULL, requeues = j.attempts
+    WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+    END IF;
+    RETURN job;
+END
+$$;
