@@ -24,13 +24,13 @@ CREATE FUNCTION rq_raise_cannot(id uuid, attempt integer, verb text, allowed tex
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
-    job jobs;
+    job @extschema@.jobs;
 BEGIN
     IF rq_raise_cannot.id IS NULL THEN
         RAISE EXCEPTION 'cannot % a job: id must not be null', verb
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT * INTO job FROM jobs j WHERE j.id = rq_raise_cannot.id;
+    SELECT * INTO job FROM @extschema@.jobs j WHERE j.id = rq_raise_cannot.id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cannot % job %: no such job', verb, rq_raise_cannot.id
             USING ERRCODE = 'no_data_found';

@@ -16,7 +16,7 @@ CREATE FUNCTION rq_claim(
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now_ms   bigint := rq_now_ms();
+    now_ms   bigint := @extschema@.rq_now_ms();
     lease_ms bigint;
     one      text;
 BEGIN
@@ -28,17 +28,17 @@ BEGIN
         RAISE EXCEPTION 'lease must not be null'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Leave it out for one minute.';
     END IF;
-    lease_ms := rq_interval_ms(lease, 'lease', 1, 31536000000);
+    lease_ms := @extschema@.rq_interval_ms(lease, 'lease', 1, 31536000000);
     IF queues IS NOT NULL THEN
         FOREACH one IN ARRAY queues LOOP
-            PERFORM rq_check_queue(one);
+            PERFORM @extschema@.rq_check_queue(one);
         END LOOP;
     END IF;
 
     IF queues IS NULL THEN
         RETURN QUERY
         WITH ready AS (
-            SELECT j.id FROM jobs j
+            SELECT j.id FROM @extschema@.jobs j
             WHERE j.status IN ('queued', 'failed')
               AND j.scheduled_at <= now_ms
               AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
@@ -46,7 +46,7 @@ BEGIN
             LIMIT batch
             FOR UPDATE SKIP LOCKED
         ), claimed AS (
-            UPDATE jobs j
+            UPDATE @extschema@.jobs j
             SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
                 claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
             FROM ready WHERE j.id = ready.id
@@ -56,7 +56,7 @@ BEGIN
     ELSIF cardinality(queues) = 1 THEN
         RETURN QUERY
         WITH ready AS (
-            SELECT j.id FROM jobs j
+            SELECT j.id FROM @extschema@.jobs j
             WHERE j.queue = queues[1]
               AND j.status IN ('queued', 'failed')
               AND j.scheduled_at <= now_ms
@@ -65,7 +65,7 @@ BEGIN
             LIMIT batch
             FOR UPDATE SKIP LOCKED
         ), claimed AS (
-            UPDATE jobs j
+            UPDATE @extschema@.jobs j
             SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
                 claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
             FROM ready WHERE j.id = ready.id
@@ -75,7 +75,7 @@ BEGIN
     ELSE
         RETURN QUERY
         WITH ready AS (
-            SELECT j.id FROM jobs j
+            SELECT j.id FROM @extschema@.jobs j
             WHERE j.queue = ANY (queues)
               AND j.status IN ('queued', 'failed')
               AND j.scheduled_at <= now_ms
@@ -84,7 +84,7 @@ BEGIN
             LIMIT batch
             FOR UPDATE SKIP LOCKED
         ), claimed AS (
-            UPDATE jobs j
+            UPDATE @extschema@.jobs j
             SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
                 claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
             FROM ready WHERE j.id = ready.id

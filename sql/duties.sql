@@ -24,19 +24,19 @@ CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now_ms  bigint := rq_now_ms();
+    now_ms  bigint := @extschema@.rq_now_ms();
     changed bigint;
 BEGIN
-    PERFORM rq_check_batch(batch);
+    PERFORM @extschema@.rq_check_batch(batch);
     WITH due AS (
-        SELECT j.id FROM jobs j
+        SELECT j.id FROM @extschema@.jobs j
         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
           AND j.scheduled_at + j.max_age <= now_ms
         ORDER BY j.scheduled_at + j.max_age
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE jobs j SET status = 'expired', finished_at = now_ms
+    UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
     FROM due WHERE j.id = due.id;
     GET DIAGNOSTICS changed = ROW_COUNT;
     RETURN changed;
@@ -55,20 +55,20 @@ CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now_ms  bigint := rq_now_ms();
+    now_ms  bigint := @extschema@.rq_now_ms();
     job     record;
     changed bigint := 0;
 BEGIN
-    PERFORM rq_check_batch(batch);
+    PERFORM @extschema@.rq_check_batch(batch);
     FOR job IN
-        SELECT j.id, j.attempts, j.claimed_by FROM jobs j
+        SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
           AND coalesce(j.lease_expires_at, j.claimed_at + 60000) <= now_ms
         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + 60000)
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     LOOP
-        PERFORM rq_fail(job.id,
+        PERFORM @extschema@.rq_fail(job.id,
                         format('lease expired: %s did not finish attempt %s in time',
                                coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
                         NULL, job.attempts);
@@ -90,22 +90,22 @@ DECLARE
     keep_ms bigint;
     changed bigint;
 BEGIN
-    PERFORM rq_check_batch(batch);
-    keep_ms := rq_interval_ms(
+    PERFORM @extschema@.rq_check_batch(batch);
+    keep_ms := @extschema@.rq_interval_ms(
         coalesce(retention, coalesce(nullif(current_setting('raquel.retention', true), ''), '7 days')::interval),
         'retention', 0, 3153600000000);
     IF keep_ms = 0 THEN
         RETURN 0;
     END IF;
     WITH old AS (
-        SELECT j.id FROM jobs j
+        SELECT j.id FROM @extschema@.jobs j
         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-          AND j.finished_at < rq_now_ms() - keep_ms
+          AND j.finished_at < @extschema@.rq_now_ms() - keep_ms
         ORDER BY j.finished_at
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     )
-    DELETE FROM jobs j USING old WHERE j.id = old.id;
+    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
     GET DIAGNOSTICS changed = ROW_COUNT;
     RETURN changed;
 END
@@ -115,7 +115,7 @@ $$;
 -- no launcher to tell.
 DO $$
 BEGIN
-    IF NOT rq_worker_wake() THEN
+    IF NOT @extschema@.rq_worker_wake() THEN
         RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
             USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
     END IF;

@@ -1,4 +1,6 @@
--- Producing jobs.
+-- Producing jobs. Every enqueue, single or batch, goes through one INSERT …
+-- SELECT in rq_enqueue_batch, so the checks and defaults live in one place
+-- and a batch of thousands is one statement.
 
 -- Bounds on what a caller may ask for. Retry delays are integer milliseconds
 -- in the table (about 24.8 days at most); a job's schedule and maximum age
@@ -6,6 +8,75 @@
 --   delay, max_age:        3153600000000 ms = 36500 days
 --   retry delays, base:       2147483647 ms
 --   lease:                   31536000000 ms = 365 days
+
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT '1 second',
+    max_retry_delay interval    DEFAULT '12 hours',
+    backoff_base    interval    DEFAULT '1 second',
+    priority        integer     DEFAULT 0
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now_ms     bigint := @extschema@.rq_now_ms();
+    max_age_ms bigint := @extschema@.rq_interval_ms(rq_enqueue_batch.max_age, 'max_age', 1, 3153600000000);
+    min_delay  bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.min_retry_delay, 'min_retry_delay', 0, 2147483647), 1000);
+    max_delay  bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.max_retry_delay, 'max_retry_delay', 0, 2147483647), 43200000);
+    base_ms    bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.backoff_base, 'backoff_base', 0, 2147483647), 1000);
+    due_ms     bigint := coalesce(@extschema@.rq_timestamp_ms(rq_enqueue_batch.at, 'at'), now_ms)
+                         + coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.delay, 'delay', 0, 3153600000000), 0);
+BEGIN
+    PERFORM @extschema@.rq_check_queue(rq_enqueue_batch.queue);
+    IF payloads IS NULL THEN
+        RAISE EXCEPTION 'payloads must not be null'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload.';
+    END IF;
+    IF rq_enqueue_batch.max_retry_count < 0 THEN
+        RAISE EXCEPTION 'max_retry_count must not be negative, got %', rq_enqueue_batch.max_retry_count
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use 0 for no retry, or NULL to retry forever.';
+    END IF;
+    IF min_delay > max_delay THEN
+        RAISE EXCEPTION 'min_retry_delay (%) must not exceed max_retry_delay (%)',
+                rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                           min_retry_delay, max_retry_delay, backoff_base,
+                           enqueued_at, scheduled_at, priority)
+    SELECT rq_enqueue_batch.queue, p.payload, max_age_ms, rq_enqueue_batch.max_retry_count,
+           min_delay, max_delay, base_ms, now_ms, due_ms, coalesce(rq_enqueue_batch.priority, 0)
+    FROM unnest(payloads) WITH ORDINALITY AS p (payload, n)
+    ORDER BY p.n
+    RETURNING j.*;
+END
+$$;
+
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        jsonb[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT '1 second',
+    max_retry_delay interval    DEFAULT '12 hours',
+    backoff_base    interval    DEFAULT '1 second',
+    priority        integer     DEFAULT 0
+) RETURNS SETOF jobs
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10)
+$$;
 
 CREATE FUNCTION rq_enqueue(
     queue           text        DEFAULT 'default',
@@ -19,43 +90,9 @@ CREATE FUNCTION rq_enqueue(
     backoff_base    interval    DEFAULT '1 second',
     priority        integer     DEFAULT 0
 ) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE sql VOLATILE
 AS $$
-DECLARE
-    now_ms     bigint := rq_now_ms();
-    min_delay  bigint := coalesce(rq_interval_ms(rq_enqueue.min_retry_delay, 'min_retry_delay', 0, 2147483647), 1000);
-    max_delay  bigint := coalesce(rq_interval_ms(rq_enqueue.max_retry_delay, 'max_retry_delay', 0, 2147483647), 43200000);
-    job        jobs;
-BEGIN
-    PERFORM rq_check_queue(rq_enqueue.queue);
-    IF rq_enqueue.max_retry_count < 0 THEN
-        RAISE EXCEPTION 'max_retry_count must not be negative, got %', rq_enqueue.max_retry_count
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Use 0 for no retry, or NULL to retry forever.';
-    END IF;
-    IF min_delay > max_delay THEN
-        RAISE EXCEPTION 'min_retry_delay (%) must not exceed max_retry_delay (%)',
-                rq_enqueue.min_retry_delay, rq_enqueue.max_retry_delay
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    INSERT INTO jobs AS j (queue, payload, max_age, max_retry_count,
-                           min_retry_delay, max_retry_delay, backoff_base,
-                           enqueued_at, scheduled_at, priority)
-    VALUES (rq_enqueue.queue,
-            rq_enqueue.payload,
-            rq_interval_ms(rq_enqueue.max_age, 'max_age', 1, 3153600000000),
-            rq_enqueue.max_retry_count,
-            min_delay,
-            max_delay,
-            coalesce(rq_interval_ms(rq_enqueue.backoff_base, 'backoff_base', 0, 2147483647), 1000),
-            now_ms,
-            coalesce(rq_timestamp_ms(rq_enqueue.at, 'at'), now_ms)
-                + coalesce(rq_interval_ms(rq_enqueue.delay, 'delay', 0, 3153600000000), 0),
-            coalesce(rq_enqueue.priority, 0))
-    RETURNING j.* INTO job;
-    RETURN job;
-END
+    SELECT * FROM @extschema@.rq_enqueue_batch($1, ARRAY[$2], $3, $4, $5, $6, $7, $8, $9, $10)
 $$;
 
 -- The same with a JSON payload, stored as its text (the table's payload is
@@ -74,5 +111,5 @@ CREATE FUNCTION rq_enqueue(
 ) RETURNS jobs
 LANGUAGE sql VOLATILE
 AS $$
-    SELECT rq_enqueue($1, $2::text, $3, $4, $5, $6, $7, $8, $9, $10)
+    SELECT * FROM @extschema@.rq_enqueue_batch($1, ARRAY[$2::text], $3, $4, $5, $6, $7, $8, $9, $10)
 $$;

@@ -8,16 +8,16 @@ CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    job jobs;
+    job @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
-    SET status = 'success', finished_at = rq_now_ms(), lease_expires_at = NULL
+    UPDATE @extschema@.jobs j
+    SET status = 'success', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
     WHERE j.id = rq_complete.id
       AND j.status = 'claimed'
       AND (rq_complete.attempt IS NULL OR j.attempts = rq_complete.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_complete.id, rq_complete.attempt, 'complete', '{claimed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_complete.id, rq_complete.attempt, 'complete', '{claimed}');
     END IF;
     RETURN job;
 END
@@ -35,14 +35,14 @@ CREATE FUNCTION rq_fail(
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now_ms bigint := rq_now_ms();
-    job    jobs;
+    now_ms bigint := @extschema@.rq_now_ms();
+    job    @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
+    UPDATE @extschema@.jobs j
     SET status = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
         finished_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN now_ms END,
         scheduled_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN j.scheduled_at
-                            ELSE now_ms + rq_backoff(j.attempts - j.requeues, coalesce(j.backoff_base, 1000),
+                            ELSE now_ms + @extschema@.rq_backoff(j.attempts - j.requeues, coalesce(j.backoff_base, 1000),
                                                      coalesce(j.min_retry_delay, 1000),
                                                      coalesce(j.max_retry_delay, 43200000))
                        END,
@@ -54,8 +54,49 @@ BEGIN
       AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
     END IF;
     RETURN job;
+END
+$$;
+
+-- Completes many claimed jobs in one statement. All or nothing: when any id
+-- cannot be completed (unknown, not claimed, stale token) the call raises the
+-- error rq_complete would have raised for it, and nothing changes. Tokens,
+-- when given, pair with the ids by position.
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    done uuid[];
+    miss record;
+BEGIN
+    IF ids IS NULL THEN
+        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF attempts IS NOT NULL AND cardinality(attempts) <> cardinality(ids) THEN
+        RAISE EXCEPTION 'attempts has % tokens for % ids', cardinality(attempts), cardinality(ids)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Give one attempt number per id, or none.';
+    END IF;
+    WITH wanted AS (
+        SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
+    ), completed AS (
+        UPDATE @extschema@.jobs j
+        SET status = 'success', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
+        FROM wanted w
+        WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
+        RETURNING j.id
+    )
+    SELECT array_agg(c.id) INTO done FROM completed c;
+
+    SELECT w.id, w.attempt INTO miss
+    FROM unnest(ids, attempts) AS w (id, attempt)
+    WHERE w.id IS NULL OR NOT w.id = ANY (coalesce(done, '{}'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.jobs j WHERE j.id = ANY (done) ORDER BY j.id;
 END
 $$;

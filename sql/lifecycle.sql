@@ -17,12 +17,12 @@ CREATE FUNCTION rq_reschedule(
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now_ms   bigint := rq_now_ms();
-    at_ms    bigint := rq_timestamp_ms(rq_reschedule.at, 'at');
-    delay_ms bigint := rq_interval_ms(rq_reschedule.delay, 'delay', 0, 3153600000000);
-    job      jobs;
+    now_ms   bigint := @extschema@.rq_now_ms();
+    at_ms    bigint := @extschema@.rq_timestamp_ms(rq_reschedule.at, 'at');
+    delay_ms bigint := @extschema@.rq_interval_ms(rq_reschedule.delay, 'delay', 0, 3153600000000);
+    job      @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
+    UPDATE @extschema@.jobs j
     SET status = 'queued',
         scheduled_at = CASE WHEN at_ms IS NULL AND delay_ms IS NULL
                             THEN now_ms + coalesce(j.min_retry_delay, 1000)
@@ -35,7 +35,7 @@ BEGIN
       AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
     END IF;
     RETURN job;
 END
@@ -46,9 +46,9 @@ CREATE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    job jobs;
+    job @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
+    UPDATE @extschema@.jobs j
     SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
         requeues = j.requeues + 1, lease_expires_at = NULL
     WHERE j.id = rq_reject.id
@@ -56,7 +56,7 @@ BEGIN
       AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
     RETURN job;
 END
@@ -70,21 +70,21 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     lease_ms bigint;
-    job      jobs;
+    job      @extschema@.jobs;
 BEGIN
     IF rq_extend.lease IS NULL THEN
         RAISE EXCEPTION 'lease must not be null'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Leave it out for one minute.';
     END IF;
-    lease_ms := rq_interval_ms(rq_extend.lease, 'lease', 1, 31536000000);
-    UPDATE jobs j
-    SET lease_expires_at = rq_now_ms() + lease_ms
+    lease_ms := @extschema@.rq_interval_ms(rq_extend.lease, 'lease', 1, 31536000000);
+    UPDATE @extschema@.jobs j
+    SET lease_expires_at = @extschema@.rq_now_ms() + lease_ms
     WHERE j.id = rq_extend.id
       AND j.status = 'claimed'
       AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
     END IF;
     RETURN job;
 END
@@ -97,14 +97,14 @@ CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    job jobs;
+    job @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
-    SET status = 'cancelled', finished_at = rq_now_ms(), lease_expires_at = NULL
+    UPDATE @extschema@.jobs j
+    SET status = 'cancelled', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
     WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
     END IF;
     RETURN job;
 END
@@ -118,15 +118,15 @@ CREATE FUNCTION rq_retry(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    job jobs;
+    job @extschema@.jobs;
 BEGIN
-    UPDATE jobs j
-    SET status = 'queued', scheduled_at = rq_now_ms(), finished_at = NULL,
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', scheduled_at = @extschema@.rq_now_ms(), finished_at = NULL,
         lease_expires_at = NULL, requeues = j.attempts
     WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+        PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
     RETURN job;
 END

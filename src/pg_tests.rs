@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue", "duties", "lifecycle"]
+        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
@@ -595,5 +595,89 @@ mod tests {
             run(&format!("DELETE FROM jobs WHERE id = '{id}'"));
         }
         assert_verb_errors("rq_retry", &["queued", "claimed", "success"]);
+    }
+
+    #[pg_test]
+    fn a_batch_enqueue_is_one_call_for_many_jobs_in_order() {
+        let n: i64 = one(
+            "SELECT count(*) FROM rq_enqueue_batch('b', ARRAY(SELECT i::text FROM generate_series(1, 3000) i), \
+             max_retry_count => 2, priority => 3)",
+        );
+        assert_eq!(n, 3000);
+        assert_eq!(
+            one::<String>("SELECT string_agg(DISTINCT max_retry_count || '/' || priority, ',') FROM jobs"),
+            "2/3"
+        );
+        // time-ordered ids follow the array's order
+        let in_order: bool = one(
+            "SELECT bool_and(payload::int = n) FROM (SELECT payload, row_number() OVER (ORDER BY id) n FROM jobs) s",
+        );
+        assert!(in_order);
+        let json: String = one(
+            r#"SELECT string_agg(payload, '|') FROM rq_enqueue_batch('j', ARRAY['{"a": 1}', NULL, '[2]']::jsonb[])"#,
+        );
+        assert_eq!(json, r#"{"a": 1}|[2]"#);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs WHERE queue = 'j' AND payload IS NULL"), 1);
+        assert_eq!(one::<i64>("SELECT count(*) FROM rq_enqueue_batch('e', '{}'::text[])"), 0);
+        for bad in [
+            "rq_enqueue_batch('q', NULL::text[])",
+            "rq_enqueue_batch(NULL, ARRAY['x'])",
+            "rq_enqueue_batch('q', ARRAY['x'], delay => '-1 s')",
+        ] {
+            assert_eq!(sqlstate(&format!("SELECT * FROM {bad}")), "22023", "{bad}");
+        }
+    }
+
+    #[pg_test]
+    fn a_batch_complete_is_all_or_nothing() {
+        run("SELECT rq_enqueue_batch('q', ARRAY['1', '2', '3', '4'])");
+        let ids: String = one("SELECT string_agg(quote_literal(id), ',') FROM rq_claim(ARRAY['q'], batch => 3)");
+        let unclaimed: String = one("SELECT id::text FROM jobs WHERE status = 'queued'");
+        // one unclaimed id spoils the batch: 55000, nothing completed
+        assert_eq!(
+            sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{unclaimed}']::uuid[])")),
+            "55000"
+        );
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{UNKNOWN}']::uuid[])")), "P0002");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1, 2, 1])")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1])")), "22023");
+        assert_eq!(sqlstate("SELECT rq_complete_batch(NULL)"), "22023");
+        assert_eq!(sqlstate("SELECT rq_complete_batch(ARRAY[NULL]::uuid[])"), "22023");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs WHERE status = 'claimed'"), 3);
+        let done: String = one(&format!(
+            "SELECT string_agg(status, ',') FROM rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1, 1, 1])"
+        ));
+        assert_eq!(done, "success,success,success");
+        assert_eq!(one::<i64>("SELECT count(*) FROM rq_complete_batch('{}')"), 0);
+    }
+
+    #[pg_test]
+    fn stats_count_and_queues_describe_the_queue() {
+        run("SELECT rq_enqueue_batch('a', ARRAY['1', '2', '3'], at => clock_timestamp() - interval '1 minute')");
+        run("SELECT rq_enqueue('a', 'later', delay => '1 hour')");
+        run("SELECT rq_enqueue('b', 'x')");
+        run("SELECT rq_complete(id) FROM rq_claim(ARRAY['a'])");
+        run("SELECT rq_fail(id) FROM rq_claim(ARRAY['b'])");
+        let a: String = one(
+            "SELECT concat_ws(',', total, queued, claimed, success, failed, expired, exhausted, cancelled, ready) \
+             FROM rq_stats() WHERE queue = 'a'",
+        );
+        assert_eq!(a, "4,3,0,1,0,0,0,0,2");
+        assert!(one::<bool>("SELECT oldest_ready_age BETWEEN '59 seconds' AND '61 seconds' FROM rq_stats() WHERE queue = 'a'"));
+        assert!(one::<bool>("SELECT ready = 0 AND oldest_ready_age IS NULL FROM rq_stats() WHERE queue = 'b'"));
+        assert_eq!(one::<String>("SELECT string_agg(q, ',') FROM rq_queues() q"), "a,b");
+        assert_eq!(one::<i64>("SELECT rq_count()"), 5);
+        assert_eq!(one::<i64>("SELECT rq_count('a')"), 4);
+        assert_eq!(one::<i64>("SELECT rq_count(statuses => ARRAY['success', 'failed'])"), 2);
+        assert_eq!(one::<i64>("SELECT rq_count('b', ARRAY['queued'])"), 0);
+    }
+
+    #[pg_test]
+    fn the_view_shows_times_as_timestamps() {
+        let id = enqueue("'q', 'x', at => '2030-01-01 00:00:00+00', max_age => '90 seconds'");
+        assert!(one::<bool>(&format!(
+            "SELECT scheduled_at = '2030-01-01 00:00:00+00' AND max_age = '90 seconds' \
+                    AND backoff_base = '1 second' AND finished_at IS NULL FROM rq_jobs WHERE id = '{id}'"
+        )));
     }
 }

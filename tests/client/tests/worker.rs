@@ -203,3 +203,31 @@ fn a_failing_duty_is_a_warning_and_the_worker_goes_on() {
         );
     }
 }
+
+#[test]
+fn an_extension_in_its_own_schema_works_without_it_on_the_search_path() {
+    let db = fresh_db("rq_it_own_schema");
+    let mut c = connect(&db);
+    c.batch_execute("DROP EXTENSION raquel; CREATE SCHEMA queue; CREATE EXTENSION raquel SCHEMA queue")
+        .unwrap();
+    let path: String = c.query_one("SHOW search_path", &[]).unwrap().get(0);
+    assert!(!path.contains("queue"), "{path}");
+    let id: String = c
+        .query_one("SELECT id::text FROM queue.rq_enqueue('q', 'x', max_age => '200 ms')", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute(
+        "SELECT queue.rq_enqueue('w', 'y'); \
+         SELECT queue.rq_fail(id, 'boom') FROM queue.rq_claim(ARRAY['w']); \
+         SELECT queue.rq_retry(id) FROM queue.jobs WHERE queue = 'w'; \
+         SELECT queue.rq_complete_batch(ARRAY(SELECT id FROM queue.rq_claim(ARRAY['w'])))",
+    )
+    .unwrap();
+    // the background worker finds the schema by itself
+    assert!(eventually(15, || {
+        c.query_one("SELECT status FROM queue.jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get::<_, String>(0)
+            == "expired"
+    }));
+    let w: String = c.query_one("SELECT status FROM queue.jobs WHERE queue = 'w'", &[]).unwrap().get(0);
+    assert_eq!(w, "success");
+}
