@@ -129,5 +129,10 @@ BEGIN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
     RETURN job;
+EXCEPTION WHEN unique_violation THEN
+    -- an ended job's key was taken by a newer job that is still unfinished
+    RAISE EXCEPTION 'cannot retry job %: another unfinished job in its queue holds its key', rq_retry.id
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              HINT = 'Wait for that job to finish, or cancel it.';
 END
 $$;

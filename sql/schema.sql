@@ -32,6 +32,9 @@ CREATE TABLE jobs (
     -- fencing token, which must never repeat) but uses up no retry: retries
     -- used = attempts - requeues.
     requeues         integer NOT NULL DEFAULT 0,
+    -- A deduplication key: while a job of the same queue and key is
+    -- unfinished, enqueueing that key again returns that job.
+    key              text,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_status_check CHECK (status IN
@@ -58,6 +61,11 @@ CREATE INDEX jobs_ready_by_queue_idx
 CREATE INDEX jobs_ready_idx
     ON jobs (priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed');
+
+-- At most one unfinished job per queue and key; rq_enqueue's ON CONFLICT
+-- names this index's columns and predicate.
+CREATE UNIQUE INDEX jobs_key_idx ON jobs (queue, key)
+    WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed');
 
 -- pg_dump keeps the jobs, not just the empty table the extension creates.
 SELECT pg_catalog.pg_extension_config_dump('jobs', '');

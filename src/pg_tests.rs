@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe"]
+        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe", "events"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
@@ -679,5 +679,85 @@ mod tests {
             "SELECT scheduled_at = '2030-01-01 00:00:00+00' AND max_age = '90 seconds' \
                     AND backoff_base = '1 second' AND finished_at IS NULL FROM rq_jobs WHERE id = '{id}'"
         )));
+    }
+
+    #[pg_test]
+    fn a_key_gives_back_the_unfinished_job_that_holds_it() {
+        let first = enqueue("'q', 'one', key => 'order-7'");
+        let again = enqueue("'q', 'two', key => 'order-7'");
+        assert_eq!(again, first, "the unfinished job with the key");
+        assert_eq!(field::<String>(&first, "payload"), "one");
+        // another queue, or no key: a job of its own
+        assert_ne!(enqueue("'other', 'x', key => 'order-7'"), first);
+        assert_ne!(enqueue("'nokey', 'x'"), enqueue("'nokey', 'x'"));
+        // claimed and failed jobs still hold their key…
+        claim_one("q");
+        assert_eq!(enqueue("'q', 'three', key => 'order-7'"), first);
+        run(&format!("SELECT rq_fail('{first}')"));
+        assert_eq!(enqueue("'q', 'three', key => 'order-7'"), first);
+        // …a finished one does not
+        make_due(&first);
+        claim_one("q");
+        run(&format!("SELECT rq_complete('{first}')"));
+        let fresh = enqueue("'q', 'four', key => 'order-7'");
+        assert_ne!(fresh, first);
+        // retrying the old job while the new one holds the key is refused
+        run(&format!("UPDATE jobs SET status = 'exhausted' WHERE id = '{first}'"));
+        assert_eq!(sqlstate(&format!("SELECT rq_retry('{first}')")), "55000");
+    }
+
+    #[pg_test]
+    fn a_batch_with_keys_enqueues_each_key_once() {
+        let rows: String = one(
+            "SELECT string_agg(payload, ',' ORDER BY payload) FROM rq_enqueue_batch('q', \
+             ARRAY['a', 'b', 'c', 'd'], keys => ARRAY['k1', 'k2', 'k1', NULL])",
+        );
+        assert_eq!(rows, "a,b,d", "the second k1 got the first k1's job");
+        let again: String = one(
+            "SELECT string_agg(payload, ',' ORDER BY payload) FROM rq_enqueue_batch('q', \
+             ARRAY['x', 'y'], keys => ARRAY['k2', 'k3'])",
+        );
+        assert_eq!(again, "b,y");
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs"), 4);
+        assert_eq!(sqlstate("SELECT rq_enqueue_batch('q', ARRAY['a', 'b'], keys => ARRAY['k'])"), "22023");
+    }
+
+    #[pg_test]
+    fn queue_channels_fit_postgres_identifiers() {
+        assert_eq!(one::<String>("SELECT rq_channel('emails')"), "rq_emails");
+        let long: String = one("SELECT rq_channel(repeat('x', 61))");
+        assert_eq!(long.len(), 35);
+        assert!(long.starts_with("rq_"));
+        assert!(one::<bool>("SELECT octet_length(rq_channel(repeat('é', 40))) <= 63"));
+        // a plain INSERT into a long-named queue still works (its NOTIFY too)
+        run("INSERT INTO jobs (queue) VALUES (repeat('q', 200))");
+    }
+
+    #[pg_test]
+    fn the_row_trigger_enqueues_a_json_description_of_the_change() {
+        run("CREATE TABLE tests.orders (id int PRIMARY KEY, total numeric)");
+        run("CREATE TRIGGER orders_jobs AFTER INSERT OR UPDATE OR DELETE ON tests.orders \
+             FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('orders')");
+        run("INSERT INTO tests.orders VALUES (1, 9.5)");
+        run("UPDATE tests.orders SET total = 10 WHERE id = 1");
+        run("DELETE FROM tests.orders WHERE id = 1");
+        let payloads: String = one(
+            "SELECT string_agg(payload, E'\\n' ORDER BY id) FROM jobs WHERE queue = 'orders'",
+        );
+        assert_eq!(
+            payloads,
+            [
+                r#"{"op": "INSERT", "new": {"id": 1, "total": 9.5}, "old": null, "table": "orders", "schema": "tests"}"#,
+                r#"{"op": "UPDATE", "new": {"id": 1, "total": 10}, "old": {"id": 1, "total": 9.5}, "table": "orders", "schema": "tests"}"#,
+                r#"{"op": "DELETE", "new": null, "old": {"id": 1, "total": 10}, "table": "orders", "schema": "tests"}"#,
+            ]
+            .join("\n")
+        );
+        // misuse is a clear error
+        run("CREATE TRIGGER no_queue AFTER INSERT ON tests.orders FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger()");
+        assert_eq!(sqlstate("INSERT INTO tests.orders VALUES (2, 1)"), "22023");
+        run("DROP TRIGGER no_queue ON tests.orders");
+        run("CREATE TRIGGER per_statement AFTER INSERT ON tests.orders FOR EACH STATEMENT EXECUTE FUNCTION rq_enqueue_trigger('x')");
+        assert_eq!(sqlstate("INSERT INTO tests.orders VALUES (3, 1)"), "22023");
     }
 }

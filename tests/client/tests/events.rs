@@ -1,0 +1,140 @@
+//! Keys under concurrency, notifications, and the row trigger: behaviour that
+//! only shows with several real connections and real commits.
+
+use postgres::fallible_iterator::FallibleIterator;
+use raquel_client_tests::{connect, fresh_db};
+use std::thread;
+use std::time::Duration;
+
+#[test]
+fn two_sessions_enqueueing_one_key_at_once_get_one_job() {
+    let db = fresh_db("rq_it_key_race");
+    let mut a = connect(&db);
+    let mut tx = a.transaction().unwrap();
+    let first: String =
+        tx.query_one("SELECT id::text FROM rq_enqueue('q', 'a', key => 'k')", &[]).unwrap().get(0);
+
+    // B enqueues the same key while A's job is not committed: B waits for A.
+    let db_b = db.clone();
+    let b = thread::spawn(move || {
+        let mut b = connect(&db_b);
+        b.query_one("SELECT id::text FROM rq_enqueue('q', 'b', key => 'k')", &[]).unwrap().get::<_, String>(0)
+    });
+    thread::sleep(Duration::from_millis(500));
+    assert!(!b.is_finished(), "B waits for A's uncommitted job with the key");
+    tx.commit().unwrap();
+    assert_eq!(b.join().unwrap(), first, "B got A's job");
+    let n: i64 = connect(&db).query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_key_whose_job_rolled_back_is_free_for_the_waiting_session() {
+    let db = fresh_db("rq_it_key_rollback");
+    let mut a = connect(&db);
+    let mut tx = a.transaction().unwrap();
+    let first: String =
+        tx.query_one("SELECT id::text FROM rq_enqueue('q', 'a', key => 'k')", &[]).unwrap().get(0);
+    let db_b = db.clone();
+    let b = thread::spawn(move || {
+        let mut b = connect(&db_b);
+        b.query_one("SELECT id::text FROM rq_enqueue('q', 'b', key => 'k')", &[]).unwrap().get::<_, String>(0)
+    });
+    thread::sleep(Duration::from_millis(500));
+    tx.rollback().unwrap();
+    let second = b.join().unwrap();
+    assert_ne!(second, first);
+    let payload: String = connect(&db).query_one("SELECT payload FROM jobs", &[]).unwrap().get(0);
+    assert_eq!(payload, "b");
+}
+
+#[test]
+fn many_sessions_racing_on_keys_make_one_job_per_key() {
+    let db = fresh_db("rq_it_key_many");
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                for round in 0..50 {
+                    c.batch_execute(&format!(
+                        "SELECT rq_enqueue_batch('q', ARRAY['1', '2', '3'], \
+                         keys => ARRAY['a{round}', 'b{round}', 'c{round}'])"
+                    ))
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let row = connect(&db).query_one("SELECT count(*), count(DISTINCT key) FROM jobs", &[]).unwrap();
+    assert_eq!(row.get::<_, i64>(0), 150);
+    assert_eq!(row.get::<_, i64>(1), 150);
+}
+
+#[test]
+fn a_listener_hears_one_notification_per_queue_per_transaction() {
+    let db = fresh_db("rq_it_listen");
+    let mut listener = connect(&db);
+    listener.batch_execute("LISTEN rq_emails; LISTEN rq_sms").unwrap();
+    let mut producer = connect(&db);
+
+    let mut tx = producer.transaction().unwrap();
+    tx.batch_execute(
+        "SELECT rq_enqueue('emails', '1'); SELECT rq_enqueue('emails', '2'); \
+         SELECT rq_enqueue_batch('emails', ARRAY['3', '4']); \
+         INSERT INTO jobs (queue, payload) VALUES ('sms', 'plain insert')",
+    )
+    .unwrap();
+    // nothing before commit
+    let early: Vec<_> =
+        listener.notifications().timeout_iter(Duration::from_millis(300)).collect().unwrap();
+    assert!(early.is_empty(), "no notification before commit: {early:?}");
+    tx.commit().unwrap();
+
+    let heard: Vec<String> = listener
+        .notifications()
+        .timeout_iter(Duration::from_secs(2))
+        .map(|n| Ok(n.channel().to_string()))
+        .collect()
+        .unwrap();
+    let mut heard = heard;
+    heard.sort();
+    assert_eq!(heard, vec!["rq_emails", "rq_sms"]);
+
+    // a rolled-back enqueue notifies nobody
+    let mut tx = producer.transaction().unwrap();
+    tx.batch_execute("SELECT rq_enqueue('emails', 'never')").unwrap();
+    tx.rollback().unwrap();
+    let after: Vec<_> =
+        listener.notifications().timeout_iter(Duration::from_millis(500)).collect().unwrap();
+    assert!(after.is_empty(), "{after:?}");
+}
+
+#[test]
+fn the_row_trigger_enqueues_on_commit_and_not_on_rollback() {
+    let db = fresh_db("rq_it_trigger");
+    let mut app = connect(&db);
+    app.batch_execute(
+        "CREATE TABLE signups (email text PRIMARY KEY); \
+         CREATE TRIGGER welcome AFTER INSERT ON signups \
+             FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('welcome_emails')",
+    )
+    .unwrap();
+    let mut worker = connect(&db);
+
+    let mut tx = app.transaction().unwrap();
+    tx.execute("INSERT INTO signups VALUES ('a@b.c')", &[]).unwrap();
+    tx.rollback().unwrap();
+    assert_eq!(worker.query("SELECT * FROM rq_claim(ARRAY['welcome_emails'])", &[]).unwrap().len(), 0);
+
+    app.execute("INSERT INTO signups VALUES ('d@e.f')", &[]).unwrap();
+    let payload: String = worker
+        .query_one("SELECT payload FROM rq_claim(ARRAY['welcome_emails'])", &[])
+        .unwrap()
+        .get(0);
+    assert!(payload.contains(r#""new": {"email": "d@e.f"}"#), "{payload}");
+    assert!(payload.contains(r#""op": "INSERT""#), "{payload}");
+}
