@@ -12,14 +12,31 @@ else
   AS_PG=()
 fi
 
-# Builds the extension (release) and installs it into the system server.
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# A running server that preloaded raquel has its library mapped into memory:
+# a new build copied over that file in place crashes it. Renaming the file
+# away first lets running servers keep the old one (its inode lives on until
+# they exit) while the new build is written to a fresh file.
+retire_installed_library() {
+  local lib
+  lib="$("$PG_CONFIG" --pkglibdir)/raquel.so"
+  if [ -e "$lib" ]; then
+    as_root mv -f "$lib" "$lib.retired"
+    as_root rm -f "$lib.retired"
+  fi
+}
+
+# Builds the extension (release) into a staging tree, then installs it into
+# the system server; the old library is retired only once the new one is
+# built, so servers that are running lose it for no more than a moment.
 install_extension() {
   echo "== building and installing the extension into PostgreSQL $PG_MAJOR"
-  if [ "$(id -u)" -eq 0 ]; then
-    cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
-  else
-    cargo pgrx install --release --sudo --pg-config "$PG_CONFIG" >/dev/null
-  fi
+  local stage=target/release/raquel-stage
+  rm -rf "$stage"
+  cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
+  retire_installed_library
+  as_root cp -r "$stage"/. /
 }
 
 # start_server DIR PORT: a cluster in DIR/data (made on first use) with the

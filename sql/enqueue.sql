@@ -23,6 +23,10 @@ CREATE FUNCTION rq_enqueue_batch(
     keys            text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
+-- A producer needs no privilege on the table, only EXECUTE on this function
+-- (see rq_grant_producer); the pinned search_path keeps a caller's objects
+-- from standing in for ours (every reference in the body is qualified too).
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE

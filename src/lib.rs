@@ -42,6 +42,7 @@ extension_sql_file!(
 extension_sql_file!("../sql/lifecycle.sql", name = "lifecycle", requires = ["finish"]);
 extension_sql_file!("../sql/observe.sql", name = "observe", requires = ["schema"]);
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue"]);
+extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
 extension_sql_file!("../sql/duties.sql", name = "duties", requires = ["finish", worker::rq_worker_wake]);
 
 /// Settings exist in every backend that loads the library; the background

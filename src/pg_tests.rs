@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe", "events"]
+        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe", "events", "privileges"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
@@ -759,5 +759,20 @@ mod tests {
         run("DROP TRIGGER no_queue ON tests.orders");
         run("CREATE TRIGGER per_statement AFTER INSERT ON tests.orders FOR EACH STATEMENT EXECUTE FUNCTION rq_enqueue_trigger('x')");
         assert_eq!(sqlstate("INSERT INTO tests.orders VALUES (3, 1)"), "22023");
+    }
+
+    #[pg_test]
+    fn every_security_definer_function_pins_its_search_path() {
+        let of_extension = "FROM pg_proc p \
+             JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e' \
+             JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
+        assert_eq!(one::<i64>(&format!("SELECT count(*) {of_extension}")), 1, "rq_enqueue_batch(text, text[], …)");
+        let unpinned: i64 = one(&format!(
+            "SELECT count(*) {of_extension} \
+             AND NOT coalesce(array_to_string(p.proconfig, ',') LIKE '%search_path=%', false)"
+        ));
+        assert_eq!(unpinned, 0);
+        // and nobody but those granted may run them
+        assert!(!one::<bool>("SELECT has_function_privilege('public', 'rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[])', 'EXECUTE')"));
     }
 }

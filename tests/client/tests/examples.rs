@@ -1,0 +1,61 @@
+//! The worker examples in examples/, run against the real server: each works
+//! a queue to the end, completing good jobs and failing bad ones.
+
+#[path = "../../../examples/worker.rs"]
+mod worker;
+
+use raquel_client_tests::{connect, fresh_db, server_dsn};
+use std::process::Command;
+use std::time::Duration;
+
+/// 100 jobs to complete and 5 that fail with no retry.
+fn fill_queue(db: &str) {
+    connect(db)
+        .batch_execute(
+            "SELECT rq_enqueue_batch('work', ARRAY(SELECT 'job ' || i FROM generate_series(1, 100) i)); \
+             SELECT rq_enqueue_batch('work', array_fill('fail'::text, ARRAY[5]), max_retry_count => 0)",
+        )
+        .unwrap();
+}
+
+fn assert_queue_worked(db: &str, worker: &str) {
+    let row = connect(db)
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'success' AND attempts = 1), \
+                    count(*) FILTER (WHERE status = 'exhausted' AND error = 'this payload always fails'), \
+                    count(*) FILTER (WHERE claimed_by = $1), count(*) \
+             FROM jobs",
+            &[&worker],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 100, "good jobs completed once");
+    assert_eq!(row.get::<_, i64>(1), 5, "bad jobs failed with the handler's error");
+    assert_eq!(row.get::<_, i64>(2), 105, "all by this worker");
+    assert_eq!(row.get::<_, i64>(3), 105);
+}
+
+#[test]
+fn the_rust_worker_example_works_a_queue() {
+    let db = fresh_db("rq_it_example_rust");
+    fill_queue(&db);
+    let dsn = format!("{} dbname={db}", server_dsn());
+    let handled = worker::work(&dsn, "work", "rust-example", Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(handled, 105);
+    assert_queue_worked(&db, "rust-example");
+}
+
+#[test]
+fn the_python_worker_example_works_a_queue() {
+    let python = std::env::var("RAQUEL_TEST_PYTHON")
+        .expect("RAQUEL_TEST_PYTHON is not set: run the tests through bin/test, which installs psycopg");
+    let db = fresh_db("rq_it_example_python");
+    fill_queue(&db);
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/worker.py");
+    let status = Command::new(python)
+        .args([example, "work", "--worker", "python-example", "--idle-exit", "2"])
+        .env("RAQUEL_DSN", format!("{} dbname={db}", server_dsn()))
+        .status()
+        .expect("running the Python example");
+    assert!(status.success(), "the Python example exited with {status}");
+    assert_queue_worked(&db, "python-example");
+}
