@@ -85,7 +85,7 @@ fn four_workers_claiming_batches_get_each_job_once() {
     let db = fresh_db("rq_it_batches");
     enqueue_jobs(&db, "work", JOBS);
 
-    // Claims commit on their own (autocommit); completion follows per batch.
+    // Claims commit on their own (autocommit); each batch completes in one call.
     let handled = run_workers(&db, |name, client| {
         let mut mine = Vec::new();
         loop {
@@ -98,9 +98,11 @@ fn four_workers_claiming_batches_get_each_job_once() {
             if ids.is_empty() {
                 break;
             }
-            client
-                .query("SELECT rq_complete(id::uuid) FROM unnest($1::text[]) id", &[&ids])
-                .unwrap();
+            let completed: i64 = client
+                .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                .unwrap()
+                .get(0);
+            assert_eq!(completed as usize, ids.len());
             mine.extend(ids);
         }
         mine
