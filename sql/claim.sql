@@ -11,13 +11,15 @@ CREATE FUNCTION rq_claim(
     queues text[]   DEFAULT NULL,
     worker text     DEFAULT NULL,
     batch  integer  DEFAULT 1,
-    lease  interval DEFAULT '1 minute'
+    lease  interval DEFAULT '1 minute',
+    wait   interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     now_ms   bigint := @extschema@.rq_now_ms();
     lease_ms bigint;
+    wait_ms  bigint := @extschema@.rq_interval_ms(coalesce(wait, '0'), 'wait', 0, 86400000);
     one      text;
 BEGIN
     IF batch IS NULL OR batch < 1 OR batch > 100000 THEN
@@ -33,6 +35,10 @@ BEGIN
         FOREACH one IN ARRAY queues LOOP
             PERFORM @extschema@.rq_check_queue(one);
         END LOOP;
+    END IF;
+    IF wait_ms > 0 THEN
+        RETURN QUERY SELECT * FROM @extschema@.rq_claim_waiting(queues, worker, batch, lease, wait_ms);
+        RETURN;
     END IF;
 
     IF queues IS NULL THEN
@@ -92,5 +98,44 @@ BEGIN
         )
         SELECT * FROM claimed c ORDER BY c.priority DESC, c.scheduled_at, c.id;
     END IF;
+END
+$$;
+
+-- A claim that waits up to wait_ms for a job: claim; if nothing, sleep until
+-- a commit that enqueued jobs for these queues wakes us (sql/events.sql and
+-- src/wait.rs), the next job scheduled for later is due, or the wait ends.
+-- The waiter registers before it claims, so a commit between the claim and
+-- the sleep still wakes it. Each claim is a new statement with a new
+-- snapshot, which is why this needs READ COMMITTED. Without the preloaded
+-- library there are no wake-ups, and it checks every 100 ms.
+CREATE FUNCTION rq_claim_waiting(queues text[], worker text, batch integer, lease interval, wait_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    deadline   bigint := @extschema@.rq_now_ms() + wait_ms;
+    now_ms     bigint;
+    next_due   bigint;
+    registered boolean;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'rq_claim with a wait needs READ COMMITTED, not %', current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A snapshot that never changes would never see the job it waits for.';
+    END IF;
+    LOOP
+        registered := @extschema@.rq_wait_register(queues);
+        RETURN QUERY SELECT * FROM @extschema@.rq_claim(queues, worker, batch, lease);
+        EXIT WHEN FOUND;
+        now_ms := @extschema@.rq_now_ms();
+        EXIT WHEN now_ms >= deadline;
+        SELECT min(j.scheduled_at) INTO next_due FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.scheduled_at > now_ms
+          AND (queues IS NULL OR j.queue = ANY (queues));
+        PERFORM @extschema@.rq_wait_sleep(
+            least(deadline, coalesce(next_due, deadline), CASE WHEN registered THEN deadline ELSE now_ms + 100 END)
+            - now_ms);
+    END LOOP;
+    PERFORM @extschema@.rq_wait_unregister();
 END
 $$;

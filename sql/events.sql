@@ -12,13 +12,14 @@ $$;
 -- Every INSERT into jobs (rq_enqueue, a batch, a trigger, a plain INSERT)
 -- notifies each queue it touched. PostgreSQL folds identical notifications
 -- of one transaction into one, and delivers them at commit: one NOTIFY per
--- queue per committed transaction, none for a rolled-back one.
+-- queue per committed transaction, none for a rolled-back one. At commit it
+-- also wakes up to that many waiting claims of each queue (rq_wait_notify).
 CREATE FUNCTION rq_notify_enqueued() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    PERFORM pg_notify(@extschema@.rq_channel(q.queue), '')
-    FROM (SELECT DISTINCT n.queue FROM enqueued n) q;
+    PERFORM pg_notify(@extschema@.rq_channel(q.queue), ''), @extschema@.rq_wait_notify(q.queue, q.jobs)
+    FROM (SELECT n.queue, count(*) AS jobs FROM enqueued n GROUP BY n.queue) q;
     RETURN NULL;
 END
 $$;

@@ -58,6 +58,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
+    PERFORM @extschema@.rq_wait_notify(job.queue, 1);  -- ready again: wake a waiting claim at commit
     RETURN job;
 END
 $$;
@@ -128,6 +129,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
+    PERFORM @extschema@.rq_wait_notify(job.queue, 1);  -- ready again: wake a waiting claim at commit
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished

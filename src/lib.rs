@@ -5,7 +5,8 @@
 //! plan cached. Rust supplies what SQL cannot say well: the backoff
 //! arithmetic, time-ordered ids, the wall clock in the table's unit, checked
 //! conversions of intervals and timestamps, the `raquel.*` settings, and the
-//! background worker that expires, rescues and prunes jobs.
+//! background worker that expires, rescues and prunes jobs, and the shared
+//! memory through which a commit wakes waiting claims.
 
 use pgrx::prelude::*;
 
@@ -17,6 +18,7 @@ mod durations;
 mod errors;
 mod ids;
 mod settings;
+mod wait;
 mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -33,15 +35,19 @@ extension_sql_file!(
     name = "enqueue",
     requires = ["checks", durations::rq_interval_ms, durations::rq_timestamp_ms]
 );
-extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["checks"]);
+extension_sql_file!(
+    "../sql/claim.sql",
+    name = "claim",
+    requires = ["checks", wait::rq_wait_register, wait::rq_wait_sleep, wait::rq_wait_unregister]
+);
 extension_sql_file!(
     "../sql/finish.sql",
     name = "finish",
     requires = ["checks", backoff::rq_backoff]
 );
-extension_sql_file!("../sql/lifecycle.sql", name = "lifecycle", requires = ["finish"]);
+extension_sql_file!("../sql/lifecycle.sql", name = "lifecycle", requires = ["finish", wait::rq_wait_notify]);
 extension_sql_file!("../sql/observe.sql", name = "observe", requires = ["schema"]);
-extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue"]);
+extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue", wait::rq_wait_notify]);
 extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
 extension_sql_file!("../sql/duties.sql", name = "duties", requires = ["finish", worker::rq_worker_wake]);
 
@@ -52,6 +58,7 @@ pub extern "C-unwind" fn _PG_init() {
     settings::define();
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();
+        wait::init();
     }
 }
 
