@@ -41,7 +41,30 @@ BEGIN
         RETURN;
     END IF;
 
-    IF queues IS NULL THEN
+    IF batch = 1 AND cardinality(queues) = 1 THEN
+        -- The common case, one job from one queue, has a statement of its own
+        -- with a constant LIMIT: its cached generic plan walks the queue's
+        -- ready index in claim order. With `LIMIT batch` the generic plan
+        -- would assume a tenth of the table and sort it, so the statements
+        -- below are planned afresh each call (about 0.3 ms, measured), which
+        -- a batch amortizes.
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = queues[1]
+              AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms
+              AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.scheduled_at, j.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE @extschema@.jobs j
+        SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+            claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+        FROM ready WHERE j.id = ready.id
+        RETURNING j.*;
+    ELSIF queues IS NULL THEN
         RETURN QUERY
         WITH ready AS (
             SELECT j.id FROM @extschema@.jobs j

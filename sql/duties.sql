@@ -48,8 +48,12 @@ $$;
 -- claim without lease_expires_at (made by the Python library or by hand) has
 -- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
 -- session still holds locked is that session's, however old its claim.
+-- The IS NOT NULL in the predicate matters: rescue's `coalesce(…) <= now`
+-- implies it, but rq_complete's `id = … AND status = 'claimed'` does not, so
+-- the planner can never pick this index (instead of the primary key) for the
+-- verbs that finish one claimed job.
 CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + 60000)))
-    WHERE status = 'claimed';
+    WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + 60000) IS NOT NULL;
 
 CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE

@@ -1,0 +1,1 @@
+INSERT INTO jobs (queue, payload) VALUES ('bench', 'payload');

@@ -1,0 +1,4 @@
+BEGIN;
+SELECT array_agg(id) AS ids FROM rq_claim(ARRAY['bench'], worker => 'bench', batch => 100) \gset
+SELECT count(*) FROM rq_complete_batch(:ids);
+COMMIT;

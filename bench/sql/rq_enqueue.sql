@@ -1,0 +1,1 @@
+SELECT id FROM rq_enqueue('bench', 'payload');
