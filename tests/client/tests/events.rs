@@ -6,6 +6,18 @@ use raquel_client_tests::{connect, fresh_db};
 use std::thread;
 use std::time::Duration;
 
+/// Session B enqueues payload 'b' with key 'k'; returns once B is (most
+/// likely) blocked behind the caller's uncommitted job with that key.
+fn enqueue_key_k_in_another_session(db: &str) -> thread::JoinHandle<String> {
+    let db = db.to_string();
+    let b = thread::spawn(move || {
+        let mut b = connect(&db);
+        b.query_one("SELECT id::text FROM rq_enqueue('q', 'b', key => 'k')", &[]).unwrap().get::<_, String>(0)
+    });
+    thread::sleep(Duration::from_millis(500));
+    b
+}
+
 #[test]
 fn two_sessions_enqueueing_one_key_at_once_get_one_job() {
     let db = fresh_db("rq_it_key_race");
@@ -15,12 +27,7 @@ fn two_sessions_enqueueing_one_key_at_once_get_one_job() {
         tx.query_one("SELECT id::text FROM rq_enqueue('q', 'a', key => 'k')", &[]).unwrap().get(0);
 
     // B enqueues the same key while A's job is not committed: B waits for A.
-    let db_b = db.clone();
-    let b = thread::spawn(move || {
-        let mut b = connect(&db_b);
-        b.query_one("SELECT id::text FROM rq_enqueue('q', 'b', key => 'k')", &[]).unwrap().get::<_, String>(0)
-    });
-    thread::sleep(Duration::from_millis(500));
+    let b = enqueue_key_k_in_another_session(&db);
     assert!(!b.is_finished(), "B waits for A's uncommitted job with the key");
     tx.commit().unwrap();
     assert_eq!(b.join().unwrap(), first, "B got A's job");
@@ -35,12 +42,7 @@ fn a_key_whose_job_rolled_back_is_free_for_the_waiting_session() {
     let mut tx = a.transaction().unwrap();
     let first: String =
         tx.query_one("SELECT id::text FROM rq_enqueue('q', 'a', key => 'k')", &[]).unwrap().get(0);
-    let db_b = db.clone();
-    let b = thread::spawn(move || {
-        let mut b = connect(&db_b);
-        b.query_one("SELECT id::text FROM rq_enqueue('q', 'b', key => 'k')", &[]).unwrap().get::<_, String>(0)
-    });
-    thread::sleep(Duration::from_millis(500));
+    let b = enqueue_key_k_in_another_session(&db);
     tx.rollback().unwrap();
     let second = b.join().unwrap();
     assert_ne!(second, first);
