@@ -9,6 +9,7 @@
 //! memory through which a commit wakes waiting claims.
 
 use pgrx::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -51,6 +52,15 @@ extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue",
 extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
 extension_sql_file!("../sql/duties.sql", name = "duties", requires = ["finish", worker::rq_worker_wake]);
 
+/// True in processes of a server that preloaded the library (children of the
+/// postmaster inherit it): only then do the shared memory, the launcher and
+/// the waiting-claim slots exist.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+pub fn preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
 /// Settings exist in every backend that loads the library; the background
 /// worker and its shared memory only when the server preloads it.
 #[pg_guard]
@@ -59,6 +69,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();
         wait::init();
+        PRELOADED.store(true, Ordering::Relaxed);
     }
 }
 

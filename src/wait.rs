@@ -13,7 +13,6 @@ use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgXactCallbackEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 const SLOTS: usize = 1024;
 /// A waiter on more queues than this is woken for any queue (a harmless
@@ -66,8 +65,6 @@ impl Default for Waiters {
 unsafe impl PGRXSharedMemory for Waiters {}
 
 static WAITERS: PgLwLock<Waiters> = unsafe { PgLwLock::new(c"raquel_waiters") };
-/// Set in processes of a server that preloaded the library.
-static AVAILABLE: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Jobs this transaction enqueued, per queue, to wake waiters for at commit.
@@ -79,7 +76,6 @@ thread_local! {
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
     pg_shmem_init!(WAITERS);
-    AVAILABLE.store(true, Ordering::Relaxed);
 }
 
 /// FNV-1a: waiters keep queue names as 32-bit hashes; a collision only
@@ -89,7 +85,7 @@ pub fn queue_hash(queue: &str) -> u32 {
 }
 
 fn my_slot() -> Option<usize> {
-    if !AVAILABLE.load(Ordering::Relaxed) {
+    if !crate::preloaded() {
         return None;
     }
     let procno = unsafe { (*pg_sys::MyProc).pgprocno };
@@ -154,7 +150,7 @@ fn rq_wait_sleep(timeout_ms: i64) {
 /// up to that many waiters of the queue are woken.
 #[pg_extern(volatile, parallel_unsafe)]
 fn rq_wait_notify(queue: &str, jobs: i64) {
-    if !AVAILABLE.load(Ordering::Relaxed) || jobs <= 0 {
+    if !crate::preloaded() || jobs <= 0 {
         return;
     }
     ENQUEUED.with(|m| *m.borrow_mut().entry(queue.to_owned()).or_default() += jobs);

@@ -35,10 +35,6 @@ const OUTCOME_UNKNOWN: u32 = 0;
 const OUTCOME_SERVED: u32 = 1;
 const OUTCOME_NO_EXTENSION: u32 = 2;
 
-/// True in processes of a server that preloaded the library (children of the
-/// postmaster inherit it); only then do the shared memory and launcher exist.
-static PRELOADED: AtomicBool = AtomicBool::new(false);
-
 /// Batches one duty may run in one round, so that a huge backlog does not keep
 /// the worker from the other duties and databases for long.
 const MAX_BATCHES_PER_DUTY: usize = 100;
@@ -59,7 +55,6 @@ pub fn register() {
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(Some(LAUNCHER_RESTART))
         .load();
-    PRELOADED.store(true, Ordering::Relaxed);
 }
 
 /// Asks the launcher to look at the databases again once the calling
@@ -68,7 +63,7 @@ pub fn register() {
 /// `shared_preload_libraries`.
 #[pg_extern(volatile, parallel_unsafe)]
 fn rq_worker_wake() -> bool {
-    if !PRELOADED.load(Ordering::Relaxed) {
+    if !crate::preloaded() {
         return false;
     }
     pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, wake_launcher);
