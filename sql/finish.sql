@@ -4,24 +4,11 @@
 -- holder's attempt. Each is one UPDATE on the hot path; only when it matches
 -- nothing does rq_raise_cannot look at the row to say why.
 
+-- rq_complete is every job's last call, so it is written in Rust
+-- (src/hot_path.rs) around one kept plan: sql/statements/complete.sql.
 CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    job @extschema@.jobs;
-BEGIN
-    UPDATE @extschema@.jobs j
-    SET status = 'success', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
-    WHERE j.id = rq_complete.id
-      AND j.status = 'claimed'
-      AND (rq_complete.attempt IS NULL OR j.attempts = rq_complete.attempt)
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_complete.id, rq_complete.attempt, 'complete', '{claimed}');
-    END IF;
-    RETURN job;
-END
-$$;
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'rq_complete_c';
 
 -- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
 -- left (n > max_retry_count), exhausted for good; n = attempts - requeues,

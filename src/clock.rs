@@ -15,9 +15,13 @@ pub fn pg_timestamp_to_ms(pg_us: i64) -> i64 {
 /// The wall clock now, in ms since the epoch: `clock_timestamp()`, not the
 /// start of the transaction, because a long transaction must not see time
 /// stand still when it claims or retries jobs.
+pub fn now_ms() -> i64 {
+    pg_timestamp_to_ms(unsafe { pg_sys::GetCurrentTimestamp() })
+}
+
 #[pg_extern(volatile, parallel_safe)]
 fn rq_now_ms() -> i64 {
-    pg_timestamp_to_ms(unsafe { pg_sys::GetCurrentTimestamp() })
+    now_ms()
 }
 
 #[cfg(test)]

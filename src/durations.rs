@@ -49,7 +49,7 @@ pub fn describe_ms(ms: i64) -> String {
 /// `value` in ms, or an error (22023) that names the parameter and the value
 /// when it falls outside `[min_ms, max_ms]`.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
+pub fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
     let ms = interval_to_ms(value.months(), value.days(), value.micros());
     match within(ms, min_ms, max_ms) {
         Ok(ms) => ms,

@@ -17,6 +17,7 @@ mod backoff;
 mod clock;
 mod durations;
 mod errors;
+mod hot_path;
 mod ids;
 mod settings;
 mod wait;

@@ -775,4 +775,41 @@ mod tests {
         // and nobody but those granted may run them
         assert!(!one::<bool>("SELECT has_function_privilege('public', 'rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[])', 'EXECUTE')"));
     }
+
+    #[pg_test]
+    fn claims_of_many_batch_sizes_in_one_backend_all_work() {
+        // A backend keeps the plans of a few batch sizes and plans the rest
+        // on each call (src/hot_path.rs); both must hand out the right jobs.
+        run("SELECT rq_enqueue_batch('sizes', ARRAY(SELECT 'p' || g FROM generate_series(1, 300) g))");
+        let mut claimed = 0;
+        for batch in 1..=20 {
+            for queues in ["ARRAY['sizes']", "ARRAY['sizes', 'other']", "NULL"] {
+                let n: i64 = one(&format!("SELECT count(*) FROM rq_claim({queues}, batch => {batch})"));
+                assert_eq!(n, i64::from(batch.min(300 - claimed)), "batch {batch} of {queues}");
+                claimed += n as i32;
+            }
+        }
+        assert_eq!(claimed, 300);
+        assert_eq!(one::<i64>("SELECT count(*) FROM jobs WHERE status = 'claimed' AND attempts = 1"), 300);
+    }
+
+    #[pg_test]
+    fn kept_plans_follow_a_changed_table() {
+        let first = enqueue("'alter', 'a'");
+        assert_eq!(claim_one("alter").as_deref(), Some(first.as_str()));
+        run(&format!("SELECT rq_complete('{first}')"));
+        // A column added and dropped again leaves a dropped attribute in the
+        // row type that rq_claim and rq_complete return.
+        run("ALTER TABLE jobs ADD COLUMN note text DEFAULT 'n'");
+        let second = enqueue("'alter', 'b'");
+        assert_eq!(one::<String>("SELECT note FROM rq_claim(ARRAY['alter'])"), "n");
+        run("ALTER TABLE jobs DROP COLUMN note");
+        run(&format!("SELECT rq_complete('{second}')"));
+        let third = enqueue("'alter', 'c'");
+        assert_eq!(
+            one::<String>("SELECT payload || ' ' || status || ' ' || attempts FROM rq_claim(ARRAY['alter'])"),
+            "c claimed 1"
+        );
+        assert_eq!(one::<String>(&format!("SELECT (rq_complete('{third}')).status")), "success");
+    }
 }

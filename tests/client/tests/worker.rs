@@ -231,3 +231,31 @@ fn an_extension_in_its_own_schema_works_without_it_on_the_search_path() {
     let w: String = c.query_one("SELECT status FROM queue.jobs WHERE queue = 'w'", &[]).unwrap().get(0);
     assert_eq!(w, "success");
 }
+
+#[test]
+fn a_session_that_claimed_before_the_extension_moved_schemas_claims_from_the_new_table() {
+    // rq_claim and rq_complete keep their plans per backend (src/hot_path.rs);
+    // plans made for the old functions must not outlive them.
+    let db = fresh_db("rq_it_reinstall");
+    let mut c = connect(&db);
+    let round = |c: &mut postgres::Client, schema: &str| -> String {
+        c.batch_execute(&format!("SELECT {schema}.rq_enqueue('q', '{schema}')")).unwrap();
+        let row = c
+            .query_one(&format!("SELECT id::text, payload FROM {schema}.rq_claim(ARRAY['q'])"), &[])
+            .unwrap();
+        let id: String = row.get(0);
+        let status: String = c
+            .query_one(&format!("SELECT ({schema}.rq_complete($1::text::uuid)).status"), &[&id])
+            .unwrap()
+            .get(0);
+        assert_eq!(status, "success");
+        row.get(1)
+    };
+    assert_eq!(round(&mut c, "public"), "public");
+    c.batch_execute("DROP EXTENSION raquel; CREATE SCHEMA queue; CREATE EXTENSION raquel SCHEMA queue").unwrap();
+    assert_eq!(round(&mut c, "queue"), "queue");
+    c.batch_execute("DROP EXTENSION raquel; CREATE EXTENSION raquel SCHEMA public").unwrap();
+    assert_eq!(round(&mut c, "public"), "public");
+    let in_queue: i64 = c.query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'queue'", &[]).unwrap().get(0);
+    assert_eq!(in_queue, 0, "the second install's table went with it");
+}

@@ -1,0 +1,344 @@
+//! rq_claim and rq_complete: the two calls a worker makes for every job.
+//!
+//! They are C-language functions (declared in sql/claim.sql and
+//! sql/finish.sql) rather than PL/pgSQL because the benchmark showed the
+//! PL/pgSQL around the same statements costing as much again as the
+//! statements: a new set of expression states every transaction, a nested
+//! function call to check each queue name, the row copied out twice. Here the
+//! arguments are checked in Rust, and each statement (sql/statements/) is
+//! prepared once per backend and kept, so a call runs one cached plan.
+//!
+//! The plans are kept per function OID: after DROP and CREATE EXTENSION the
+//! functions are new, and their plans are made afresh for the (possibly new)
+//! schema. A kept plan is replanned by PostgreSQL itself when the table or
+//! its indexes change.
+
+use crate::clock::now_ms;
+use crate::durations::rq_interval_ms;
+use crate::errors::invalid_parameter;
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char};
+
+const CLAIM_STATEMENT: &str = include_str!("../sql/statements/claim.sql");
+const COMPLETE_STATEMENT: &str = include_str!("../sql/statements/complete.sql");
+
+/// The most batch sizes whose claim plans a backend keeps per queue filter;
+/// a worker uses one or two. Other sizes are planned on each call.
+const KEPT_BATCH_SIZES: usize = 8;
+
+/// How the claim picks queues: the statement differs so that each plan walks
+/// a ready index in claim order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum QueueFilter {
+    One,
+    Several,
+    Any,
+}
+
+impl QueueFilter {
+    fn condition(self) -> &'static str {
+        match self {
+            QueueFilter::One => "AND j.queue = $1[1]",
+            QueueFilter::Several => "AND j.queue = ANY ($1)",
+            QueueFilter::Any => "",
+        }
+    }
+}
+
+/// Plans one function keeps, made for the schema its OID lives in.
+struct KeptPlans<K> {
+    function: pg_sys::Oid,
+    plans: Vec<(K, pg_sys::SPIPlanPtr)>,
+}
+
+impl<K: PartialEq + Copy> KeptPlans<K> {
+    const fn new() -> Self {
+        KeptPlans { function: pg_sys::InvalidOid, plans: Vec::new() }
+    }
+
+    /// The kept plan for `key`, prepared by `prepare` on first use. None when
+    /// the cache is full: the caller plans for this call only.
+    unsafe fn get(
+        &mut self,
+        function: pg_sys::Oid,
+        key: K,
+        capacity: usize,
+        prepare: impl FnOnce() -> pg_sys::SPIPlanPtr,
+    ) -> Option<pg_sys::SPIPlanPtr> {
+        if self.function != function {
+            for (_, plan) in self.plans.drain(..) {
+                unsafe { pg_sys::SPI_freeplan(plan) };
+            }
+            self.function = function;
+        }
+        if let Some((_, plan)) = self.plans.iter().find(|(k, _)| *k == key) {
+            return Some(*plan);
+        }
+        if self.plans.len() >= capacity {
+            return None;
+        }
+        let plan = prepare();
+        unsafe { pg_sys::SPI_keepplan(plan) };
+        self.plans.push((key, plan));
+        Some(plan)
+    }
+}
+
+thread_local! {
+    static CLAIM_PLANS: RefCell<KeptPlans<(QueueFilter, i32)>> = const { RefCell::new(KeptPlans::new()) };
+    static COMPLETE_PLANS: RefCell<KeptPlans<()>> = const { RefCell::new(KeptPlans::new()) };
+}
+
+/// The OID of the SQL function being called.
+unsafe fn called_function(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Oid {
+    unsafe { (*(*fcinfo).flinfo).fn_oid }
+}
+
+/// `name` qualified with the (quoted) schema of `function`, as the install
+/// script's `@extschema@.name`.
+unsafe fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
+    unsafe {
+        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
+        let quoted = CStr::from_ptr(pg_sys::quote_identifier(schema)).to_string_lossy();
+        format!("{quoted}.{name}")
+    }
+}
+
+/// A statement template from sql/statements/ with its placeholders filled.
+fn fill(template: &str, values: &[(&str, &str)]) -> CString {
+    let mut text = template.to_string();
+    for (placeholder, value) in values {
+        text = text.replace(placeholder, value);
+    }
+    CString::new(text).expect("statement templates contain no NUL")
+}
+
+unsafe fn prepare(statement: &CString, types: &mut [pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
+    // A generic plan from the start: the statements are written so that it
+    // is the plan we want, and PostgreSQL need not compare it with custom
+    // plans on the first calls.
+    let plan = unsafe {
+        pg_sys::SPI_prepare_cursor(
+            statement.as_ptr(),
+            types.len() as i32,
+            types.as_mut_ptr(),
+            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+        )
+    };
+    if plan.is_null() {
+        error!("raquel: could not prepare a statement (SPI result {})", unsafe { pg_sys::SPI_result });
+    }
+    plan
+}
+
+/// Runs `plan` with `args` (None is SQL NULL); returns the SPI result code.
+unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> i32 {
+    let mut values: Vec<pg_sys::Datum> = args.iter().map(|a| a.unwrap_or(pg_sys::Datum::from(0))).collect();
+    let nulls: Vec<c_char> = args.iter().map(|a| if a.is_some() { b' ' } else { b'n' } as c_char).collect();
+    unsafe { pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0) }
+}
+
+/// The argument, or None when it is SQL NULL.
+unsafe fn nullable_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    unsafe { if pg_arg_is_null(fcinfo, n) { None } else { Some(pg_getarg_datum_raw(fcinfo, n)) } }
+}
+
+/// Copies every row of the last SPI result into the set this function
+/// returns. The rows are `jobs` rows, column for column; the result type may
+/// also hold dropped columns, which stay NULL.
+unsafe fn return_spi_rows(fcinfo: pg_sys::FunctionCallInfo) {
+    unsafe {
+        let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+        let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+        let table = pg_sys::SPI_tuptable;
+        let natts = (*desc).natts as usize;
+        let attrs = (*desc).attrs.as_slice(natts);
+        let mut values = vec![pg_sys::Datum::from(0); natts];
+        let mut nulls = vec![true; natts];
+        for row in 0..pg_sys::SPI_processed as usize {
+            let tuple = *(*table).vals.add(row);
+            let mut column = 0;
+            for (i, attr) in attrs.iter().enumerate() {
+                if attr.attisdropped {
+                    nulls[i] = true;
+                    continue;
+                }
+                column += 1;
+                let mut isnull = false;
+                values[i] = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, column, &mut isnull);
+                nulls[i] = isnull;
+            }
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
+    }
+}
+
+/// Checks the queue names: each one not null and not empty (22023), as
+/// rq_check_queue (sql/checks.sql) does for the other verbs.
+fn check_queue_names(queues: &Array<&str>) {
+    for queue in queues.iter() {
+        match queue {
+            None => invalid_parameter(
+                "queue must not be null".into(),
+                Some("Name a queue, or leave the argument out for 'default'."),
+            ),
+            Some("") => invalid_parameter("queue must not be an empty name".into(), None),
+            Some(_) => {}
+        }
+    }
+}
+
+/// rq_claim(queues text[], worker text, batch integer, lease interval,
+/// wait interval) RETURNS SETOF jobs. See sql/claim.sql.
+#[unsafe(no_mangle)]
+pub extern "C" fn pg_finfo_rq_claim_c() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        let now = now_ms();
+        let wait = pg_getarg::<Interval>(fcinfo, 4)
+            .map_or(0, |wait| rq_interval_ms(wait, "wait", 0, 86_400_000));
+        let batch = pg_getarg::<i32>(fcinfo, 2);
+        let batch = match batch {
+            Some(b) if (1..=100_000).contains(&b) => b,
+            _ => invalid_parameter(
+                format!("batch must be between 1 and 100000, got {}", batch.map_or("NULL".into(), |b| b.to_string())),
+                None,
+            ),
+        };
+        let Some(lease) = pg_getarg::<Interval>(fcinfo, 3) else {
+            invalid_parameter("lease must not be null".into(), Some("Leave it out for one minute."))
+        };
+        let lease_ms = rq_interval_ms(lease, "lease", 1, 31_536_000_000);
+        let queues = pg_getarg::<Array<&str>>(fcinfo, 0);
+        if let Some(queues) = &queues {
+            check_queue_names(queues);
+        }
+        let filter = match &queues {
+            None => QueueFilter::Any,
+            Some(q) if q.len() == 1 => QueueFilter::One,
+            Some(_) => QueueFilter::Several,
+        };
+
+        pg_sys::InitMaterializedSRF(fcinfo, 0);
+        pg_sys::SPI_connect();
+        let function = called_function(fcinfo);
+        if wait > 0 {
+            claim_waiting(fcinfo, function, wait);
+        } else {
+            let args = [nullable_datum(fcinfo, 0), nullable_datum(fcinfo, 1), now.into_datum(), lease_ms.into_datum()];
+            let prepare_claim = || {
+                let statement = fill(
+                    CLAIM_STATEMENT,
+                    &[
+                        ("@jobs@", &in_schema_of(function, "jobs")),
+                        ("@queue_filter@", filter.condition()),
+                        ("@batch@", &batch.to_string()),
+                        ("@order_by@", if batch == 1 { "" } else { "ORDER BY c.priority DESC, c.scheduled_at, c.id" }),
+                    ],
+                );
+                let mut types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID];
+                prepare(&statement, &mut types)
+            };
+            let kept = CLAIM_PLANS.with_borrow_mut(|plans| {
+                plans.get(function, (filter, batch), KEPT_BATCH_SIZES * 3, || prepare_claim())
+            });
+            match kept {
+                Some(plan) => {
+                    execute(plan, &args);
+                }
+                None => {
+                    let plan = prepare_claim();
+                    execute(plan, &args);
+                    pg_sys::SPI_freeplan(plan);
+                }
+            }
+        }
+        return_spi_rows(fcinfo);
+        pg_sys::SPI_finish();
+        pg_sys::Datum::from(0)
+    }
+}
+
+/// A claim that may wait: rq_claim_waiting (sql/claim.sql) loops over
+/// claims and sleeps; its rows become this call's rows.
+unsafe fn claim_waiting(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::Oid, wait_ms: i64) {
+    unsafe {
+        let statement = CString::new(format!(
+            "SELECT * FROM {}($1, $2, $3, $4, $5)",
+            in_schema_of(function, "rq_claim_waiting")
+        ))
+        .expect("no NUL");
+        let mut types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INTERVALOID, pg_sys::INT8OID];
+        let plan = prepare(&statement, &mut types);
+        let args = [
+            nullable_datum(fcinfo, 0),
+            nullable_datum(fcinfo, 1),
+            nullable_datum(fcinfo, 2),
+            nullable_datum(fcinfo, 3),
+            wait_ms.into_datum(),
+        ];
+        execute(plan, &args);
+        pg_sys::SPI_freeplan(plan);
+    }
+}
+
+/// rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
+#[unsafe(no_mangle)]
+pub extern "C" fn pg_finfo_rq_complete_c() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        let args = [nullable_datum(fcinfo, 0), nullable_datum(fcinfo, 1), now_ms().into_datum()];
+        let function = called_function(fcinfo);
+        pg_sys::SPI_connect();
+        if args[0].is_some() {
+            let plan = COMPLETE_PLANS
+                .with_borrow_mut(|plans| {
+                    plans.get(function, (), 1, || {
+                        let statement = fill(COMPLETE_STATEMENT, &[("@jobs@", &in_schema_of(function, "jobs"))]);
+                        prepare(&statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID])
+                    })
+                })
+                .expect("one plan fits");
+            execute(plan, &args);
+            if pg_sys::SPI_processed == 1 {
+                let table = pg_sys::SPI_tuptable;
+                let mut isnull = false;
+                let row = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut isnull);
+                // Copied into the caller's memory before SPI's is freed.
+                let row = pg_sys::SPI_datumTransfer(row, false, -1);
+                pg_sys::SPI_finish();
+                return row;
+            }
+        }
+        raise_cannot(function, &args[..2], "complete");
+    }
+}
+
+/// Raises the error that explains why a verb matched no row (unknown id,
+/// wrong status, stale token): rq_raise_cannot in sql/checks.sql.
+unsafe fn raise_cannot(function: pg_sys::Oid, id_and_attempt: &[Option<pg_sys::Datum>], verb: &str) -> ! {
+    unsafe {
+        let statement = CString::new(format!(
+            "SELECT {}($1, $2, '{verb}', '{{claimed}}')",
+            in_schema_of(function, "rq_raise_cannot")
+        ))
+        .expect("no NUL");
+        let plan = prepare(&statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID]);
+        execute(plan, id_and_attempt);
+    }
+    error!("raquel: rq_raise_cannot returned instead of raising")
+}
