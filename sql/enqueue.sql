@@ -1,15 +1,10 @@
--- Producing jobs. Every enqueue, single or batch, goes through one INSERT …
--- SELECT in rq_enqueue_batch, so the checks and defaults live in one place
--- and a batch of thousands is one statement. The wrappers are PL/pgSQL, not
--- SQL functions: PostgreSQL 15 plans a SQL function's body on every call
--- (measured: a fifth of an enqueue), PL/pgSQL caches its plans.
-
--- Bounds on what a caller may ask for. Retry delays are integer milliseconds
--- in the table (about 24.8 days at most); a job's schedule and maximum age
--- stop at a century, a lease at a year: anything longer is a mistake.
---   delay, max_age:        3153600000000 ms = 36500 days
---   retry delays, base:       2147483647 ms
---   lease:                   31536000000 ms = 365 days
+-- Producing jobs. A batch of thousands is one INSERT … SELECT in
+-- rq_enqueue_batch; rq_enqueue, one job, is written in Rust
+-- (src/hot_path.rs) around a kept plan of one INSERT
+-- (sql/statements/enqueue.sql). Both check and convert the options in one
+-- place, src/job_options.rs (rq_job_options here), and both run with the
+-- extension owner's rights: a producer needs EXECUTE on them and no
+-- privilege on the table (see rq_grant_producer).
 
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
@@ -32,31 +27,17 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    now_ms     bigint := @extschema@.rq_now_ms();
-    max_age_ms bigint := @extschema@.rq_interval_ms(rq_enqueue_batch.max_age, 'max_age', 1, 3153600000000);
-    min_delay  bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.min_retry_delay, 'min_retry_delay', 0, 2147483647), 1000);
-    max_delay  bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.max_retry_delay, 'max_retry_delay', 0, 2147483647), 43200000);
-    base_ms    bigint := coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.backoff_base, 'backoff_base', 0, 2147483647), 1000);
-    due_ms     bigint := coalesce(@extschema@.rq_timestamp_ms(rq_enqueue_batch.at, 'at'), now_ms)
-                         + coalesce(@extschema@.rq_interval_ms(rq_enqueue_batch.delay, 'delay', 0, 3153600000000), 0);
-    new_ids    uuid[];
-    missing    text;
+    o       record;
+    new_ids uuid[];
+    missing text;
 BEGIN
-    PERFORM @extschema@.rq_check_queue(rq_enqueue_batch.queue);
+    SELECT * INTO o FROM @extschema@.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
+        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
+        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
     IF payloads IS NULL THEN
         RAISE EXCEPTION 'payloads must not be null'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload.';
-    END IF;
-    IF rq_enqueue_batch.max_retry_count < 0 THEN
-        RAISE EXCEPTION 'max_retry_count must not be negative, got %', rq_enqueue_batch.max_retry_count
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Use 0 for no retry, or NULL to retry forever.';
-    END IF;
-    IF min_delay > max_delay THEN
-        RAISE EXCEPTION 'min_retry_delay (%) must not exceed max_retry_delay (%)',
-                rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
     IF keys IS NULL THEN
@@ -64,8 +45,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority)
-        SELECT rq_enqueue_batch.queue, p.payload, max_age_ms, rq_enqueue_batch.max_retry_count,
-               min_delay, max_delay, base_ms, now_ms, due_ms, coalesce(rq_enqueue_batch.priority, 0)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0)
         FROM unnest(payloads) WITH ORDINALITY AS p (payload, n)
         ORDER BY p.n
         RETURNING j.*;
@@ -87,8 +69,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, key)
-        SELECT rq_enqueue_batch.queue, p.payload, max_age_ms, rq_enqueue_batch.max_retry_count,
-               min_delay, max_delay, base_ms, now_ms, due_ms, coalesce(rq_enqueue_batch.priority, 0), p.key
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.key
         FROM unnest(payloads, keys) WITH ORDINALITY AS p (payload, key, n)
         ORDER BY p.n
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
@@ -137,6 +120,8 @@ BEGIN
 END
 $$;
 
+-- One job. Without a key it is one INSERT; with a key it is
+-- rq_enqueue_batch's logic for one job.
 CREATE FUNCTION rq_enqueue(
     queue           text        DEFAULT 'default',
     payload         text        DEFAULT NULL,
@@ -150,16 +135,9 @@ CREATE FUNCTION rq_enqueue(
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL
 ) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    job @extschema@.jobs;
-BEGIN
-    SELECT * INTO job FROM @extschema@.rq_enqueue_batch($1, ARRAY[$2], $3, $4, $5, $6, $7, $8, $9, $10,
-                                                        CASE WHEN $11 IS NOT NULL THEN ARRAY[$11] END);
-    RETURN job;
-END
-$$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
 
 -- The same with a JSON payload, stored as its text (the table's payload is
 -- text, as in the Python library).
@@ -176,13 +154,6 @@ CREATE FUNCTION rq_enqueue(
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL
 ) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    job @extschema@.jobs;
-BEGIN
-    SELECT * INTO job FROM @extschema@.rq_enqueue_batch($1, ARRAY[$2::text], $3, $4, $5, $6, $7, $8, $9, $10,
-                                                        CASE WHEN $11 IS NOT NULL THEN ARRAY[$11] END);
-    RETURN job;
-END
-$$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';

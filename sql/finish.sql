@@ -50,12 +50,12 @@ $$;
 -- Completes many claimed jobs in one statement. All or nothing: when any id
 -- cannot be completed (unknown, not claimed, stale token) the call raises the
 -- error rq_complete would have raised for it, and nothing changes. Tokens,
--- when given, pair with the ids by position.
+-- when given, pair with the ids by position. The rows come back in id order.
 CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    done uuid[];
+    done @extschema@.jobs[];
     miss record;
 BEGIN
     IF ids IS NULL THEN
@@ -66,6 +66,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Give one attempt number per id, or none.';
     END IF;
+    -- The completed rows are kept as they come out of the UPDATE, not read
+    -- again from the table.
     WITH wanted AS (
         SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
     ), completed AS (
@@ -73,17 +75,22 @@ BEGIN
         SET status = 'success', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
         FROM wanted w
         WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
-        RETURNING j.id
+        RETURNING j AS job
     )
-    SELECT array_agg(c.id) INTO done FROM completed c;
+    SELECT array_agg(c.job ORDER BY (c.job).id) INTO done FROM completed c;
 
-    SELECT w.id, w.attempt INTO miss
-    FROM unnest(ids, attempts) AS w (id, attempt)
-    WHERE w.id IS NULL OR NOT w.id = ANY (coalesce(done, '{}'))
-    LIMIT 1;
-    IF FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
+    -- Fewer rows than ids: an id this call could not complete (raise, which
+    -- undoes the rest), or the same id given twice (fine).
+    IF coalesce(cardinality(done), 0) < cardinality(ids) THEN
+        SELECT w.id, w.attempt INTO miss
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE w.id IS NULL OR w.id NOT IN (SELECT d.id FROM unnest(done) d)
+        ORDER BY w.n
+        LIMIT 1;
+        IF FOUND THEN
+            PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
+        END IF;
     END IF;
-    RETURN QUERY SELECT * FROM @extschema@.jobs j WHERE j.id = ANY (done) ORDER BY j.id;
+    RETURN QUERY SELECT * FROM unnest(done);
 END
 $$;

@@ -72,7 +72,7 @@ pub fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> 
 
 /// A finite instant in ms since the epoch; `infinity` is refused (22023).
 #[pg_extern(immutable, strict, parallel_safe)]
-fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
+pub fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
     if !value.is_finite() {
         invalid_parameter(format!("{name} must be a finite time, got '{value}'"), None)
     }

@@ -16,6 +16,7 @@
 use crate::clock::now_ms;
 use crate::durations::rq_interval_ms;
 use crate::errors::invalid_parameter;
+use crate::job_options;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -23,10 +24,11 @@ use std::ffi::{CStr, CString, c_char};
 
 const CLAIM_STATEMENT: &str = include_str!("../sql/statements/claim.sql");
 const COMPLETE_STATEMENT: &str = include_str!("../sql/statements/complete.sql");
+const ENQUEUE_STATEMENT: &str = include_str!("../sql/statements/enqueue.sql");
 
-/// The most batch sizes whose claim plans a backend keeps per queue filter;
-/// a worker uses one or two. Other sizes are planned on each call.
-const KEPT_BATCH_SIZES: usize = 8;
+/// The most plans a backend keeps: a worker needs a few (its queue filter
+/// and batch size, complete, enqueue). Past this, calls plan every time.
+const MAX_KEPT_PLANS: usize = 32;
 
 /// How the claim picks queues: the statement differs so that each plan walks
 /// a ready index in claim order.
@@ -47,48 +49,84 @@ impl QueueFilter {
     }
 }
 
-/// Plans one function keeps, made for the schema its OID lives in.
-struct KeptPlans<K> {
-    function: pg_sys::Oid,
-    plans: Vec<(K, pg_sys::SPIPlanPtr)>,
+/// Which statement a kept plan runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Statement {
+    Claim(QueueFilter, i32),
+    Complete,
+    Enqueue,
 }
 
-impl<K: PartialEq + Copy> KeptPlans<K> {
-    const fn new() -> Self {
-        KeptPlans { function: pg_sys::InvalidOid, plans: Vec::new() }
-    }
+/// The plans this backend keeps, each for the SQL function (by OID) that
+/// made it: after DROP and CREATE EXTENSION the functions are new, and make
+/// new plans for the (maybe different) schema.
+struct KeptPlans(Vec<(pg_sys::Oid, Statement, pg_sys::SPIPlanPtr)>);
 
-    /// The kept plan for `key`, prepared by `prepare` on first use. None when
-    /// the cache is full: the caller plans for this call only.
+impl KeptPlans {
+    /// The kept plan of `function` for `statement`, prepared by `prepare` on
+    /// first use; None when the backend keeps too many plans already.
     unsafe fn get(
         &mut self,
         function: pg_sys::Oid,
-        key: K,
-        capacity: usize,
+        statement: Statement,
         prepare: impl FnOnce() -> pg_sys::SPIPlanPtr,
     ) -> Option<pg_sys::SPIPlanPtr> {
-        if self.function != function {
-            for (_, plan) in self.plans.drain(..) {
-                unsafe { pg_sys::SPI_freeplan(plan) };
-            }
-            self.function = function;
-        }
-        if let Some((_, plan)) = self.plans.iter().find(|(k, _)| *k == key) {
+        if let Some((_, _, plan)) = self.0.iter().find(|(f, s, _)| *f == function && *s == statement) {
             return Some(*plan);
         }
-        if self.plans.len() >= capacity {
+        if !self.0.iter().any(|(f, _, _)| *f == function) {
+            // A function new to this backend: maybe the extension was made
+            // again. Plans of functions that are gone go.
+            self.0.retain(|(f, _, plan)| {
+                let exists = unsafe {
+                    pg_sys::SearchSysCacheExists(
+                        pg_sys::SysCacheIdentifier::PROCOID as i32,
+                        f.into_datum().unwrap(),
+                        pg_sys::Datum::from(0),
+                        pg_sys::Datum::from(0),
+                        pg_sys::Datum::from(0),
+                    )
+                };
+                if !exists {
+                    unsafe { pg_sys::SPI_freeplan(*plan) };
+                }
+                exists
+            });
+        }
+        if self.0.len() >= MAX_KEPT_PLANS {
             return None;
         }
         let plan = prepare();
         unsafe { pg_sys::SPI_keepplan(plan) };
-        self.plans.push((key, plan));
+        self.0.push((function, statement, plan));
         Some(plan)
     }
 }
 
 thread_local! {
-    static CLAIM_PLANS: RefCell<KeptPlans<(QueueFilter, i32)>> = const { RefCell::new(KeptPlans::new()) };
-    static COMPLETE_PLANS: RefCell<KeptPlans<()>> = const { RefCell::new(KeptPlans::new()) };
+    static KEPT_PLANS: RefCell<KeptPlans> = const { RefCell::new(KeptPlans(Vec::new())) };
+}
+
+/// Runs `statement` of `function` with `args`: with its kept plan, or, when
+/// the backend keeps too many, with a plan made for this call.
+unsafe fn run(
+    function: pg_sys::Oid,
+    statement: Statement,
+    prepare: impl Fn() -> pg_sys::SPIPlanPtr,
+    args: &[Option<pg_sys::Datum>],
+) {
+    unsafe {
+        match KEPT_PLANS.with_borrow_mut(|kept| kept.get(function, statement, &prepare)) {
+            Some(plan) => {
+                execute(plan, args);
+            }
+            None => {
+                let plan = prepare();
+                execute(plan, args);
+                pg_sys::SPI_freeplan(plan);
+            }
+        }
+    }
 }
 
 /// The OID of the SQL function being called.
@@ -247,19 +285,7 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
                 let mut types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID];
                 prepare(&statement, &mut types)
             };
-            let kept = CLAIM_PLANS.with_borrow_mut(|plans| {
-                plans.get(function, (filter, batch), KEPT_BATCH_SIZES * 3, || prepare_claim())
-            });
-            match kept {
-                Some(plan) => {
-                    execute(plan, &args);
-                }
-                None => {
-                    let plan = prepare_claim();
-                    execute(plan, &args);
-                    pg_sys::SPI_freeplan(plan);
-                }
-            }
+            run(function, Statement::Claim(filter, batch), prepare_claim, &args);
         }
         return_spi_rows(fcinfo);
         pg_sys::SPI_finish();
@@ -305,26 +331,29 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
         let function = called_function(fcinfo);
         pg_sys::SPI_connect();
         if args[0].is_some() {
-            let plan = COMPLETE_PLANS
-                .with_borrow_mut(|plans| {
-                    plans.get(function, (), 1, || {
-                        let statement = fill(COMPLETE_STATEMENT, &[("@jobs@", &in_schema_of(function, "jobs"))]);
-                        prepare(&statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID])
-                    })
-                })
-                .expect("one plan fits");
-            execute(plan, &args);
+            let prepare_complete = || {
+                let statement = fill(COMPLETE_STATEMENT, &[("@jobs@", &in_schema_of(function, "jobs"))]);
+                prepare(&statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID])
+            };
+            run(function, Statement::Complete, prepare_complete, &args);
             if pg_sys::SPI_processed == 1 {
-                let table = pg_sys::SPI_tuptable;
-                let mut isnull = false;
-                let row = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut isnull);
-                // Copied into the caller's memory before SPI's is freed.
-                let row = pg_sys::SPI_datumTransfer(row, false, -1);
-                pg_sys::SPI_finish();
-                return row;
+                return finish_with_row();
             }
         }
         raise_cannot(function, &args[..2], "complete");
+    }
+}
+
+/// Ends the SPI session and returns the first column of the first row of
+/// its last result (a whole `jobs` row), copied into the caller's memory.
+unsafe fn finish_with_row() -> pg_sys::Datum {
+    unsafe {
+        let table = pg_sys::SPI_tuptable;
+        let mut isnull = false;
+        let row = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut isnull);
+        let row = pg_sys::SPI_datumTransfer(row, false, -1);
+        pg_sys::SPI_finish();
+        row
     }
 }
 
@@ -341,4 +370,85 @@ unsafe fn raise_cannot(function: pg_sys::Oid, id_and_attempt: &[Option<pg_sys::D
         execute(plan, id_and_attempt);
     }
     error!("raquel: rq_raise_cannot returned instead of raising")
+}
+
+/// rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
+/// max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
+/// key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
+/// SECURITY DEFINER with a pinned search_path.
+#[unsafe(no_mangle)]
+pub extern "C" fn pg_finfo_rq_enqueue_c() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        let options = job_options::check(
+            pg_getarg::<&str>(fcinfo, 0),
+            pg_getarg(fcinfo, 2),
+            pg_getarg(fcinfo, 3),
+            pg_getarg(fcinfo, 4),
+            pg_getarg(fcinfo, 5),
+            pg_getarg(fcinfo, 6),
+            pg_getarg(fcinfo, 7),
+            pg_getarg(fcinfo, 8),
+        );
+        let function = called_function(fcinfo);
+        let payload_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
+        let as_text = if payload_type == pg_sys::JSONBOID { "::pg_catalog.text" } else { "" };
+        pg_sys::SPI_connect();
+        if pg_arg_is_null(fcinfo, 10) {
+            let int = |ms: i64| Some((ms as i32).into_datum().unwrap());
+            let args = [
+                nullable_datum(fcinfo, 0),
+                nullable_datum(fcinfo, 1),
+                options.max_age_ms.and_then(|ms| ms.into_datum()),
+                nullable_datum(fcinfo, 5),
+                int(options.min_retry_delay_ms),
+                int(options.max_retry_delay_ms),
+                int(options.backoff_base_ms),
+                options.now_ms.into_datum(),
+                options.due_ms.into_datum(),
+                pg_getarg::<i32>(fcinfo, 9).unwrap_or(0).into_datum(),
+            ];
+            let prepare_enqueue = || {
+                let statement = fill(
+                    ENQUEUE_STATEMENT,
+                    &[("@jobs@", &in_schema_of(function, "jobs")), ("@payload_as_text@", as_text)],
+                );
+                let int4 = pg_sys::INT4OID;
+                let mut types =
+                    [pg_sys::TEXTOID, payload_type, pg_sys::INT8OID, int4, int4, int4, int4, pg_sys::INT8OID, pg_sys::INT8OID, int4];
+                prepare(&statement, &mut types)
+            };
+            run(function, Statement::Enqueue, prepare_enqueue, &args);
+        } else {
+            // A key may give back the unfinished job that holds it, and may
+            // wait for a concurrent enqueue of the same key: that logic is
+            // rq_enqueue_batch's (sql/enqueue.sql), run for one job.
+            let statement = CString::new(format!(
+                "SELECT j FROM {}($1, ARRAY[$2{as_text}], $3, $4, $5, $6, $7, $8, $9, $10, ARRAY[$11]) j",
+                in_schema_of(function, "rq_enqueue_batch")
+            ))
+            .expect("no NUL");
+            let int4 = pg_sys::INT4OID;
+            let interval = pg_sys::INTERVALOID;
+            let mut types = [
+                pg_sys::TEXTOID, payload_type, pg_sys::TIMESTAMPTZOID, interval, interval, int4,
+                interval, interval, interval, int4, pg_sys::TEXTOID,
+            ];
+            let plan = prepare(&statement, &mut types);
+            let args: Vec<_> = (0..11).map(|n| nullable_datum(fcinfo, n)).collect();
+            execute(plan, &args);
+            pg_sys::SPI_freeplan(plan);
+        }
+        let rows = pg_sys::SPI_processed;
+        if rows != 1 {
+            error!("raquel: enqueueing one job gave {rows} rows");
+        }
+        finish_with_row()
+    }
 }

@@ -19,6 +19,7 @@ mod durations;
 mod errors;
 mod hot_path;
 mod ids;
+mod job_options;
 mod settings;
 mod wait;
 mod worker;
@@ -35,7 +36,7 @@ extension_sql_file!("../sql/checks.sql", name = "checks", requires = ["schema"])
 extension_sql_file!(
     "../sql/enqueue.sql",
     name = "enqueue",
-    requires = ["checks", durations::rq_interval_ms, durations::rq_timestamp_ms]
+    requires = ["checks", durations::rq_interval_ms, durations::rq_timestamp_ms, job_options::rq_job_options]
 );
 extension_sql_file!(
     "../sql/claim.sql",

@@ -649,6 +649,13 @@ mod tests {
         ));
         assert_eq!(done, "success,success,success");
         assert_eq!(one::<i64>("SELECT count(*) FROM rq_complete_batch('{}')"), 0);
+        // a job completed before is refused like an unclaimed one; the same
+        // claimed id twice completes it once
+        let last: String = one("SELECT quote_literal(id) FROM rq_claim(ARRAY['q'])");
+        let finished: String = one("SELECT quote_literal(min(id::text)) FROM jobs WHERE status = 'success'");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{last}, {finished}]::uuid[])")), "55000");
+        assert_eq!(one::<String>(&format!("SELECT status FROM jobs WHERE id = {last}")), "claimed");
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM rq_complete_batch(ARRAY[{last}, {last}]::uuid[])")), 1);
     }
 
     #[pg_test]
@@ -766,14 +773,19 @@ mod tests {
         let of_extension = "FROM pg_proc p \
              JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e' \
              JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
-        assert_eq!(one::<i64>(&format!("SELECT count(*) {of_extension}")), 1, "rq_enqueue_batch(text, text[], …)");
+        assert_eq!(
+            one::<i64>(&format!("SELECT count(*) {of_extension}")),
+            3,
+            "rq_enqueue (text and jsonb) and rq_enqueue_batch(text, text[], …)"
+        );
         let unpinned: i64 = one(&format!(
             "SELECT count(*) {of_extension} \
              AND NOT coalesce(array_to_string(p.proconfig, ',') LIKE '%search_path=%', false)"
         ));
         assert_eq!(unpinned, 0);
         // and nobody but those granted may run them
-        assert!(!one::<bool>("SELECT has_function_privilege('public', 'rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[])', 'EXECUTE')"));
+        let public_may_run: i64 = one(&format!("SELECT count(*) {of_extension} AND has_function_privilege('public', p.oid, 'EXECUTE')"));
+        assert_eq!(public_may_run, 0);
     }
 
     #[pg_test]
@@ -811,5 +823,18 @@ mod tests {
             "c claimed 1"
         );
         assert_eq!(one::<String>(&format!("SELECT (rq_complete('{third}')).status")), "success");
+    }
+
+    #[pg_test]
+    fn text_and_json_enqueues_in_turn_store_their_payloads() {
+        // the two rq_enqueue overloads share one C function and keep a plan each
+        for n in 0..3 {
+            enqueue(&format!("'turns', 'text {n}'"));
+            enqueue(&format!("'turns', '{{\"n\": {n}}}'::jsonb, priority => {n}"));
+        }
+        assert_eq!(
+            one::<String>("SELECT string_agg(payload || '/' || priority, ' | ' ORDER BY id) FROM jobs WHERE queue = 'turns'"),
+            r#"text 0/0 | {"n": 0}/0 | text 1/0 | {"n": 1}/1 | text 2/0 | {"n": 2}/2"#
+        );
     }
 }
