@@ -1,10 +1,12 @@
 //! raquel: a job queue inside PostgreSQL.
 //!
-//! The table, its indexes and the queue's verbs are SQL (`sql/*.sql`), where a
-//! reader can see every statement a claim runs and PL/pgSQL keeps each one's
-//! plan cached. Rust supplies what SQL cannot say well: the backoff
-//! arithmetic, time-ordered ids, the wall clock in the table's unit, checked
-//! conversions of intervals and timestamps, the `raquel.*` settings, and the
+//! The table, its indexes and most of the queue's verbs are SQL (`sql/*.sql`),
+//! where a reader can see every statement. The calls made for every job
+//! (rq_enqueue, rq_claim, rq_complete) are C functions here (`hot_path`) that
+//! run statements from `sql/statements/` with plans kept per backend. Rust
+//! also supplies what SQL cannot say well: the backoff arithmetic,
+//! time-ordered ids, the wall clock in the table's unit, checked conversions
+//! of intervals, timestamps and job options, the `raquel.*` settings, the
 //! background worker that expires, rescues and prunes jobs, and the shared
 //! memory through which a commit wakes waiting claims.
 

@@ -1,0 +1,1 @@
+SELECT pgq.insert_event('bench', 'job', 'payload');
