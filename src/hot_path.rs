@@ -213,28 +213,20 @@ unsafe fn return_spi_rows(fcinfo: pg_sys::FunctionCallInfo) {
     }
 }
 
-/// Checks the queue names: each one not null and not empty (22023), as
-/// rq_check_queue (sql/checks.sql) does for the other verbs.
-fn check_queue_names(queues: &Array<&str>) {
-    for queue in queues.iter() {
-        match queue {
-            None => invalid_parameter(
-                "queue must not be null".into(),
-                Some("Name a queue, or leave the argument out for 'default'."),
-            ),
-            Some("") => invalid_parameter("queue must not be an empty name".into(), None),
-            Some(_) => {}
+/// Declares `$name` a version-1 C function (PG_FUNCTION_INFO_V1).
+macro_rules! function_info_v1 {
+    ($finfo:ident) => {
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
         }
-    }
+    };
 }
 
-/// rq_claim(queues text[], worker text, batch integer, lease interval,
-/// wait interval) RETURNS SETOF jobs. See sql/claim.sql.
-#[unsafe(no_mangle)]
-pub extern "C" fn pg_finfo_rq_claim_c() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+// rq_claim(queues text[], worker text, batch integer, lease interval,
+// wait interval) RETURNS SETOF jobs. See sql/claim.sql.
+function_info_v1!(pg_finfo_rq_claim_c);
 
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -257,7 +249,7 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
         let lease_ms = rq_interval_ms(lease, "lease", 1, 31_536_000_000);
         let queues = pg_getarg::<Array<&str>>(fcinfo, 0);
         if let Some(queues) = &queues {
-            check_queue_names(queues);
+            queues.iter().for_each(job_options::check_queue);
         }
         let filter = match &queues {
             None => QueueFilter::Any,
@@ -316,12 +308,8 @@ unsafe fn claim_waiting(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::Oid,
     }
 }
 
-/// rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
-#[unsafe(no_mangle)]
-pub extern "C" fn pg_finfo_rq_complete_c() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+// rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
+function_info_v1!(pg_finfo_rq_complete_c);
 
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -372,15 +360,11 @@ unsafe fn raise_cannot(function: pg_sys::Oid, id_and_attempt: &[Option<pg_sys::D
     error!("raquel: rq_raise_cannot returned instead of raising")
 }
 
-/// rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
-/// max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
-/// key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
-/// SECURITY DEFINER with a pinned search_path.
-#[unsafe(no_mangle)]
-pub extern "C" fn pg_finfo_rq_enqueue_c() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+// rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
+// max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
+// key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
+// SECURITY DEFINER with a pinned search_path.
+function_info_v1!(pg_finfo_rq_enqueue_c);
 
 #[pg_guard]
 #[unsafe(no_mangle)]
