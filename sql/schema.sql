@@ -53,18 +53,14 @@ CREATE TABLE jobs (
 -- dead row version and dead index entries that claims must step over until
 -- vacuum removes them, so autovacuum comes after 1000 + 1% changed rows
 -- instead of the default 50 + 20% (which lets a ten-million-row table gather
--- two million dead rows), and works on this table without the cost-based
--- pauses. A tenth of each page is left free so that an update can often put
--- the new version on the same page.
+-- two million dead rows). The fillfactor stays 100: at 90 claims ran no
+-- faster on an 11-million-row table (measured), since a page holds about 50
+-- jobs and a tenth of it free takes only a few of their new versions.
 ALTER TABLE jobs SET (
-    fillfactor = 90,
     autovacuum_vacuum_threshold = 1000,
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_insert_threshold = 1000,
-    autovacuum_vacuum_insert_scale_factor = 0.01,
-    autovacuum_analyze_threshold = 1000,
-    autovacuum_analyze_scale_factor = 0.01,
-    autovacuum_vacuum_cost_delay = 0
+    autovacuum_vacuum_insert_scale_factor = 0.01
 );
 
 COMMENT ON TABLE jobs IS
