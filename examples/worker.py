@@ -2,7 +2,8 @@
 
 Claims one job at a time from a queue and completes it in the same
 transaction as its own work, so database-only work happens exactly once.
-When the queue is empty it sleeps in LISTEN until an enqueue commits.
+When the queue is empty its claim waits (no polling) until an enqueue
+commits or a scheduled job falls due.
 
     RAQUEL_DSN="host=/tmp/raquel-dev port=54320 user=postgres dbname=raquel" \
         python examples/worker.py emails
@@ -16,7 +17,6 @@ import os
 import time
 
 import psycopg
-from psycopg import sql
 
 
 def handle(payload):
@@ -33,14 +33,14 @@ def main():
     args = parser.parse_args()
     dsn = os.environ["RAQUEL_DSN"]
 
-    with psycopg.connect(dsn, autocommit=True) as listener, psycopg.connect(dsn) as conn:
-        channel = listener.execute("SELECT rq_channel(%s)", (args.queue,)).fetchone()[0]
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    with psycopg.connect(dsn) as conn:
         idle_since = time.monotonic()
         while True:
             with conn.transaction():
+                # With nothing ready, the claim waits up to a second for a
+                # job to be committed (or fall due) before it returns none.
                 job = conn.execute(
-                    "SELECT id, attempts, payload FROM rq_claim(ARRAY[%s], worker => %s)",
+                    "SELECT id, attempts, payload FROM rq_claim(ARRAY[%s], worker => %s, wait => '1 second')",
                     (args.queue, args.worker),
                 ).fetchone()
                 if job is not None:
@@ -56,13 +56,8 @@ def main():
                         )
             if job is not None:
                 idle_since = time.monotonic()
-                continue
-            if args.idle_exit is not None and time.monotonic() - idle_since >= args.idle_exit:
+            elif args.idle_exit is not None and time.monotonic() - idle_since >= args.idle_exit:
                 return
-            # Nothing ready: sleep until an enqueue commits (or a second
-            # passes, for jobs that become due by time).
-            for _ in listener.notifies(timeout=1.0, stop_after=1):
-                pass
 
 
 if __name__ == "__main__":

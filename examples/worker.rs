@@ -2,14 +2,14 @@
 //!
 //! Claims one job at a time from a queue and completes it in the same
 //! transaction as its own work, so database-only work happens exactly once.
-//! When the queue is empty it sleeps in LISTEN until an enqueue commits.
+//! When the queue is empty its claim waits (no polling) until an enqueue
+//! commits or a scheduled job falls due.
 //!
 //! ```sh
 //! RAQUEL_DSN="host=/tmp/raquel-dev port=54320 user=postgres dbname=raquel" \
 //!     cargo run --manifest-path tests/client/Cargo.toml --example worker -- emails
 //! ```
 
-use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use std::time::{Duration, Instant};
 
@@ -24,17 +24,16 @@ fn handle(payload: Option<&str>) -> Result<(), String> {
 /// Works `queue` until it has been idle for `idle_exit` (forever if None);
 /// returns how many jobs it handled.
 pub fn work(dsn: &str, queue: &str, worker: &str, idle_exit: Option<Duration>) -> Result<usize, postgres::Error> {
-    let mut listener = Client::connect(dsn, NoTls)?;
     let mut client = Client::connect(dsn, NoTls)?;
-    let channel: String = listener.query_one("SELECT rq_channel($1)", &[&queue])?.get(0);
-    listener.batch_execute(&format!("LISTEN \"{}\"", channel.replace('"', "\"\"")))?;
 
     let mut handled = 0;
     let mut idle_since = Instant::now();
     loop {
         let mut tx = client.transaction()?;
+        // With nothing ready, the claim waits up to a second for a job to be
+        // committed (or fall due) before it returns none.
         let job = tx.query_opt(
-            "SELECT id::text, attempts, payload FROM rq_claim(ARRAY[$1], worker => $2)",
+            "SELECT id::text, attempts, payload FROM rq_claim(ARRAY[$1], worker => $2, wait => '1 second')",
             &[&queue, &worker],
         )?;
         if let Some(job) = job {
@@ -55,9 +54,6 @@ pub fn work(dsn: &str, queue: &str, worker: &str, idle_exit: Option<Duration>) -
         if idle_exit.is_some_and(|limit| idle_since.elapsed() >= limit) {
             return Ok(handled);
         }
-        // Nothing ready: sleep until an enqueue commits (or a second passes,
-        // for jobs that become due by time).
-        listener.notifications().timeout_iter(Duration::from_secs(1)).next()?;
     }
 }
 

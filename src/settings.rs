@@ -1,5 +1,6 @@
-//! The `raquel.*` settings. All of them reload on SIGHUP (`pg_reload_conf()`),
-//! so an operator never has to restart the server to retune housekeeping.
+//! The `raquel.*` settings. The worker's reload on SIGHUP (`pg_reload_conf()`),
+//! so an operator never has to restart the server to retune housekeeping;
+//! `raquel.notify` can also be set per database, role or session.
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use std::ffi::CString;
@@ -10,6 +11,7 @@ static WORKER_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 3600);
 static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -48,6 +50,16 @@ pub fn define() {
         1,
         100_000,
         GucContext::Sighup,
+        GucFlags::default(),
+    );
+    // Read by the enqueue trigger (sql/events.sql) with current_setting().
+    GucRegistry::define_bool_guc(
+        c"raquel.notify",
+        c"Whether an enqueue sends NOTIFY rq_<queue> at commit, for workers that LISTEN.",
+        c"Off by default: a NOTIFY takes a database-wide lock at commit, which lets one enqueuing \
+          transaction commit at a time. Waiting claims are woken at commit without it.",
+        &NOTIFY,
+        GucContext::Userset,
         GucFlags::default(),
     );
     GucRegistry::define_string_guc(

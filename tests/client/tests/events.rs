@@ -82,6 +82,7 @@ fn a_listener_hears_one_notification_per_queue_per_transaction() {
     let mut listener = connect(&db);
     listener.batch_execute("LISTEN rq_emails; LISTEN rq_sms").unwrap();
     let mut producer = connect(&db);
+    producer.batch_execute("SET raquel.notify = on").unwrap();
 
     let mut tx = producer.transaction().unwrap();
     tx.batch_execute(
@@ -113,6 +114,28 @@ fn a_listener_hears_one_notification_per_queue_per_transaction() {
     let after: Vec<_> =
         listener.notifications().timeout_iter(Duration::from_millis(500)).collect().unwrap();
     assert!(after.is_empty(), "{after:?}");
+}
+
+#[test]
+fn enqueues_notify_only_where_raquel_notify_is_on() {
+    let db = fresh_db("rq_it_notify_setting");
+    let mut listener = connect(&db);
+    listener.batch_execute("LISTEN rq_q").unwrap();
+    let hear = |listener: &mut postgres::Client| -> usize {
+        listener.notifications().timeout_iter(Duration::from_millis(500)).count().unwrap()
+    };
+    // off by default: the job is there, the notification is not
+    connect(&db).batch_execute("SELECT rq_enqueue('q', 'quiet')").unwrap();
+    assert_eq!(hear(&mut listener), 0);
+    // on for the database: every new session's enqueues notify
+    connect("postgres").batch_execute(&format!("ALTER DATABASE {db} SET raquel.notify = on")).unwrap();
+    connect(&db).batch_execute("SELECT rq_enqueue('q', 'loud')").unwrap();
+    assert_eq!(hear(&mut listener), 1);
+    // and a session can still turn it off for itself
+    connect(&db).batch_execute("SET raquel.notify = off; SELECT rq_enqueue('q', 'quiet again')").unwrap();
+    assert_eq!(hear(&mut listener), 0);
+    let jobs: i64 = connect(&db).query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
+    assert_eq!(jobs, 3);
 }
 
 #[test]
