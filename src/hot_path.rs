@@ -1,7 +1,7 @@
-//! rq_claim and rq_complete: the two calls a worker makes for every job.
+//! rq_enqueue, rq_claim and rq_complete: the calls made for every job.
 //!
-//! They are C-language functions (declared in sql/claim.sql and
-//! sql/finish.sql) rather than PL/pgSQL because the benchmark showed the
+//! They are C-language functions (declared in sql/enqueue.sql, sql/claim.sql
+//! and sql/finish.sql) rather than PL/pgSQL because the benchmark showed the
 //! PL/pgSQL around the same statements costing as much again as the
 //! statements: a new set of expression states every transaction, a nested
 //! function call to check each queue name, the row copied out twice. Here the
