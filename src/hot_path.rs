@@ -173,8 +173,15 @@ unsafe fn prepare(statement: &CString, types: &mut [pg_sys::Oid]) -> pg_sys::SPI
 
 /// Runs `plan` with `args` (None is SQL NULL); returns the SPI result code.
 unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> i32 {
-    let mut values: Vec<pg_sys::Datum> = args.iter().map(|a| a.unwrap_or(pg_sys::Datum::from(0))).collect();
-    let nulls: Vec<c_char> = args.iter().map(|a| if a.is_some() { b' ' } else { b'n' } as c_char).collect();
+    // On the stack: this runs for every job. No statement takes more than 11.
+    let mut values = [pg_sys::Datum::from(0); 11];
+    let mut nulls = [b'n' as c_char; 11];
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg {
+            values[i] = *value;
+            nulls[i] = b' ' as c_char;
+        }
+    }
     unsafe { pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0) }
 }
 
@@ -184,29 +191,38 @@ unsafe fn nullable_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<p
 }
 
 /// Copies every row of the last SPI result into the set this function
-/// returns. The rows are `jobs` rows, column for column; the result type may
-/// also hold dropped columns, which stay NULL.
+/// returns. The rows are `jobs` rows, column for column; when the result
+/// type also holds dropped columns (left NULL), each row is rebuilt.
 unsafe fn return_spi_rows(fcinfo: pg_sys::FunctionCallInfo) {
     unsafe {
         let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
         let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
         let table = pg_sys::SPI_tuptable;
+        if pg_sys::SPI_processed == 0 || table.is_null() {
+            return;
+        }
+        let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
         let natts = (*desc).natts as usize;
         let attrs = (*desc).attrs.as_slice(natts);
-        let mut values = vec![pg_sys::Datum::from(0); natts];
-        let mut nulls = vec![true; natts];
-        for row in 0..pg_sys::SPI_processed as usize {
-            let tuple = *(*table).vals.add(row);
+        if !attrs.iter().any(|a| a.attisdropped) && (*(*table).tupdesc).natts as usize == natts {
+            for &tuple in rows {
+                pg_sys::tuplestore_puttuple(store, tuple);
+            }
+            return;
+        }
+        let spi_natts = (*(*table).tupdesc).natts as usize;
+        let (mut spi_values, mut spi_nulls) = (vec![pg_sys::Datum::from(0); spi_natts], vec![true; spi_natts]);
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); natts], vec![true; natts]);
+        for &tuple in rows {
+            pg_sys::heap_deform_tuple(tuple, (*table).tupdesc, spi_values.as_mut_ptr(), spi_nulls.as_mut_ptr());
             let mut column = 0;
             for (i, attr) in attrs.iter().enumerate() {
                 if attr.attisdropped {
                     nulls[i] = true;
-                    continue;
+                } else {
+                    (values[i], nulls[i]) = (spi_values[column], spi_nulls[column]);
+                    column += 1;
                 }
-                column += 1;
-                let mut isnull = false;
-                values[i] = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, column, &mut isnull);
-                nulls[i] = isnull;
             }
             pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
         }
