@@ -229,17 +229,6 @@ unsafe fn return_spi_rows(fcinfo: pg_sys::FunctionCallInfo) {
     }
 }
 
-/// Declares `$name` a version-1 C function (PG_FUNCTION_INFO_V1).
-macro_rules! function_info_v1 {
-    ($finfo:ident) => {
-        #[unsafe(no_mangle)]
-        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
-            const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
-    };
-}
-
 // rq_claim(queues text[], worker text, batch integer, lease interval,
 // wait interval) RETURNS SETOF jobs. See sql/claim.sql.
 function_info_v1!(pg_finfo_rq_claim_c);

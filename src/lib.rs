@@ -15,9 +15,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 ::pgrx::pg_module_magic!(name, version);
 
+/// Declares `$name` a version-1 C function (PG_FUNCTION_INFO_V1).
+macro_rules! function_info_v1 {
+    ($finfo:ident) => {
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+    };
+}
+
 mod backoff;
 mod clock;
 mod durations;
+mod enqueued;
 mod errors;
 mod hot_path;
 mod ids;

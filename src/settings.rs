@@ -52,7 +52,6 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
-    // Read by the enqueue trigger (sql/events.sql) with current_setting().
     GucRegistry::define_bool_guc(
         c"raquel.notify",
         c"Whether an enqueue sends NOTIFY rq_<queue> at commit, for workers that LISTEN.",
@@ -86,6 +85,10 @@ pub fn retention_s() -> i32 {
 
 pub fn batch_size() -> i32 {
     BATCH_SIZE.get()
+}
+
+pub fn notify() -> bool {
+    NOTIFY.get()
 }
 
 /// Whether `raquel.databases` lets the worker serve database `name`.

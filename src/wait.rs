@@ -147,13 +147,29 @@ fn rq_wait_sleep(timeout_ms: i64) {
 }
 
 /// Notes that this transaction made `jobs` jobs of `queue` ready; at commit,
-/// up to that many waiters of the queue are woken.
+/// up to that many waiters of the queue are woken. For the verbs written in
+/// SQL that make a job ready again (rq_reject, rq_retry).
 #[pg_extern(volatile, parallel_unsafe)]
 fn rq_wait_notify(queue: &str, jobs: i64) {
+    note_ready(queue, jobs);
+}
+
+/// The same from Rust: the row trigger on jobs (src/enqueued.rs) calls it for
+/// every inserted job, so it allocates only for a queue new to the
+/// transaction.
+pub fn note_ready(queue: &str, jobs: i64) {
     if !crate::preloaded() || jobs <= 0 {
         return;
     }
-    ENQUEUED.with(|m| *m.borrow_mut().entry(queue.to_owned()).or_default() += jobs);
+    ENQUEUED.with(|m| {
+        let mut m = m.borrow_mut();
+        match m.get_mut(queue) {
+            Some(n) => *n += jobs,
+            None => {
+                m.insert(queue.to_owned(), jobs);
+            }
+        }
+    });
     if !WAKE_AT_COMMIT.get() {
         WAKE_AT_COMMIT.set(true);
         pgrx::register_xact_callback(PgXactCallbackEvent::Commit, wake_waiters);

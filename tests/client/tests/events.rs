@@ -134,8 +134,21 @@ fn enqueues_notify_only_where_raquel_notify_is_on() {
     // and a session can still turn it off for itself
     connect(&db).batch_execute("SET raquel.notify = off; SELECT rq_enqueue('q', 'quiet again')").unwrap();
     assert_eq!(hear(&mut listener), 0);
+    // a queue name too long for a channel is notified on rq_<md5>
+    let long = "q".repeat(70);
+    let channel: String = listener.query_one("SELECT rq_channel($1)", &[&long]).unwrap().get(0);
+    assert_eq!(channel.len(), 35);
+    listener.batch_execute(&format!("LISTEN \"{channel}\"")).unwrap();
+    connect(&db).batch_execute(&format!("INSERT INTO jobs (queue) VALUES ('{long}')")).unwrap();
+    let heard: Vec<String> = listener
+        .notifications()
+        .timeout_iter(Duration::from_millis(500))
+        .map(|n| Ok(n.channel().to_string()))
+        .collect()
+        .unwrap();
+    assert_eq!(heard, vec![channel]);
     let jobs: i64 = connect(&db).query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
-    assert_eq!(jobs, 3);
+    assert_eq!(jobs, 4);
 }
 
 #[test]

@@ -1,0 +1,56 @@
+//! The trigger that sees every job inserted into the table, however it was
+//! enqueued (rq_enqueue, a batch, rq_enqueue_trigger, a plain INSERT): it
+//! wakes waiting claims of the job's queue at commit (src/wait.rs) and, with
+//! raquel.notify on, sends NOTIFY rq_<queue> (delivered at commit, folded to
+//! one per queue per transaction by PostgreSQL).
+//!
+//! It is a C row trigger because it runs for every job: the PL/pgSQL
+//! statement trigger with a transition table it replaces cost a quarter of
+//! the enqueue rate with 4 clients (measured with pgbench).
+
+use crate::settings;
+use crate::wait::note_ready;
+use pgrx::prelude::*;
+
+// rq_jobs_inserted() RETURNS trigger: AFTER INSERT FOR EACH ROW on jobs
+// (sql/events.sql). An AFTER trigger sees the row as stored, after any
+// BEFORE trigger of the user's changed it, and not a row ON CONFLICT skipped.
+function_info_v1!(pg_finfo_rq_jobs_inserted);
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_jobs_inserted(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
+            error!("raquel: rq_jobs_inserted() runs only as the jobs table's trigger");
+        }
+        let trigger = context as *mut pg_sys::TriggerData;
+        let tuple = (*trigger).tg_trigtuple;
+        let desc = (*(*trigger).tg_relation).rd_att;
+        let column = pg_sys::SPI_fnumber(desc, c"queue".as_ptr());
+        let mut isnull = false;
+        let datum = pg_sys::SPI_getbinval(tuple, desc, column, &mut isnull);
+        if let Some(queue) = <&str>::from_datum(datum, isnull) {
+            note_ready(queue, 1);
+            if settings::notify() {
+                notify(queue);
+            }
+        }
+        pg_sys::Datum::from(0)
+    }
+}
+
+/// NOTIFY on the queue's channel: rq_channel(queue) in sql/events.sql.
+unsafe fn notify(queue: &str) {
+    let channel = if queue.len() <= 60 {
+        format!("rq_{queue}")
+    } else {
+        let hash: String = unsafe { pgrx::direct_function_call(pg_sys::md5_text, &[queue.into_datum()]) }
+            .expect("md5 of a text is never null");
+        format!("rq_{hash}")
+    };
+    unsafe {
+        pgrx::direct_function_call_as_datum(pg_sys::pg_notify, &[channel.into_datum(), "".into_datum()]);
+    }
+}
