@@ -76,6 +76,12 @@ fn many_sessions_racing_on_keys_make_one_job_per_key() {
     assert_eq!(row.get::<_, i64>(1), 150);
 }
 
+/// The channels of the notifications `listener` receives until `quiet` passes
+/// without one.
+fn channels_heard(listener: &mut postgres::Client, quiet: Duration) -> Vec<String> {
+    listener.notifications().timeout_iter(quiet).map(|n| Ok(n.channel().to_string())).collect().unwrap()
+}
+
 #[test]
 fn a_listener_hears_one_notification_per_queue_per_transaction() {
     let db = fresh_db("rq_it_listen");
@@ -97,13 +103,7 @@ fn a_listener_hears_one_notification_per_queue_per_transaction() {
     assert!(early.is_empty(), "no notification before commit: {early:?}");
     tx.commit().unwrap();
 
-    let heard: Vec<String> = listener
-        .notifications()
-        .timeout_iter(Duration::from_secs(2))
-        .map(|n| Ok(n.channel().to_string()))
-        .collect()
-        .unwrap();
-    let mut heard = heard;
+    let mut heard = channels_heard(&mut listener, Duration::from_secs(2));
     heard.sort();
     assert_eq!(heard, vec!["rq_emails", "rq_sms"]);
 
@@ -140,13 +140,7 @@ fn enqueues_notify_only_where_raquel_notify_is_on() {
     assert_eq!(channel.len(), 35);
     listener.batch_execute(&format!("LISTEN \"{channel}\"")).unwrap();
     connect(&db).batch_execute(&format!("INSERT INTO jobs (queue) VALUES ('{long}')")).unwrap();
-    let heard: Vec<String> = listener
-        .notifications()
-        .timeout_iter(Duration::from_millis(500))
-        .map(|n| Ok(n.channel().to_string()))
-        .collect()
-        .unwrap();
-    assert_eq!(heard, vec![channel]);
+    assert_eq!(channels_heard(&mut listener, Duration::from_millis(500)), vec![channel]);
     let jobs: i64 = connect(&db).query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
     assert_eq!(jobs, 4);
 }
