@@ -1,21 +1,6 @@
--- Argument checks shared by the verbs. Each raises before anything is
--- written, with a SQLSTATE and a message that names the bad value.
-
--- A queue name: not null, not empty.
-CREATE FUNCTION rq_check_queue(queue text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-AS $$
-BEGIN
-    IF queue IS NULL THEN
-        RAISE EXCEPTION 'queue must not be null'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Name a queue, or leave the argument out for ''default''.';
-    ELSIF queue = '' THEN
-        RAISE EXCEPTION 'queue must not be an empty name'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-END
-$$;
+-- Explaining a refusal. The argument checks themselves are in Rust
+-- (src/checks.rs), shared by the verbs written in Rust and, through
+-- rq_check_batch, by the duties.
 
 -- Explains why a verb matched no row: the id is null, no such job, the job's
 -- status is not one the verb takes, or the caller's claim is stale (fencing).

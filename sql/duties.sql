@@ -7,17 +7,6 @@
 -- of rows the planner's estimates passed jit_above_cost, and compiling took
 -- 5 to 20 ms a call for queries that find nothing in a millisecond.
 
-CREATE FUNCTION rq_check_batch(batch integer) RETURNS void
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-AS $$
-BEGIN
-    IF batch IS NULL OR batch < 1 OR batch > 100000 THEN
-        RAISE EXCEPTION 'batch must be between 1 and 100000, got %', coalesce(batch::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-END
-$$;
-
 -- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
 CREATE INDEX jobs_expiry_idx ON jobs ((scheduled_at + max_age))
     WHERE status IN ('queued', 'failed') AND max_age IS NOT NULL;

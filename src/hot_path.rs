@@ -13,6 +13,7 @@
 //! schema. A kept plan is replanned by PostgreSQL itself when the table or
 //! its indexes change.
 
+use crate::checks;
 use crate::clock::now_ms;
 use crate::durations::rq_interval_ms;
 use crate::errors::invalid_parameter;
@@ -185,6 +186,17 @@ unsafe fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> i
     unsafe { pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0) }
 }
 
+/// Prepares `statement`, runs it once with `args` and frees the plan: for the
+/// rare paths (a waiting claim, a key, an error) not worth a kept plan.
+unsafe fn run_once(statement: String, types: &mut [pg_sys::Oid], args: &[Option<pg_sys::Datum>]) {
+    let statement = CString::new(statement).expect("statements contain no NUL");
+    unsafe {
+        let plan = prepare(&statement, types);
+        execute(plan, args);
+        pg_sys::SPI_freeplan(plan);
+    }
+}
+
 /// The argument, or None when it is SQL NULL.
 unsafe fn nullable_datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
     unsafe { if pg_arg_is_null(fcinfo, n) { None } else { Some(pg_getarg_datum_raw(fcinfo, n)) } }
@@ -240,21 +252,14 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
         let now = now_ms();
         let wait = pg_getarg::<Interval>(fcinfo, 4)
             .map_or(0, |wait| rq_interval_ms(wait, "wait", 0, 86_400_000));
-        let batch = pg_getarg::<i32>(fcinfo, 2);
-        let batch = match batch {
-            Some(b) if (1..=100_000).contains(&b) => b,
-            _ => invalid_parameter(
-                format!("batch must be between 1 and 100000, got {}", batch.map_or("NULL".into(), |b| b.to_string())),
-                None,
-            ),
-        };
+        let batch = checks::check_batch(pg_getarg::<i32>(fcinfo, 2));
         let Some(lease) = pg_getarg::<Interval>(fcinfo, 3) else {
             invalid_parameter("lease must not be null".into(), Some("Leave it out for one minute."))
         };
         let lease_ms = rq_interval_ms(lease, "lease", 1, 31_536_000_000);
         let queues = pg_getarg::<Array<&str>>(fcinfo, 0);
         if let Some(queues) = &queues {
-            queues.iter().for_each(job_options::check_queue);
+            queues.iter().for_each(checks::check_queue);
         }
         let filter = match &queues {
             None => QueueFilter::Any,
@@ -294,13 +299,8 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
 /// claims and sleeps; its rows become this call's rows.
 unsafe fn claim_waiting(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::Oid, wait_ms: i64) {
     unsafe {
-        let statement = CString::new(format!(
-            "SELECT * FROM {}($1, $2, $3, $4, $5)",
-            in_schema_of(function, "rq_claim_waiting")
-        ))
-        .expect("no NUL");
+        let statement = format!("SELECT * FROM {}($1, $2, $3, $4, $5)", in_schema_of(function, "rq_claim_waiting"));
         let mut types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INTERVALOID, pg_sys::INT8OID];
-        let plan = prepare(&statement, &mut types);
         let args = [
             nullable_datum(fcinfo, 0),
             nullable_datum(fcinfo, 1),
@@ -308,8 +308,7 @@ unsafe fn claim_waiting(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::Oid,
             nullable_datum(fcinfo, 3),
             wait_ms.into_datum(),
         ];
-        execute(plan, &args);
-        pg_sys::SPI_freeplan(plan);
+        run_once(statement, &mut types, &args);
     }
 }
 
@@ -354,13 +353,8 @@ unsafe fn finish_with_row() -> pg_sys::Datum {
 /// wrong status, stale token): rq_raise_cannot in sql/checks.sql.
 unsafe fn raise_cannot(function: pg_sys::Oid, id_and_attempt: &[Option<pg_sys::Datum>], verb: &str) -> ! {
     unsafe {
-        let statement = CString::new(format!(
-            "SELECT {}($1, $2, '{verb}', '{{claimed}}')",
-            in_schema_of(function, "rq_raise_cannot")
-        ))
-        .expect("no NUL");
-        let plan = prepare(&statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID]);
-        execute(plan, id_and_attempt);
+        let statement = format!("SELECT {}($1, $2, '{verb}', '{{claimed}}')", in_schema_of(function, "rq_raise_cannot"));
+        run_once(statement, &mut [pg_sys::UUIDOID, pg_sys::INT4OID], id_and_attempt);
     }
     error!("raquel: rq_raise_cannot returned instead of raising")
 }
@@ -418,21 +412,18 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             // A key may give back the unfinished job that holds it, and may
             // wait for a concurrent enqueue of the same key: that logic is
             // rq_enqueue_batch's (sql/enqueue.sql), run for one job.
-            let statement = CString::new(format!(
+            let statement = format!(
                 "SELECT j FROM {}($1, ARRAY[$2{as_text}], $3, $4, $5, $6, $7, $8, $9, $10, ARRAY[$11]) j",
                 in_schema_of(function, "rq_enqueue_batch")
-            ))
-            .expect("no NUL");
+            );
             let int4 = pg_sys::INT4OID;
             let interval = pg_sys::INTERVALOID;
             let mut types = [
                 pg_sys::TEXTOID, payload_type, pg_sys::TIMESTAMPTZOID, interval, interval, int4,
                 interval, interval, interval, int4, pg_sys::TEXTOID,
             ];
-            let plan = prepare(&statement, &mut types);
             let args: Vec<_> = (0..11).map(|n| nullable_datum(fcinfo, n)).collect();
-            execute(plan, &args);
-            pg_sys::SPI_freeplan(plan);
+            run_once(statement, &mut types, &args);
         }
         let rows = pg_sys::SPI_processed;
         if rows != 1 {

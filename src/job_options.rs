@@ -6,6 +6,7 @@
 //! in the table (about 24.8 days at most); a job's schedule and maximum age
 //! stop at a century: anything longer is a mistake.
 
+use crate::checks;
 use crate::clock::now_ms;
 use crate::durations::{rq_interval_ms, rq_timestamp_ms};
 use crate::errors::invalid_parameter;
@@ -24,19 +25,6 @@ pub struct JobOptions {
     pub min_retry_delay_ms: i64,
     pub max_retry_delay_ms: i64,
     pub backoff_base_ms: i64,
-}
-
-/// A queue name: not null, not empty (22023), as rq_check_queue in
-/// sql/checks.sql says for the verbs written in SQL.
-pub fn check_queue(queue: Option<&str>) {
-    match queue {
-        None => invalid_parameter(
-            "queue must not be null".into(),
-            Some("Name a queue, or leave the argument out for 'default'."),
-        ),
-        Some("") => invalid_parameter("queue must not be an empty name".into(), None),
-        Some(_) => {}
-    }
 }
 
 /// Checks a new job's options; each bad one raises 22023 naming the value,
@@ -59,7 +47,7 @@ pub fn check(
     let backoff_base_ms = backoff_base.map_or(1000, |v| rq_interval_ms(v, "backoff_base", 0, INT_MS));
     let due_ms = at.map_or(now_ms, |v| rq_timestamp_ms(v, "at"))
         + delay.map_or(0, |v| rq_interval_ms(v, "delay", 0, CENTURY_MS));
-    check_queue(queue);
+    checks::check_queue(queue);
     if let Some(count) = max_retry_count.filter(|c| *c < 0) {
         invalid_parameter(
             format!("max_retry_count must not be negative, got {count}"),

@@ -27,6 +27,7 @@ macro_rules! function_info_v1 {
 }
 
 mod backoff;
+mod checks;
 mod clock;
 mod durations;
 mod enqueued;
@@ -66,7 +67,11 @@ extension_sql_file!("../sql/lifecycle.sql", name = "lifecycle", requires = ["fin
 extension_sql_file!("../sql/observe.sql", name = "observe", requires = ["schema"]);
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue", wait::rq_wait_notify]);
 extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
-extension_sql_file!("../sql/duties.sql", name = "duties", requires = ["finish", worker::rq_worker_wake]);
+extension_sql_file!(
+    "../sql/duties.sql",
+    name = "duties",
+    requires = ["finish", worker::rq_worker_wake, checks::rq_check_batch]
+);
 
 /// True in processes of a server that preloaded the library (children of the
 /// postmaster inherit it): only then do the shared memory, the launcher and
