@@ -35,6 +35,9 @@ install_extension() {
   local stage=target/release/raquel-stage
   rm -rf "$stage"
   cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
+  # The install scripts of released versions (pgrx copies only the update
+  # scripts), so that the upgrade test can create an old version.
+  cp sql/raquel--0.1.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
   retire_installed_library
   as_root cp -r "$stage"/. /
 }
