@@ -56,6 +56,8 @@ port = $port
 unix_socket_directories = '$dir'
 shared_preload_libraries = 'raquel'
 max_connections = 100
+# Every message with its SQLSTATE, which the tests read in the log.
+log_error_verbosity = verbose
 CONF
   fi
   if ! "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then

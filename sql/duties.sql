@@ -8,9 +8,6 @@
 -- 5 to 20 ms a call for queries that find nothing in a millisecond.
 
 -- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
-CREATE INDEX jobs_expiry_idx ON jobs ((scheduled_at + max_age))
-    WHERE status IN ('queued', 'failed') AND max_age IS NOT NULL;
-
 CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET jit = off
@@ -40,13 +37,6 @@ $$;
 -- claim without lease_expires_at (made by the Python library or by hand) has
 -- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
 -- session still holds locked is that session's, however old its claim.
--- The IS NOT NULL in the predicate matters: rescue's `coalesce(…) <= now`
--- implies it, but rq_complete's `id = … AND status = 'claimed'` does not, so
--- the planner can never pick this index (instead of the primary key) for the
--- verbs that finish one claimed job.
-CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + 60000)))
-    WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + 60000) IS NOT NULL;
-
 CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET jit = off
@@ -60,8 +50,8 @@ BEGIN
     FOR job IN
         SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + 60000) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + 60000)
+          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     LOOP
@@ -77,8 +67,6 @@ $$;
 
 -- Finished jobs older than the retention: deleted. The retention defaults to
 -- the raquel.retention setting (a week); zero keeps finished jobs forever.
-CREATE INDEX jobs_finished_idx ON jobs (finished_at)
-    WHERE status IN ('success', 'cancelled', 'expired', 'exhausted');
 
 CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -90,9 +78,7 @@ DECLARE
     changed bigint;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
-    keep_ms := @extschema@.rq_interval_ms(
-        coalesce(retention, coalesce(nullif(current_setting('raquel.retention', true), ''), '7 days')::interval),
-        'retention', 0, 3153600000000);
+    keep_ms := @extschema@.rq_retention_ms(retention);
     IF keep_ms = 0 THEN
         RETURN 0;
     END IF;

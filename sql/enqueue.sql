@@ -1,10 +1,12 @@
 -- Producing jobs. A batch of thousands is one INSERT … SELECT in
--- rq_enqueue_batch; rq_enqueue, one job, is written in Rust
--- (src/hot_path.rs) around a kept plan of one INSERT
--- (sql/statements/enqueue.sql). Both check and convert the options in one
--- place, src/job_options.rs (rq_job_options here), and both run with the
--- extension owner's rights: a producer needs EXECUTE on them and no
--- privilege on the table (see rq_grant_producer).
+-- rq_enqueue_batch; rq_enqueue, one job, is written in Rust (src/enqueue.rs)
+-- around a kept plan of one INSERT (sql/enqueue.insert.sql). Both check and
+-- convert the options in one place, src/enqueue.rs (rq_job_options here),
+-- and both run with the extension owner's rights: a producer needs EXECUTE
+-- on them and no privilege on the table (see rq_grant_producer).
+--
+-- A retry delay left NULL is the table's default (1 second, 12 hours and
+-- 1 second: src/limits.rs).
 
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
@@ -13,9 +15,9 @@ CREATE FUNCTION rq_enqueue_batch(
     delay           interval    DEFAULT NULL,
     max_age         interval    DEFAULT NULL,
     max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT '1 second',
-    max_retry_delay interval    DEFAULT '12 hours',
-    backoff_base    interval    DEFAULT '1 second',
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
@@ -35,9 +37,7 @@ BEGIN
         rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
         rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
     IF payloads IS NULL THEN
-        RAISE EXCEPTION 'payloads must not be null'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload.';
+        PERFORM @extschema@.rq_refuse('payloads_null', '{}');
     END IF;
 
     IF keys IS NULL THEN
@@ -61,9 +61,7 @@ BEGIN
     -- read by a second statement, whose fresh snapshot sees a job that such
     -- a concurrent session just committed.
     IF cardinality(keys) <> cardinality(payloads) THEN
-        RAISE EXCEPTION 'keys has % elements for % payloads', cardinality(keys), cardinality(payloads)
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Give one key (or NULL) per payload.';
+        PERFORM @extschema@.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
     END IF;
     WITH inserted AS (
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
@@ -94,8 +92,7 @@ BEGIN
           AND j.status IN ('queued', 'claimed', 'failed'))
     LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'the job holding key % in queue % finished while this enqueue ran', missing, rq_enqueue_batch.queue
-            USING ERRCODE = 'serialization_failure', HINT = 'Try again: the key is free now.';
+        PERFORM @extschema@.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
     END IF;
 END
 $$;
@@ -107,9 +104,9 @@ CREATE FUNCTION rq_enqueue_batch(
     delay           interval    DEFAULT NULL,
     max_age         interval    DEFAULT NULL,
     max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT '1 second',
-    max_retry_delay interval    DEFAULT '12 hours',
-    backoff_base    interval    DEFAULT '1 second',
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
@@ -120,8 +117,8 @@ BEGIN
 END
 $$;
 
--- One job. Without a key it is one INSERT; with a key it is
--- rq_enqueue_batch's logic for one job.
+-- One job: one INSERT. With a key that an unfinished job of the queue
+-- holds, that job comes back instead of a new one.
 CREATE FUNCTION rq_enqueue(
     queue           text        DEFAULT 'default',
     payload         text        DEFAULT NULL,
@@ -129,9 +126,9 @@ CREATE FUNCTION rq_enqueue(
     delay           interval    DEFAULT NULL,
     max_age         interval    DEFAULT NULL,
     max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT '1 second',
-    max_retry_delay interval    DEFAULT '12 hours',
-    backoff_base    interval    DEFAULT '1 second',
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL
 ) RETURNS jobs
@@ -148,12 +145,39 @@ CREATE FUNCTION rq_enqueue(
     delay           interval    DEFAULT NULL,
     max_age         interval    DEFAULT NULL,
     max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT '1 second',
-    max_retry_delay interval    DEFAULT '12 hours',
-    backoff_base    interval    DEFAULT '1 second',
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
+-- enqueues a job for each row change, in the same transaction as the change.
+-- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
+-- new is null when the operation has none.
+CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;

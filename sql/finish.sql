@@ -2,10 +2,10 @@
 -- optional fencing token: a worker whose lease ran out and whose job was
 -- handed to someone else gets an error instead of overwriting the new
 -- holder's attempt. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_cannot look at the row to say why.
+-- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
 
 -- rq_complete is every job's last call, so it is written in Rust
--- (src/hot_path.rs) around one kept plan: sql/statements/complete.sql.
+-- (src/finish.rs) around one kept plan: sql/finish.complete.sql.
 CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'rq_complete_c';
@@ -29,9 +29,10 @@ BEGIN
     SET status = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
         finished_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN now_ms END,
         scheduled_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN j.scheduled_at
-                            ELSE now_ms + @extschema@.rq_backoff(j.attempts - j.requeues, coalesce(j.backoff_base, 1000),
-                                                     coalesce(j.min_retry_delay, 1000),
-                                                     coalesce(j.max_retry_delay, 43200000))
+                            ELSE now_ms + @extschema@.rq_backoff(j.attempts - j.requeues,
+                                    coalesce(j.backoff_base, @extschema@.rq_default_backoff_base()),
+                                    coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay()),
+                                    coalesce(j.max_retry_delay, @extschema@.rq_default_max_retry_delay()))
                        END,
         error = rq_fail.error,
         error_trace = rq_fail.error_trace,
@@ -59,12 +60,10 @@ DECLARE
     miss record;
 BEGIN
     IF ids IS NULL THEN
-        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = 'invalid_parameter_value';
+        PERFORM @extschema@.rq_refuse('ids_null', '{}');
     END IF;
     IF attempts IS NOT NULL AND cardinality(attempts) <> cardinality(ids) THEN
-        RAISE EXCEPTION 'attempts has % tokens for % ids', cardinality(attempts), cardinality(ids)
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Give one attempt number per id, or none.';
+        PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
     END IF;
     -- The completed rows are kept as they come out of the UPDATE, not read
     -- again from the table.

@@ -19,13 +19,13 @@ AS $$
 DECLARE
     now_ms   bigint := @extschema@.rq_now_ms();
     at_ms    bigint := @extschema@.rq_timestamp_ms(rq_reschedule.at, 'at');
-    delay_ms bigint := @extschema@.rq_interval_ms(rq_reschedule.delay, 'delay', 0, 3153600000000);
+    delay_ms bigint := @extschema@.rq_delay_ms(rq_reschedule.delay, 'delay');
     job      @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued',
         scheduled_at = CASE WHEN at_ms IS NULL AND delay_ms IS NULL
-                            THEN now_ms + coalesce(j.min_retry_delay, 1000)
+                            THEN now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())
                             ELSE coalesce(at_ms, now_ms) + coalesce(delay_ms, 0) END,
         requeues = j.requeues + 1,
         lease_expires_at = NULL,
@@ -65,19 +65,14 @@ $$;
 
 -- The worker still holding the claim pushes its lease out to now + lease
 -- (a heartbeat). A lease that ran out but was not rescued yet can be extended.
-CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT '1 minute', attempt integer DEFAULT NULL)
+CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT rq_default_lease(), attempt integer DEFAULT NULL)
 RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    lease_ms bigint;
+    lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
     job      @extschema@.jobs;
 BEGIN
-    IF rq_extend.lease IS NULL THEN
-        RAISE EXCEPTION 'lease must not be null'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Leave it out for one minute.';
-    END IF;
-    lease_ms := @extschema@.rq_interval_ms(rq_extend.lease, 'lease', 1, 31536000000);
     UPDATE @extschema@.jobs j
     SET lease_expires_at = @extschema@.rq_now_ms() + lease_ms
     WHERE j.id = rq_extend.id
@@ -133,8 +128,6 @@ BEGIN
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished
-    RAISE EXCEPTION 'cannot retry job %: another unfinished job in its queue holds its key', rq_retry.id
-        USING ERRCODE = 'object_not_in_prerequisite_state',
-              HINT = 'Wait for that job to finish, or cancel it.';
+    PERFORM @extschema@.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
 END
 $$;

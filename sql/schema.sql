@@ -9,9 +9,10 @@ CREATE TABLE jobs (
     status           text    NOT NULL DEFAULT 'queued',
     max_age          bigint,
     max_retry_count  integer,
-    min_retry_delay  integer DEFAULT 1000,
-    max_retry_delay  integer DEFAULT 43200000,
-    backoff_base     integer DEFAULT 1000,
+    -- 1000, 43200000 and 1000 ms, the library's defaults (src/limits.rs)
+    min_retry_delay  integer DEFAULT rq_default_min_retry_delay(),
+    max_retry_delay  integer DEFAULT rq_default_max_retry_delay(),
+    backoff_base     integer DEFAULT rq_default_backoff_base(),
     enqueued_at      bigint  NOT NULL DEFAULT rq_now_ms(),
     scheduled_at     bigint  NOT NULL DEFAULT rq_now_ms(),
     attempts         integer NOT NULL DEFAULT 0,
@@ -25,7 +26,7 @@ CREATE TABLE jobs (
     priority         integer NOT NULL DEFAULT 0,
     -- When the current claim's lease runs out (ms). Null on a claimed row
     -- means a claim made by hand or by the Python library: its lease is the
-    -- library's one minute from claimed_at.
+    -- library's one minute (rq_default_lease_ms()) from claimed_at.
     lease_expires_at bigint,
     -- Claims a worker handed back with rq_reject / rq_reschedule. Such a claim
     -- counts in attempts (every claim is an attempt, and attempts is the
@@ -81,6 +82,26 @@ CREATE INDEX jobs_ready_idx
 -- names this index's columns and predicate.
 CREATE UNIQUE INDEX jobs_key_idx ON jobs (queue, key)
     WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed');
+
+-- The duties' indexes (sql/duties.sql), each of just the rows a duty is
+-- after, so that a table of millions of finished jobs costs a round nothing.
+
+-- Jobs nobody claimed before scheduled_at + max_age: rq_expire.
+CREATE INDEX jobs_expiry_idx ON jobs ((scheduled_at + max_age))
+    WHERE status IN ('queued', 'failed') AND max_age IS NOT NULL;
+
+-- Claimed jobs by the end of their lease: rq_rescue. A claim without
+-- lease_expires_at has the library's lease from claimed_at.
+-- The IS NOT NULL in the predicate matters: rescue's `coalesce(…) <= now`
+-- implies it, but rq_complete's `id = … AND status = 'claimed'` does not, so
+-- the planner can never pick this index (instead of the primary key) for the
+-- verbs that finish one claimed job.
+CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + rq_default_lease_ms())))
+    WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + rq_default_lease_ms()) IS NOT NULL;
+
+-- Finished jobs by when they finished: rq_prune.
+CREATE INDEX jobs_finished_idx ON jobs (finished_at)
+    WHERE status IN ('success', 'cancelled', 'expired', 'exhausted');
 
 -- pg_dump keeps the jobs, not just the empty table the extension creates.
 SELECT pg_catalog.pg_extension_config_dump('jobs', '');

@@ -16,6 +16,7 @@ pub fn pg_timestamp_to_ms(pg_us: i64) -> i64 {
 /// start of the transaction, because a long transaction must not see time
 /// stand still when it claims or retries jobs.
 pub fn now_ms() -> i64 {
+    // SAFETY: reads the system clock; no state of the backend involved.
     pg_timestamp_to_ms(unsafe { pg_sys::GetCurrentTimestamp() })
 }
 

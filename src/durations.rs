@@ -2,7 +2,7 @@
 //! into the table's milliseconds, with the checks that keep absurd values out.
 
 use crate::clock::pg_timestamp_to_ms;
-use crate::errors::invalid_parameter;
+use crate::errors::Refusal;
 use pgrx::prelude::*;
 
 const US_PER_DAY: i128 = 86_400_000_000;
@@ -48,35 +48,46 @@ pub fn describe_ms(ms: i64) -> String {
 
 /// `value` in ms, or an error (22023) that names the parameter and the value
 /// when it falls outside `[min_ms, max_ms]`.
-#[pg_extern(immutable, strict, parallel_safe)]
-pub fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
+pub fn interval_ms_within(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
     let ms = interval_to_ms(value.months(), value.days(), value.micros());
-    match within(ms, min_ms, max_ms) {
-        Ok(ms) => ms,
+    let refusal = match within(ms, min_ms, max_ms) {
+        Ok(ms) => return ms,
         Err(OutOfRange::BelowMinimum) if min_ms <= 0 => {
-            invalid_parameter(format!("{name} must not be negative, got '{value}'"), None)
+            Refusal::invalid_parameter(format!("{name} must not be negative, got '{value}'"))
         }
         Err(OutOfRange::BelowMinimum) if min_ms == 1 => {
-            invalid_parameter(format!("{name} must be positive, got '{value}'"), None)
+            Refusal::invalid_parameter(format!("{name} must be positive, got '{value}'"))
         }
-        Err(OutOfRange::BelowMinimum) => invalid_parameter(
-            format!("{name} must be at least {}, got '{value}'", describe_ms(min_ms)),
-            None,
-        ),
-        Err(OutOfRange::AboveMaximum) => invalid_parameter(
-            format!("{name} must be at most {}, got '{value}'", describe_ms(max_ms)),
-            Some("The jobs table keeps this duration in milliseconds; use a shorter interval."),
-        ),
-    }
+        Err(OutOfRange::BelowMinimum) => Refusal::invalid_parameter(format!(
+            "{name} must be at least {}, got '{value}'",
+            describe_ms(min_ms)
+        )),
+        Err(OutOfRange::AboveMaximum) => {
+            Refusal::invalid_parameter(format!("{name} must be at most {}, got '{value}'", describe_ms(max_ms)))
+                .hint("The jobs table keeps this duration in milliseconds; use a shorter interval.")
+        }
+    };
+    refusal.raise()
 }
 
 /// A finite instant in ms since the epoch; `infinity` is refused (22023).
-#[pg_extern(immutable, strict, parallel_safe)]
-pub fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
+pub fn timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
     if !value.is_finite() {
-        invalid_parameter(format!("{name} must be a finite time, got '{value}'"), None)
+        Refusal::invalid_parameter(format!("{name} must be a finite time, got '{value}'")).raise()
     }
     pg_timestamp_to_ms(value.into_inner())
+}
+
+/// interval_ms_within for SQL.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
+    interval_ms_within(value, name, min_ms, max_ms)
+}
+
+/// timestamp_ms for SQL.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
+    timestamp_ms(value, name)
 }
 
 #[cfg(test)]

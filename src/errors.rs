@@ -1,16 +1,224 @@
-//! Errors raised from Rust. Each becomes a PostgreSQL ERROR with a SQLSTATE
-//! (never a panic), so the caller's transaction is aborted and nothing changes.
+//! Every refusal the extension makes, in one place. Each is a PostgreSQL
+//! ERROR with a SQLSTATE, a message that names the bad value, DETAIL for
+//! facts and HINT for the fix; raising it aborts the caller's statement, so
+//! nothing the call did stays. Rust code raises them directly; the verbs
+//! written in PL/pgSQL name theirs to `rq_refuse`, and ask `rq_raise_cannot`
+//! why their UPDATE matched nothing.
 
+use crate::statements::{self, Shape, Statement};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-/// Raises 22023 (invalid_parameter_value).
-pub fn invalid_parameter(message: String, hint: Option<&str>) -> ! {
-    let mut report =
-        ErrorReport::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message, function_name!());
-    if let Some(hint) = hint {
-        report = report.set_hint(hint);
+const JOB_STATE: &str = include_str!("../sql/errors.job_state.sql");
+
+/// A refusal being built: `Refusal::invalid_parameter(…).hint(…).raise()`.
+#[must_use = "a refusal does nothing until it is raised"]
+pub struct Refusal {
+    code: PgSqlErrorCode,
+    message: String,
+    detail: Option<String>,
+    hint: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(code: PgSqlErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal { code, message: message.into(), detail: None, hint: None }
     }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("an ERROR report does not return")
+
+    /// 22023: an argument no call may have.
+    pub fn invalid_parameter(message: impl Into<String>) -> Refusal {
+        Refusal::new(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message)
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Refusal {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Refusal {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn raise(self) -> ! {
+        let mut report = ErrorReport::new(self.code, self.message, function_name!());
+        if let Some(detail) = self.detail {
+            report = report.set_detail(detail);
+        }
+        if let Some(hint) = self.hint {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("an ERROR report does not return")
+    }
+}
+
+/// A keyed enqueue found its key held, but the holder finished before it
+/// could be read: rq_enqueue (src/enqueue.rs) and rq_enqueue_batch.
+pub fn key_finished(key: &str, queue: &str) -> Refusal {
+    Refusal::new(
+        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        format!("the job holding key {key} in queue {queue} finished while this enqueue ran"),
+    )
+    .detail("The job that held the key finished between this enqueue's insert and its look for that job.")
+    .hint("Try again: the key is free now.")
+}
+
+/// The refusals of the verbs written in PL/pgSQL, by name, with the values
+/// they name (as text, in the order the message uses them). Always raises.
+#[pg_extern(volatile, parallel_safe)]
+fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
+    // Not STRICT: a NULL argument must not turn a refusal into nothing.
+    let refused = refused.unwrap_or_default();
+    let value = |i: usize| refused.get(i).cloned().flatten().unwrap_or_else(|| "NULL".into());
+    let (v0, v1, v2, v3) = (value(0), value(1), value(2), value(3));
+    let (invalid, wrong_state) =
+        (PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+    let refusal = match refusal.unwrap_or_default() {
+        "payloads_null" => Refusal::new(invalid, "payloads must not be null")
+            .hint("Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload."),
+        "keys_count" => Refusal::new(invalid, format!("keys has {v0} elements for {v1} payloads"))
+            .hint("Give one key (or NULL) per payload."),
+        "key_finished" => key_finished(&v0, &v1),
+        "ids_null" => Refusal::new(invalid, "ids must not be null"),
+        "attempts_count" => Refusal::new(invalid, format!("attempts has {v0} tokens for {v1} ids"))
+            .hint("Give one attempt number per id, or none."),
+        "retry_key_taken" => {
+            Refusal::new(wrong_state, format!("cannot retry job {v0}: another unfinished job in its queue holds its key"))
+                .hint("Wait for that job to finish, or cancel it.")
+        }
+        "trigger_per_statement" => Refusal::new(
+            invalid,
+            format!("rq_enqueue_trigger() must run FOR EACH ROW, not FOR EACH STATEMENT (trigger {v0} on {v1}.{v2})"),
+        ),
+        "trigger_arguments" => Refusal::new(
+            invalid,
+            format!(
+                "rq_enqueue_trigger() takes the queue name as its one argument, got {v0} arguments (trigger {v1} on {v2}.{v3})"
+            ),
+        )
+        .hint("EXECUTE FUNCTION rq_enqueue_trigger('my_queue')"),
+        other => error!("raquel: rq_refuse was asked for an unknown refusal {other:?}"),
+    };
+    refusal.raise()
+}
+
+/// Logs a WARNING with `code` as its SQLSTATE: the background worker's
+/// report of a duty that failed keeps the failure's own code.
+pub fn warning(code: PgSqlErrorCode, message: String) {
+    ErrorReport::new(code, message, function_name!()).report(PgLogLevel::WARNING);
+}
+
+/// Why `verb` (complete, fail, …) matched no job: the id is null, there is
+/// no such job, its status is not one of `allowed`, or the caller's claim
+/// (`attempt`, the fencing token) is stale.
+pub enum Cannot {
+    NoId,
+    NoSuchJob,
+    Status(String),
+    Stale { current: i32 },
+    /// Nothing explains it: the job changed between the verb's UPDATE and
+    /// this look at it.
+    Changed,
+}
+
+impl Cannot {
+    /// What the job as it is now says about a verb that matched nothing.
+    pub fn explain(id: Option<pgrx::Uuid>, attempt: Option<i32>, job: Option<(String, i32)>, allowed: &[&str]) -> Cannot {
+        match (id, job) {
+            (None, _) => Cannot::NoId,
+            (Some(_), None) => Cannot::NoSuchJob,
+            (Some(_), Some((status, _))) if !allowed.contains(&status.as_str()) => Cannot::Status(status),
+            (Some(_), Some((_, current))) if attempt.is_some_and(|a| a != current) => Cannot::Stale { current },
+            (Some(_), Some(_)) => Cannot::Changed,
+        }
+    }
+
+    pub fn refusal(self, verb: &str, id: Option<pgrx::Uuid>, attempt: Option<i32>, allowed: &[&str]) -> Refusal {
+        let id = id.map_or_else(String::new, |id| id.to_string());
+        match self {
+            Cannot::NoId => Refusal::invalid_parameter(format!("cannot {verb} a job: id must not be null")),
+            Cannot::NoSuchJob => Refusal::new(
+                PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
+                format!("cannot {verb} job {id}: no such job"),
+            ),
+            Cannot::Status(status) => Refusal::new(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("cannot {verb} job {id}: its status is {status}"),
+            )
+            .hint(format!("rq_{verb} takes a job whose status is {}.", allowed.join(" or "))),
+            Cannot::Stale { current } => Refusal::new(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "cannot {verb} job {id}: the claim on attempt {} is stale, the job is on attempt {current}",
+                    attempt.unwrap_or_default()
+                ),
+            )
+            .hint("The lease ran out and the job was handed out again; this worker's result no longer counts."),
+            Cannot::Changed => Refusal::new(
+                PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                format!("cannot {verb} job {id}: it changed while this call ran"),
+            )
+            .hint("Try again."),
+        }
+    }
+}
+
+/// Raises the refusal that explains why `verb` matched no job, looking the
+/// job up in the jobs table of `function`'s schema. Connected to SPI.
+pub fn raise_cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Option<i32>, verb: &str, allowed: &[&str]) -> ! {
+    let job = id.and_then(|id| {
+        let jobs = statements::in_schema_of(function, "jobs");
+        let text = || statements::fill(JOB_STATE, &[("@jobs@", &jobs)]);
+        let statement =
+            Statement { shape: Shape { name: "job_state", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
+        (statements::run_once(&statement, &[id.into_datum()]) == 1).then(|| {
+            // SAFETY: the statement just returned one row of (status, attempts).
+            unsafe { (statements::value::<String>(0, 1).unwrap_or_default(), statements::value::<i32>(0, 2).unwrap_or_default()) }
+        })
+    });
+    Cannot::explain(id, attempt, job, allowed).refusal(verb, id, attempt, allowed).raise()
+}
+
+/// For the verbs written in PL/pgSQL: explains why `verb` matched no job.
+/// Always raises.
+#[pg_extern(volatile, parallel_unsafe)]
+fn rq_raise_cannot(
+    id: Option<pgrx::Uuid>,
+    attempt: Option<i32>,
+    verb: &str,
+    allowed: Vec<Option<String>>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) {
+    let allowed: Vec<&str> = allowed.iter().flatten().map(String::as_str).collect();
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    statements::connect();
+    raise_cannot(function, id, attempt, verb, &allowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cannot;
+
+    fn explain(id: bool, attempt: Option<i32>, job: Option<(&str, i32)>) -> &'static str {
+        let id = id.then(|| pgrx::Uuid::from_bytes([7; 16]));
+        match Cannot::explain(id, attempt, job.map(|(s, a)| (s.to_string(), a)), &["claimed"]) {
+            Cannot::NoId => "no id",
+            Cannot::NoSuchJob => "no such job",
+            Cannot::Status(_) => "status",
+            Cannot::Stale { .. } => "stale",
+            Cannot::Changed => "changed",
+        }
+    }
+
+    #[test]
+    fn a_miss_is_explained_by_the_first_reason_that_holds() {
+        assert_eq!(explain(false, None, None), "no id");
+        assert_eq!(explain(true, None, None), "no such job");
+        assert_eq!(explain(true, Some(2), Some(("success", 2))), "status");
+        assert_eq!(explain(true, Some(1), Some(("claimed", 2))), "stale");
+        assert_eq!(explain(true, Some(2), Some(("claimed", 2))), "changed");
+        assert_eq!(explain(true, None, Some(("claimed", 2))), "changed");
+    }
 }

@@ -1,14 +1,13 @@
 //! raquel: a job queue inside PostgreSQL.
 //!
-//! The table, its indexes and most of the queue's verbs are SQL (`sql/*.sql`),
-//! where a reader can see every statement. The calls made for every job
-//! (rq_enqueue, rq_claim, rq_complete) are C functions here (`hot_path`) that
-//! run statements from `sql/statements/` with plans kept per backend. Rust
-//! also supplies what SQL cannot say well: the backoff arithmetic,
-//! time-ordered ids, the wall clock in the table's unit, checked conversions
-//! of intervals, timestamps and job options, the `raquel.*` settings, the
-//! background worker that expires, rescues and prunes jobs, and the shared
-//! memory through which a commit wakes waiting claims.
+//! Each idea has a name, and its SQL (`sql/<idea>.sql`, part of the install
+//! script, and `sql/<idea>.<statement>.sql`, statements its Rust prepares)
+//! sits beside its Rust (`src/<idea>.rs`) under that name: enqueue, claim,
+//! finish, events (the insert trigger and NOTIFY), errors, limits (every
+//! bound and default), the background worker and its duties. The calls made
+//! for every job (rq_enqueue, rq_claim, rq_complete) are C functions that run
+//! kept plans through `statements`; the rest of a job's life, the duties and
+//! the views are SQL. README's "Layout" has the whole map.
 
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,50 +26,68 @@ macro_rules! function_info_v1 {
 }
 
 mod backoff;
-mod checks;
+mod claim;
 mod clock;
+mod compat_0_1;
 mod durations;
-mod enqueued;
+mod enqueue;
 mod errors;
-mod hot_path;
+mod events;
+mod finish;
 mod ids;
-mod job_options;
+mod limits;
 mod settings;
-mod wait;
+mod statements;
+mod waiters;
 mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 
+// The install script, in the order its parts depend on each other. Each
+// sql/<idea>.sql sits beside src/<idea>.rs where the idea has Rust.
 extension_sql_file!(
     "../sql/schema.sql",
     name = "schema",
-    requires = [ids::rq_uuid7, clock::rq_now_ms]
+    requires = [
+        ids::rq_uuid7,
+        clock::rq_now_ms,
+        limits::rq_default_min_retry_delay,
+        limits::rq_default_max_retry_delay,
+        limits::rq_default_backoff_base,
+        limits::rq_default_lease_ms
+    ]
 );
-extension_sql_file!("../sql/checks.sql", name = "checks", requires = ["schema"]);
 extension_sql_file!(
     "../sql/enqueue.sql",
     name = "enqueue",
-    requires = ["checks", durations::rq_interval_ms, durations::rq_timestamp_ms, job_options::rq_job_options]
+    requires = ["schema", enqueue::rq_job_options, errors::rq_refuse]
 );
-extension_sql_file!(
-    "../sql/claim.sql",
-    name = "claim",
-    requires = ["checks", wait::rq_wait_register, wait::rq_wait_sleep, wait::rq_wait_unregister]
-);
+extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["schema", limits::rq_default_lease]);
 extension_sql_file!(
     "../sql/finish.sql",
     name = "finish",
-    requires = ["checks", backoff::rq_backoff]
+    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse]
 );
-extension_sql_file!("../sql/lifecycle.sql", name = "lifecycle", requires = ["finish", wait::rq_wait_notify]);
+extension_sql_file!(
+    "../sql/lifecycle.sql",
+    name = "lifecycle",
+    requires = [
+        "finish",
+        waiters::rq_wait_notify,
+        durations::rq_timestamp_ms,
+        limits::rq_delay_ms,
+        limits::rq_lease_ms,
+        limits::rq_default_lease
+    ]
+);
 extension_sql_file!("../sql/observe.sql", name = "observe", requires = ["schema"]);
-extension_sql_file!("../sql/events.sql", name = "events", requires = ["enqueue", wait::rq_wait_notify]);
+extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"]);
 extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
 extension_sql_file!(
     "../sql/duties.sql",
     name = "duties",
-    requires = ["finish", worker::rq_worker_wake, checks::rq_check_batch]
+    requires = ["finish", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
 
 /// True in processes of a server that preloaded the library (children of the
@@ -87,9 +104,10 @@ pub fn preloaded() -> bool {
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::define();
+    // SAFETY: a flag the postmaster sets while it loads preloaded libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();
-        wait::init();
+        waiters::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }
 }

@@ -791,7 +791,7 @@ mod tests {
     #[pg_test]
     fn claims_of_many_batch_sizes_in_one_backend_all_work() {
         // A backend keeps the plans of a few batch sizes and plans the rest
-        // on each call (src/hot_path.rs); both must hand out the right jobs.
+        // on each call (src/statements.rs); both must hand out the right jobs.
         run("SELECT rq_enqueue_batch('sizes', ARRAY(SELECT 'p' || g FROM generate_series(1, 300) g))");
         let mut claimed = 0;
         for batch in 1..=20 {

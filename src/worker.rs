@@ -9,10 +9,15 @@
 //! `DROP DATABASE` is never blocked, and a database whose extension is dropped
 //! is simply not served any more.
 //!
+//! A database whose extension is of another version than the library is
+//! left alone, with a WARNING that says to run ALTER EXTENSION raquel UPDATE;
+//! the update wakes the launcher, which then serves it.
+//!
 //! A database without the extension is looked at once, when the launcher first
 //! sees it, and again only after some `CREATE EXTENSION raquel` commits and
 //! wakes the launcher (`rq_worker_wake()`, run by the install script).
 
+use crate::errors;
 use crate::settings;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
@@ -24,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 /// The launcher's PGPROC number, so that a backend can set its latch (-1: none).
+// SAFETY (these three): names unique to each atomic, set up by pg_shmem_init! in register().
 static LAUNCHER_PROCNO: PgAtomic<AtomicI32> = unsafe { PgAtomic::new(c"raquel_launcher_procno") };
 /// Set by `CREATE EXTENSION raquel`: look again at databases that had no extension.
 static RECHECK_REQUESTED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"raquel_recheck") };
@@ -38,6 +44,9 @@ const OUTCOME_NO_EXTENSION: u32 = 2;
 /// Batches one duty may run in one round, so that a huge backlog does not keep
 /// the worker from the other duties and databases for long.
 const MAX_BATCHES_PER_DUTY: usize = 100;
+
+/// The version of this library: the install version whose duties it runs.
+const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// How long the postmaster waits before restarting a launcher that died.
 const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
@@ -84,6 +93,7 @@ fn wake_launcher() {
 }
 
 fn shutdown_requested() -> bool {
+    // SAFETY: a flag set by this process's own SIGTERM handler.
     unsafe { pg_sys::ShutdownRequestPending != 0 }
 }
 
@@ -100,6 +110,7 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     // No database: the launcher reads only the shared catalog pg_database.
     BackgroundWorker::connect_worker_to_spi(None, None);
+    // SAFETY: MyProc is this worker's PGPROC, set when it started.
     unsafe { LAUNCHER_PROCNO.get().store((*pg_sys::MyProc).pgprocno, Ordering::SeqCst) };
     log!("raquel launcher started");
 
@@ -120,6 +131,7 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     // Exit code 1, like PostgreSQL's own workers on SIGTERM: after
     // pg_terminate_backend the postmaster starts the launcher again; at
     // shutdown it does not.
+    // SAFETY: ends this process the way PostgreSQL's own workers do.
     unsafe { pg_sys::proc_exit(1) }
 }
 
@@ -149,6 +161,7 @@ fn sleep_until_next_round() -> bool {
 
 fn reload_settings_if_asked() {
     if BackgroundWorker::sighup_received() {
+        // SAFETY: what PostgreSQL's own processes do on SIGHUP, outside a transaction.
         unsafe {
             pg_sys::ConfigReloadPending = 0;
             pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
@@ -196,9 +209,13 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Found>, no_slot_warned: &mut b
 /// launcher reads it: the launcher is connected to no database).
 fn list_databases() -> Vec<(pg_sys::Oid, String)> {
     let mut found = Vec::new();
+    // SAFETY: a catalog scan in a transaction of its own, as autovacuum's
+    // launcher does; each tuple is read while the scan holds it.
     unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
+        // Sets the transaction's snapshot, which the catalog scan below
+        // uses; the pointer it returns is not needed.
         let _ = pg_sys::GetTransactionSnapshot();
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
         let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, lock);
@@ -226,6 +243,7 @@ fn list_databases() -> Vec<(pg_sys::Oid, String)> {
 /// no worker slot was free.
 fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
     LAST_OUTCOME.get().store(OUTCOME_UNKNOWN, Ordering::SeqCst);
+    // SAFETY (MyProcPid): this process's pid, set at its start.
     let worker = BackgroundWorkerBuilder::new(&format!("raquel housekeeping in {name}"))
         .set_type("raquel worker")
         .set_library("raquel")
@@ -236,7 +254,11 @@ fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
         .set_restart_time(None)
         .load_dynamic()
         .ok()?;
-    let _ = worker.wait_for_shutdown();
+    if let Err(status) = worker.wait_for_shutdown() {
+        // the postmaster is gone or never started it: nothing was done
+        debug1!("raquel launcher: the housekeeping worker for \"{name}\" ended as {status:?}");
+        return Some(Found::Unknown);
+    }
     Some(match LAST_OUTCOME.get().load(Ordering::SeqCst) {
         OUTCOME_SERVED => Found::Extension,
         OUTCOME_NO_EXTENSION => Found::NoExtension,
@@ -249,27 +271,27 @@ fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // SAFETY: the launcher passes a database OID as the argument.
     let Some(oid) = (unsafe { pg_sys::Oid::from_datum(arg, false) }) else { return };
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
 
-    // The extension's schema, and whether its SQL has the duties: an install
-    // older than the library (no ALTER EXTENSION raquel UPDATE yet) may not.
+    // The extension's schema and version. The duties this library calls are
+    // those of its own version: an install of another version (the library
+    // was updated, ALTER EXTENSION raquel UPDATE not yet run) is left alone.
     let found = BackgroundWorker::transaction(|| {
-        Spi::get_three::<String, bool, String>(
-            "SELECT quote_ident(n.nspname), \
-                    to_regprocedure(quote_ident(n.nspname) || '.rq_prune(integer, interval)') IS NOT NULL, \
-                    current_database()::text \
+        Spi::get_three::<String, String, String>(
+            "SELECT quote_ident(n.nspname), e.extversion, current_database()::text \
              FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
              WHERE e.extname = 'raquel' \
              UNION ALL SELECT NULL, NULL, NULL LIMIT 1",
         )
     });
     let (schema, database) = match found {
-        Ok((Some(schema), Some(true), Some(database))) => (schema, database),
-        Ok((Some(_), Some(false), Some(database))) => {
+        Ok((Some(schema), Some(version), Some(database))) if version == LIBRARY_VERSION => (schema, database),
+        Ok((Some(_), Some(version), Some(database))) => {
             warning!(
-                "raquel: the extension in database \"{database}\" predates the background worker's duties; \
-                 run ALTER EXTENSION raquel UPDATE there. The worker leaves it alone until then."
+                "raquel: the extension in database \"{database}\" is version {version}, the library is \
+                 {LIBRARY_VERSION}; run ALTER EXTENSION raquel UPDATE there. The worker leaves it alone until then."
             );
             LAST_OUTCOME.get().store(OUTCOME_NO_EXTENSION, Ordering::SeqCst);
             return;
@@ -308,18 +330,23 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     }
 }
 
-/// One duty batch in its own transaction. An error is logged as a WARNING and
-/// the transaction rolled back, so the other duties still run.
+/// One duty batch in its own transaction. An error is logged as a WARNING
+/// with the error's own SQLSTATE and the transaction rolled back, so the
+/// other duties still run.
 fn run_duty(duty: &str, sql: &str, database: &str) -> Option<i64> {
     PgTryBuilder::new(|| BackgroundWorker::transaction(|| Spi::get_one::<i64>(sql)).ok().flatten())
         .catch_others(|error| {
+            // SAFETY: the duty's transaction failed; abort it before the next.
             unsafe { pg_sys::AbortCurrentTransaction() };
-            let message = match &error {
+            let report = match &error {
                 CaughtError::PostgresError(report)
                 | CaughtError::ErrorReport(report)
-                | CaughtError::RustPanic { ereport: report, .. } => report.message().to_string(),
+                | CaughtError::RustPanic { ereport: report, .. } => report,
             };
-            warning!("raquel: the {duty} duty failed in database \"{database}\": {message}");
+            errors::warning(
+                report.sql_error_code(),
+                format!("raquel: the {duty} duty failed in database \"{database}\": {}", report.message()),
+            );
             None
         })
         .execute()

@@ -178,7 +178,7 @@ fn a_failing_duty_is_a_warning_and_the_worker_goes_on() {
     // This database refuses to let any job expire: the expire duty errors here.
     c.batch_execute(
         "CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$ \
-         BEGIN IF NEW.status = 'expired' THEN RAISE EXCEPTION 'expiry refused by the test'; END IF; \
+         BEGIN IF NEW.status = 'expired' THEN RAISE EXCEPTION 'expiry refused by the test' USING ERRCODE = 'check_violation'; END IF; \
          RETURN NEW; END $$; \
          CREATE TRIGGER refuse_expiry BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_expiry()",
     )
@@ -197,9 +197,10 @@ fn a_failing_duty_is_a_warning_and_the_worker_goes_on() {
     if let Some(log) = log_path {
         let text = String::from_utf8_lossy(&std::fs::read(log).unwrap()).into_owned();
         assert!(
-            text.lines().any(|l| l.contains("WARNING")
-                && l.contains(&format!("the expire duty failed in database \"{db}\": expiry refused by the test"))),
-            "the failure is logged as a WARNING naming the database"
+            text.lines().any(|l| l.contains(&format!(
+                "WARNING:  23514: raquel: the expire duty failed in database \"{db}\": expiry refused by the test"
+            ))),
+            "the failure is logged as a WARNING naming the database, with the failure's SQLSTATE"
         );
     }
 }
@@ -234,7 +235,7 @@ fn an_extension_in_its_own_schema_works_without_it_on_the_search_path() {
 
 #[test]
 fn a_session_that_claimed_before_the_extension_moved_schemas_claims_from_the_new_table() {
-    // rq_claim and rq_complete keep their plans per backend (src/hot_path.rs);
+    // rq_claim and rq_complete keep their plans per backend (src/statements.rs);
     // plans made for the old functions must not outlive them.
     let db = fresh_db("rq_it_reinstall");
     let mut c = connect(&db);

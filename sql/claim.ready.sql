@@ -1,4 +1,4 @@
--- The claim statement rq_claim (src/hot_path.rs) prepares once per backend
+-- The claim statement rq_claim (src/claim.rs) prepares once per backend
 -- for each queue filter and batch size; it is not part of the install script.
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@          the jobs table, schema-qualified

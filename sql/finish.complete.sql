@@ -1,4 +1,4 @@
--- The statement rq_complete (src/hot_path.rs) prepares once per backend; it
+-- The statement rq_complete (src/finish.rs) prepares once per backend; it
 -- is not part of the install script.
 --   $1 id uuid, $2 attempt integer (the fencing token, or null), $3 now (ms)
 --   @jobs@  the jobs table, schema-qualified

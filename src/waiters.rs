@@ -7,7 +7,7 @@
 //! A waiter's slot is its PGPROC number, so a backend has one slot for life
 //! and a slot left behind is simply reused. The slots live in shared memory,
 //! which exists only when the server preloads the library; without it a
-//! waiting claim polls (see rq_claim_waiting in sql/claim.sql).
+//! waiting claim polls (see src/claim.rs).
 
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgXactCallbackEvent};
@@ -62,8 +62,10 @@ impl Default for Waiters {
     }
 }
 
+// SAFETY: plain data (no pointers), shared under the PgLwLock below.
 unsafe impl PGRXSharedMemory for Waiters {}
 
+// SAFETY: the name is unique to this lock, and pg_shmem_init! in init() sets it up.
 static WAITERS: PgLwLock<Waiters> = unsafe { PgLwLock::new(c"raquel_waiters") };
 
 thread_local! {
@@ -88,32 +90,27 @@ fn my_slot() -> Option<usize> {
     if !crate::preloaded() {
         return None;
     }
+    // SAFETY: MyProc is this backend's PGPROC, set before any SQL runs.
     let procno = unsafe { (*pg_sys::MyProc).pgprocno };
     usize::try_from(procno).ok().filter(|&n| n < SLOTS)
 }
 
-fn unregister_mine() {
-    if let Some(slot) = my_slot() {
-        WAITERS.exclusive().slots[slot] = Waiter::FREE;
-    }
-}
-
-/// Registers this backend as waiting for jobs of `queues` (NULL: any queue)
-/// and clears its latch, so that a wake-up from now on is not lost; false
-/// when it cannot wait (library not preloaded, or no slot).
-#[pg_extern(volatile, parallel_unsafe)]
-fn rq_wait_register(queues: Option<Vec<Option<String>>>) -> bool {
+/// Registers this backend as waiting for jobs of the queues whose hashes
+/// are `queues` (None: any queue) and clears its latch, so that a wake-up
+/// from now on is not lost; false when it cannot wait (library not
+/// preloaded, or no slot).
+pub fn register(queues: Option<&[u32]>) -> bool {
     let Some(slot) = my_slot() else { return false };
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let mut me = Waiter { state: State::Waiting, database: unsafe { pg_sys::MyDatabaseId }, ..Waiter::FREE };
     match queues {
-        Some(names) if names.len() <= QUEUES_PER_WAITER => {
-            for (i, name) in names.iter().flatten().enumerate() {
-                me.queues[i] = queue_hash(name);
-                me.queue_count = i + 1;
-            }
+        Some(hashes) if hashes.len() <= QUEUES_PER_WAITER => {
+            me.queues[..hashes.len()].copy_from_slice(hashes);
+            me.queue_count = hashes.len();
         }
         _ => me.any_queue = true,
     }
+    // SAFETY: MyLatch is this backend's own latch.
     unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
     WAITERS.exclusive().slots[slot] = me;
     if !UNREGISTER_AT_END.get() {
@@ -121,7 +118,7 @@ fn rq_wait_register(queues: Option<Vec<Option<String>>>) -> bool {
         UNREGISTER_AT_END.set(true);
         for event in [PgXactCallbackEvent::Abort, PgXactCallbackEvent::Commit] {
             pgrx::register_xact_callback(event, || {
-                unregister_mine();
+                unregister();
                 UNREGISTER_AT_END.set(false);
             });
         }
@@ -129,17 +126,19 @@ fn rq_wait_register(queues: Option<Vec<Option<String>>>) -> bool {
     true
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
-fn rq_wait_unregister() {
-    unregister_mine();
+/// Gives this backend's slot back.
+pub fn unregister() {
+    if let Some(slot) = my_slot() {
+        WAITERS.exclusive().slots[slot] = Waiter::FREE;
+    }
 }
 
 /// Sleeps until the latch is set (a commit woke us, or a signal came), or
 /// `timeout_ms` passes; then honours cancel, statement_timeout and shutdown.
-#[pg_extern(volatile, parallel_unsafe)]
-fn rq_wait_sleep(timeout_ms: i64) {
+pub fn sleep(timeout_ms: i64) {
     let timeout = timeout_ms.clamp(0, i64::from(i32::MAX)) as std::ffi::c_long;
     let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+    // SAFETY: waiting on this backend's own latch.
     unsafe {
         pg_sys::WaitLatch(pg_sys::MyLatch, events as i32, timeout, pg_sys::PG_WAIT_EXTENSION);
     }
@@ -154,7 +153,7 @@ fn rq_wait_notify(queue: &str, jobs: i64) {
     note_ready(queue, jobs);
 }
 
-/// The same from Rust: the row trigger on jobs (src/enqueued.rs) calls it for
+/// The same from Rust: the row trigger on jobs (src/events.rs) calls it for
 /// every inserted job, so it allocates only for a queue new to the
 /// transaction.
 pub fn note_ready(queue: &str, jobs: i64) {
@@ -185,6 +184,7 @@ pub fn note_ready(queue: &str, jobs: i64) {
 fn wake_waiters() {
     WAKE_AT_COMMIT.set(false);
     let enqueued = ENQUEUED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let database = unsafe { pg_sys::MyDatabaseId };
     let mut waiters = WAITERS.exclusive();
     for (queue, jobs) in enqueued {

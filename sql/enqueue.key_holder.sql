@@ -1,0 +1,8 @@
+-- The unfinished job that holds a key (src/enqueue.rs), read after the
+-- keyed INSERT (sql/enqueue.insert.sql) inserted nothing. A new statement
+-- has a new snapshot, so it sees a holder that a concurrent session
+-- committed while the INSERT waited for it.
+--   $1 queue, $2 key
+--   @jobs@  the jobs table, schema-qualified
+SELECT j FROM @jobs@ j
+WHERE j.queue = $1 AND j.key = $2 AND j.status IN ('queued', 'claimed', 'failed')

@@ -1,0 +1,182 @@
+//! Handing jobs to workers: `rq_claim` (declared in sql/claim.sql).
+//!
+//! It is a C function because every worker calls it for every job: the
+//! arguments are checked here, and the claim statement (sql/claim.ready.sql)
+//! is prepared once per backend for each queue filter and batch size, each
+//! plan walking a ready index in claim order. A claim with a `wait` loops
+//! here too, with the same kept plan: claim; if nothing, sleep on the latch
+//! until a commit that enqueued jobs for these queues wakes it
+//! (src/waiters.rs), the next job scheduled for later is due
+//! (sql/claim.next_due.sql), or the wait ends.
+
+use crate::clock::now_ms;
+use crate::durations::interval_ms_within;
+use crate::errors::Refusal;
+use crate::limits::{self, MAX_WAIT_MS};
+use crate::statements::{self, Shape, Statement, nullable_arg};
+use crate::waiters;
+use pgrx::fcinfo::pg_getarg;
+use pgrx::prelude::*;
+
+const READY: &str = include_str!("../sql/claim.ready.sql");
+const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
+
+/// Without the preloaded library no commit wakes a waiting claim, so it
+/// looks again this often.
+const POLL_WITHOUT_WAKEUPS_MS: i64 = 100;
+
+/// How the claim picks queues: the statement differs so that each plan walks
+/// a ready index in claim order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum QueueFilter {
+    One,
+    Several,
+    Any,
+}
+
+impl QueueFilter {
+    fn condition(self) -> &'static str {
+        match self {
+            QueueFilter::One => "AND j.queue = $1[1]",
+            QueueFilter::Several => "AND j.queue = ANY ($1)",
+            QueueFilter::Any => "",
+        }
+    }
+}
+
+/// One call's claim: what it asks for, and the statements that serve it.
+struct Claim {
+    function: pg_sys::Oid,
+    filter: QueueFilter,
+    batch: i32,
+    /// $1 queues, $2 worker, $3 now (filled in per claim), $4 lease
+    args: [Option<pg_sys::Datum>; 4],
+}
+
+impl Claim {
+    /// Claims up to `batch` ready jobs; how many it got (their rows are the
+    /// last SPI result).
+    fn run(&mut self, now_ms: i64) -> u64 {
+        self.args[2] = now_ms.into_datum();
+        let text = || {
+            statements::fill(
+                READY,
+                &[
+                    ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
+                    ("@queue_filter@", self.filter.condition()),
+                    ("@batch@", &self.batch.to_string()),
+                    ("@order_by@", if self.batch == 1 { "" } else { "ORDER BY c.priority DESC, c.scheduled_at, c.id" }),
+                ],
+            )
+        };
+        let statement = Statement {
+            shape: Shape { name: "claim", variant: self.filter as i64 * 1_000_000 + i64::from(self.batch) },
+            text: &text,
+            types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID],
+        };
+        statements::run(self.function, &statement, &self.args)
+    }
+
+    /// When the next of these queues' jobs scheduled after `now_ms` is due.
+    fn next_due(&self, now_ms: i64) -> Option<i64> {
+        let text = || {
+            let jobs = statements::in_schema_of(self.function, "jobs");
+            statements::fill(NEXT_DUE, &[("@jobs@", &jobs), ("@queue_filter@", self.filter.condition())])
+        };
+        let statement = Statement {
+            shape: Shape { name: "next_due", variant: self.filter as i64 },
+            text: &text,
+            types: &[pg_sys::TEXTARRAYOID, pg_sys::INT8OID],
+        };
+        statements::run(self.function, &statement, &[self.args[0], now_ms.into_datum()]);
+        // SAFETY: an aggregate without GROUP BY returns one row.
+        unsafe { statements::value::<i64>(0, 1) }
+    }
+
+    /// Claims, and while nothing is ready, sleeps until woken, the next job
+    /// is due or `wait_ms` passes. The waiter registers before it claims, so
+    /// a commit between the claim and the sleep still wakes it. `queues`:
+    /// the hashes of the queue names (None: any queue).
+    fn run_waiting(&mut self, wait_ms: i64, queues: Option<Vec<u32>>) {
+        // SAFETY: a global of the backend, read in its own thread.
+        if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+            let level = if unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32 {
+                "serializable"
+            } else {
+                "repeatable read"
+            };
+            Refusal::invalid_parameter(format!("rq_claim with a wait needs READ COMMITTED, not {level}"))
+                .detail("A waiting claim looks again with a new snapshot each time it is woken.")
+                .hint("A snapshot that never changes would never see the job it waits for.")
+                .raise()
+        }
+        let deadline = now_ms() + wait_ms;
+        loop {
+            let registered = waiters::register(queues.as_deref());
+            // Each claim is a new statement with a new snapshot (READ COMMITTED).
+            if self.run(now_ms()) > 0 {
+                break;
+            }
+            let now = now_ms();
+            if now >= deadline {
+                break;
+            }
+            let next_due = self.next_due(now).unwrap_or(deadline);
+            let poll = if registered { deadline } else { now + POLL_WITHOUT_WAKEUPS_MS };
+            waiters::sleep(deadline.min(next_due).min(poll) - now);
+        }
+        waiters::unregister();
+    }
+}
+
+// rq_claim(queues text[], worker text, batch integer, lease interval,
+// wait interval) RETURNS SETOF jobs. See sql/claim.sql.
+function_info_v1!(pg_finfo_rq_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/claim.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments are read as the types the SQL declaration gives them.
+    let (wait, batch, lease_ms, queues) = unsafe {
+        (
+            pg_getarg::<Interval>(fcinfo, 4).map_or(0, |wait| interval_ms_within(wait, "wait", 0, MAX_WAIT_MS)),
+            limits::check_batch(pg_getarg::<i32>(fcinfo, 2)),
+            limits::lease_ms(pg_getarg::<Interval>(fcinfo, 3)),
+            pg_getarg::<Array<&str>>(fcinfo, 0),
+        )
+    };
+    if let Some(queues) = &queues {
+        queues.iter().for_each(limits::check_queue);
+    }
+    let filter = match &queues {
+        None => QueueFilter::Any,
+        Some(q) if q.len() == 1 => QueueFilter::One,
+        Some(_) => QueueFilter::Several,
+    };
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    let mut claim = Claim {
+        function,
+        filter,
+        batch,
+        // SAFETY: arguments 0 and 1 exist.
+        args: unsafe { [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), None, lease_ms.into_datum()] },
+    };
+
+    // SAFETY: rq_claim returns SETOF jobs, called where a set may be returned.
+    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
+    statements::connect();
+    if wait > 0 {
+        let hashes = queues.as_ref().map(|q| q.iter().flatten().map(waiters::queue_hash).collect());
+        claim.run_waiting(wait, hashes);
+    } else {
+        claim.run(now_ms());
+    }
+    // SAFETY: the last SPI result is the claim's rows; still connected.
+    unsafe { statements::return_rows(fcinfo) };
+    statements::finish();
+    pg_sys::Datum::from(0)
+}

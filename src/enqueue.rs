@@ -1,0 +1,189 @@
+//! Producing jobs: `rq_enqueue` (declared in sql/enqueue.sql) and the options
+//! of a new job, checked and converted to the table's milliseconds once, here,
+//! for it and for `rq_enqueue_batch` (through `rq_job_options`).
+//!
+//! rq_enqueue is a C function because every producer calls it for every job:
+//! it checks its arguments in Rust and runs one kept plan of
+//! sql/enqueue.insert.sql; a job with a key that an unfinished job holds gets
+//! that job back (sql/enqueue.key_holder.sql).
+
+use crate::clock::now_ms;
+use crate::durations::{interval_ms_within, timestamp_ms};
+use crate::errors::{self, Refusal};
+use crate::limits::{self, CENTURY_MS, INT_MS};
+use crate::statements::{self, Shape, Statement, nullable_arg};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
+use pgrx::prelude::*;
+
+const INSERT: &str = include_str!("../sql/enqueue.insert.sql");
+const KEY_HOLDER: &str = include_str!("../sql/enqueue.key_holder.sql");
+
+/// What the jobs table stores for a job enqueued with these options.
+pub struct JobOptions {
+    pub now_ms: i64,
+    pub due_ms: i64,
+    pub max_age_ms: Option<i64>,
+    pub min_retry_delay_ms: i32,
+    pub max_retry_delay_ms: i32,
+    pub backoff_base_ms: i32,
+}
+
+/// Checks a new job's options; each bad one raises 22023 naming the value,
+/// before anything is written. A NULL retry delay is the table's default.
+#[allow(clippy::too_many_arguments)]
+pub fn check(
+    queue: Option<&str>,
+    at: Option<TimestampWithTimeZone>,
+    delay: Option<Interval>,
+    max_age: Option<Interval>,
+    max_retry_count: Option<i32>,
+    min_retry_delay: Option<Interval>,
+    max_retry_delay: Option<Interval>,
+    backoff_base: Option<Interval>,
+) -> JobOptions {
+    let now_ms = now_ms();
+    let int_ms = |value: Option<Interval>, name: &str, default: i32| {
+        value.map_or(default, |v| interval_ms_within(v, name, 0, INT_MS) as i32)
+    };
+    let max_age_ms = max_age.map(|v| interval_ms_within(v, "max_age", 1, CENTURY_MS));
+    let min_retry_delay_ms = int_ms(min_retry_delay, "min_retry_delay", limits::DEFAULT_MIN_RETRY_DELAY_MS);
+    let max_retry_delay_ms = int_ms(max_retry_delay, "max_retry_delay", limits::DEFAULT_MAX_RETRY_DELAY_MS);
+    let backoff_base_ms = int_ms(backoff_base, "backoff_base", limits::DEFAULT_BACKOFF_BASE_MS);
+    let due_ms = at.map_or(now_ms, |v| timestamp_ms(v, "at")) + delay.map_or(0, |v| limits::delay_ms(v, "delay"));
+    limits::check_queue(queue);
+    if let Some(count) = max_retry_count.filter(|c| *c < 0) {
+        Refusal::invalid_parameter(format!("max_retry_count must not be negative, got {count}"))
+            .hint("Use 0 for no retry, or NULL to retry forever.")
+            .raise()
+    }
+    if min_retry_delay_ms > max_retry_delay_ms {
+        let shown = |v: Option<Interval>| v.map_or("<NULL>".to_string(), |v| v.to_string());
+        Refusal::invalid_parameter(format!(
+            "min_retry_delay ({}) must not exceed max_retry_delay ({})",
+            shown(min_retry_delay),
+            shown(max_retry_delay)
+        ))
+        .raise()
+    }
+    JobOptions { now_ms, due_ms, max_age_ms, min_retry_delay_ms, max_retry_delay_ms, backoff_base_ms }
+}
+
+/// The same checks for rq_enqueue_batch: one row of the values to store.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn rq_job_options(
+    queue: Option<&str>,
+    at: Option<TimestampWithTimeZone>,
+    delay: Option<Interval>,
+    max_age: Option<Interval>,
+    max_retry_count: Option<i32>,
+    min_retry_delay: Option<Interval>,
+    max_retry_delay: Option<Interval>,
+    backoff_base: Option<Interval>,
+) -> TableIterator<
+    'static,
+    (
+        name!(now_ms, i64),
+        name!(due_ms, i64),
+        name!(max_age_ms, Option<i64>),
+        name!(min_retry_delay_ms, i64),
+        name!(max_retry_delay_ms, i64),
+        name!(backoff_base_ms, i64),
+    ),
+> {
+    let o = check(queue, at, delay, max_age, max_retry_count, min_retry_delay, max_retry_delay, backoff_base);
+    TableIterator::once((
+        o.now_ms,
+        o.due_ms,
+        o.max_age_ms,
+        i64::from(o.min_retry_delay_ms),
+        i64::from(o.max_retry_delay_ms),
+        i64::from(o.backoff_base_ms),
+    ))
+}
+
+// rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
+// max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
+// key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
+// SECURITY DEFINER with a pinned search_path.
+function_info_v1!(pg_finfo_rq_enqueue_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/enqueue.sql declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments are read as the types the SQL declaration gives them.
+    let (payload_type, keyed, args) = unsafe {
+        let options = check(
+            pg_getarg::<&str>(fcinfo, 0),
+            pg_getarg(fcinfo, 2),
+            pg_getarg(fcinfo, 3),
+            pg_getarg(fcinfo, 4),
+            pg_getarg(fcinfo, 5),
+            pg_getarg(fcinfo, 6),
+            pg_getarg(fcinfo, 7),
+            pg_getarg(fcinfo, 8),
+        );
+        let payload_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
+        let args = [
+            nullable_arg(fcinfo, 0),
+            nullable_arg(fcinfo, 1),
+            options.max_age_ms.and_then(|ms| ms.into_datum()),
+            nullable_arg(fcinfo, 5),
+            options.min_retry_delay_ms.into_datum(),
+            options.max_retry_delay_ms.into_datum(),
+            options.backoff_base_ms.into_datum(),
+            options.now_ms.into_datum(),
+            options.due_ms.into_datum(),
+            pg_getarg::<i32>(fcinfo, 9).unwrap_or(0).into_datum(),
+            nullable_arg(fcinfo, 10),
+        ];
+        (payload_type, !pg_arg_is_null(fcinfo, 10), args)
+    };
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    // The statements' texts are made only when a plan is prepared: the
+    // schema lookup is not for every call.
+    let jobs = || statements::in_schema_of(function, "jobs");
+    let jsonb = payload_type == pg_sys::JSONBOID;
+    statements::connect();
+
+    let insert_text = || {
+        statements::fill(
+            INSERT,
+            &[
+                ("@jobs@", &jobs()),
+                ("@payload_as_text@", if jsonb { "::pg_catalog.text" } else { "" }),
+                ("@keyed_only@", if keyed { "" } else { "--" }),
+            ],
+        )
+    };
+    let (int4, int8) = (pg_sys::INT4OID, pg_sys::INT8OID);
+    let insert = Statement {
+        shape: Shape { name: "enqueue", variant: i64::from(keyed) * 2 + i64::from(jsonb) },
+        text: &insert_text,
+        types: &[pg_sys::TEXTOID, payload_type, int8, int4, int4, int4, int4, int8, int8, int4, pg_sys::TEXTOID],
+    };
+    if statements::run(function, &insert, &args) == 1 {
+        // SAFETY: the INSERT returned its row.
+        return unsafe { statements::finish_with_first_row() };
+    }
+    if !keyed {
+        error!("raquel: the INSERT of a job without a key inserted nothing");
+    }
+    let holder_text = || statements::fill(KEY_HOLDER, &[("@jobs@", &jobs())]);
+    let holder = Statement {
+        shape: Shape { name: "key_holder", variant: 0 },
+        text: &holder_text,
+        types: &[pg_sys::TEXTOID, pg_sys::TEXTOID],
+    };
+    let (queue, key) = (args[0], args[10]);
+    if statements::run(function, &holder, &[queue, key]) == 1 {
+        // SAFETY: the statement returned the holder's row.
+        return unsafe { statements::finish_with_first_row() };
+    }
+    // SAFETY: both are non-null text arguments (checked above).
+    let (queue, key) = unsafe { (pg_getarg::<&str>(fcinfo, 0), pg_getarg::<&str>(fcinfo, 10)) };
+    errors::key_finished(key.unwrap_or_default(), queue.unwrap_or_default()).raise()
+}

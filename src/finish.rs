@@ -1,0 +1,43 @@
+//! Finishing a claimed job: `rq_complete` (declared in sql/finish.sql with
+//! rq_fail and rq_complete_batch).
+//!
+//! It is a C function because it is every job's last call: one kept plan of
+//! sql/finish.complete.sql; only when it matches nothing does it look at the
+//! job to say why (src/errors.rs).
+
+use crate::clock::now_ms;
+use crate::errors;
+use crate::statements::{self, Shape, Statement, nullable_arg};
+use pgrx::fcinfo::pg_getarg;
+use pgrx::prelude::*;
+
+const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
+
+// rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
+function_info_v1!(pg_finfo_rq_complete_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/finish.sql declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own, with the two arguments declared.
+    let (function, args) =
+        unsafe { (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum()]) };
+    statements::connect();
+    if args[0].is_some() {
+        let text = || statements::fill(COMPLETE, &[("@jobs@", &statements::in_schema_of(function, "jobs"))]);
+        let complete = Statement {
+            shape: Shape { name: "complete", variant: 0 },
+            text: &text,
+            types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID],
+        };
+        if statements::run(function, &complete, &args) == 1 {
+            // SAFETY: the UPDATE returned the completed row.
+            return unsafe { statements::finish_with_first_row() };
+        }
+    }
+    // SAFETY: the arguments as declared: uuid and integer.
+    let (id, attempt) = unsafe { (pg_getarg::<pgrx::Uuid>(fcinfo, 0), pg_getarg::<i32>(fcinfo, 1)) };
+    errors::raise_cannot(function, id, attempt, "complete", &["claimed"])
+}

@@ -1,0 +1,123 @@
+//! Every bound and default the extension has, in one place. The Rust verbs
+//! use the constants; the table's column defaults, the lease index, the
+//! duties and the verbs written in PL/pgSQL read them through the SQL
+//! functions below instead of writing the numbers again.
+
+use crate::durations::interval_ms_within;
+use crate::errors::Refusal;
+use crate::settings;
+use pgrx::prelude::*;
+
+/// The most jobs one call may handle (a claim's batch, a duty's batch).
+pub const MAX_BATCH: i32 = 100_000;
+/// A job's delay, schedule offset and maximum age, a retention: at most a
+/// century (36500 days); anything longer is a mistake.
+pub const CENTURY_MS: i64 = 3_153_600_000_000;
+/// Retry delays and the backoff base live in the table's integer columns.
+pub const INT_MS: i64 = i32::MAX as i64;
+/// A lease: 1 ms to 365 days.
+pub const MAX_LEASE_MS: i64 = 365 * 86_400_000;
+/// A claim's lease when none is given, and the lease of a claim made without
+/// one (by hand or by the Python library, whose reclaim time it is).
+pub const DEFAULT_LEASE_MS: i64 = 60_000;
+/// How long a claim may wait for a job.
+pub const MAX_WAIT_MS: i64 = 86_400_000;
+/// The Python library's defaults for a job's retry delays.
+pub const DEFAULT_MIN_RETRY_DELAY_MS: i32 = 1000;
+pub const DEFAULT_MAX_RETRY_DELAY_MS: i32 = 43_200_000;
+pub const DEFAULT_BACKOFF_BASE_MS: i32 = 1000;
+
+/// A queue name: not null, not empty.
+pub fn check_queue(queue: Option<&str>) {
+    match queue {
+        None => Refusal::invalid_parameter("queue must not be null")
+            .hint("Name a queue, or leave the argument out for 'default'.")
+            .raise(),
+        Some("") => Refusal::invalid_parameter("queue must not be an empty name").raise(),
+        Some(_) => {}
+    }
+}
+
+/// How many jobs one call may handle: 1 to MAX_BATCH.
+pub fn check_batch(batch: Option<i32>) -> i32 {
+    match batch {
+        Some(b) if (1..=MAX_BATCH).contains(&b) => b,
+        _ => Refusal::invalid_parameter(format!(
+            "batch must be between 1 and {MAX_BATCH}, got {}",
+            batch.map_or("NULL".into(), |b| b.to_string())
+        ))
+        .raise(),
+    }
+}
+
+/// A lease in ms: not null, 1 ms to MAX_LEASE_MS.
+pub fn lease_ms(lease: Option<Interval>) -> i64 {
+    let Some(lease) = lease else {
+        Refusal::invalid_parameter("lease must not be null").hint("Leave it out for one minute.").raise()
+    };
+    interval_ms_within(lease, "lease", 1, MAX_LEASE_MS)
+}
+
+/// A delay (or retention) in ms: 0 to a century.
+pub fn delay_ms(value: Interval, name: &str) -> i64 {
+    interval_ms_within(value, name, 0, CENTURY_MS)
+}
+
+/// `rq_claim`'s and `rq_extend`'s lease when none is given.
+#[pg_extern(immutable, parallel_safe)]
+fn rq_default_lease() -> Interval {
+    Interval::new(0, 0, DEFAULT_LEASE_MS * 1000).expect("one minute is an interval")
+}
+
+/// The lease of a claim made without one, in ms: the lease index and the
+/// rescue duty (sql/schema.sql, sql/duties.sql).
+#[pg_extern(immutable, parallel_safe)]
+fn rq_default_lease_ms() -> i64 {
+    DEFAULT_LEASE_MS
+}
+
+/// The jobs table's default min_retry_delay (ms).
+#[pg_extern(immutable, parallel_safe)]
+fn rq_default_min_retry_delay() -> i32 {
+    DEFAULT_MIN_RETRY_DELAY_MS
+}
+
+/// The jobs table's default max_retry_delay (ms).
+#[pg_extern(immutable, parallel_safe)]
+fn rq_default_max_retry_delay() -> i32 {
+    DEFAULT_MAX_RETRY_DELAY_MS
+}
+
+/// The jobs table's default backoff_base (ms).
+#[pg_extern(immutable, parallel_safe)]
+fn rq_default_backoff_base() -> i32 {
+    DEFAULT_BACKOFF_BASE_MS
+}
+
+/// lease_ms for rq_extend.
+#[pg_extern(immutable, parallel_safe)]
+fn rq_lease_ms(lease: Option<Interval>) -> i64 {
+    lease_ms(lease)
+}
+
+/// delay_ms for rq_reschedule.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn rq_delay_ms(value: Interval, name: &str) -> i64 {
+    delay_ms(value, name)
+}
+
+/// How long rq_prune keeps finished jobs, in ms: `retention`, or when it is
+/// NULL the raquel.retention setting.
+#[pg_extern(stable, parallel_safe)]
+fn rq_retention_ms(retention: Option<Interval>) -> i64 {
+    match retention {
+        Some(retention) => delay_ms(retention, "retention"),
+        None => i64::from(settings::retention_s()) * 1000,
+    }
+}
+
+/// check_batch for the duties in sql/duties.sql.
+#[pg_extern(immutable, parallel_safe)]
+fn rq_check_batch(batch: Option<i32>) {
+    check_batch(batch);
+}

@@ -1,0 +1,295 @@
+//! Statements run through SPI by the functions written in Rust: prepared once
+//! per backend and kept, run with arguments, their rows handed back as the
+//! calling function's result. Each statement's text is a file beside the SQL
+//! of its idea (`sql/claim.ready.sql` belongs to `sql/claim.sql`), with
+//! `@placeholders@` filled before it is prepared.
+//!
+//! Plans are kept per SQL function (by OID): after DROP and CREATE EXTENSION
+//! the functions are new, and make new plans for the (maybe different)
+//! schema. PostgreSQL itself replans a kept plan when the table or its
+//! indexes change. Every SPI return code is checked: a failure there is a
+//! bug or a broken server, never a user's mistake, and is reported as such.
+
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw};
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char};
+
+/// The most plans a backend keeps: a worker needs a few (its queue filter
+/// and batch size, complete, enqueue). Past this, calls plan every time.
+const MAX_KEPT_PLANS: usize = 32;
+
+/// The most arguments a statement takes (the keyed enqueue's 11).
+const MAX_ARGS: usize = 11;
+
+/// Which statement a kept plan runs: its name and, for statements written
+/// in several shapes (a claim's queue filter and batch size), which shape.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Shape {
+    pub name: &'static str,
+    pub variant: i64,
+}
+
+/// A statement to run: its shape, and how to make its text and argument
+/// types (only called when no plan is kept for it yet).
+pub struct Statement<'a> {
+    pub shape: Shape,
+    pub text: &'a dyn Fn() -> CString,
+    pub types: &'a [pg_sys::Oid],
+}
+
+struct KeptPlan {
+    function: pg_sys::Oid,
+    shape: Shape,
+    plan: pg_sys::SPIPlanPtr,
+}
+
+thread_local! {
+    // A backend is one thread: a thread_local needs no lock.
+    static KEPT_PLANS: RefCell<Vec<KeptPlan>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Connects to SPI; every call is paired with `finish`.
+pub fn connect() {
+    // SAFETY: called from a C function inside a transaction, as SPI requires.
+    let code = unsafe { pg_sys::SPI_connect() };
+    check(code, pg_sys::SPI_OK_CONNECT as i32, "SPI_connect");
+}
+
+/// Disconnects from SPI (frees everything allocated since `connect`).
+pub fn finish() {
+    // SAFETY: paired with a successful `connect` in the same call.
+    let code = unsafe { pg_sys::SPI_finish() };
+    check(code, pg_sys::SPI_OK_FINISH as i32, "SPI_finish");
+}
+
+fn check(code: i32, expected: i32, call: &str) {
+    if code != expected {
+        // SAFETY: SPI_result_code_string returns a static string for any code.
+        let text = unsafe { CStr::from_ptr(pg_sys::SPI_result_code_string(code)) };
+        error!("raquel: {call} failed: {}", text.to_string_lossy());
+    }
+}
+
+/// Runs `statement` for `function` with `args` (None is SQL NULL), with its
+/// kept plan, or with a plan made for this call when the backend keeps too
+/// many already. Returns how many rows it processed; the rows are in
+/// `SPI_tuptable` until `finish`.
+pub fn run(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
+    match kept_plan(function, statement) {
+        Some(plan) => execute(plan, args),
+        None => run_once(statement, args),
+    }
+}
+
+/// Prepares `statement`, runs it once with `args` and frees the plan: for the
+/// rare paths not worth a kept plan.
+pub fn run_once(statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
+    let plan = prepare(statement);
+    let rows = execute(plan, args);
+    // SAFETY: the plan was made by SPI_prepare_cursor in this SPI session and not kept.
+    check(unsafe { pg_sys::SPI_freeplan(plan) }, 0, "SPI_freeplan");
+    rows
+}
+
+fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPIPlanPtr> {
+    KEPT_PLANS.with_borrow_mut(|kept| {
+        if let Some(k) = kept.iter().find(|k| k.function == function && k.shape == statement.shape) {
+            return Some(k.plan);
+        }
+        if !kept.iter().any(|k| k.function == function) {
+            // A function new to this backend: maybe the extension was made
+            // again. Plans of functions that are gone go.
+            kept.retain(|k| {
+                let exists = function_exists(k.function);
+                if !exists {
+                    // SAFETY: a kept plan, owned by this list alone.
+                    check(unsafe { pg_sys::SPI_freeplan(k.plan) }, 0, "SPI_freeplan");
+                }
+                exists
+            });
+        }
+        if kept.len() >= MAX_KEPT_PLANS {
+            return None;
+        }
+        let plan = prepare(statement);
+        // SAFETY: a plan just made in this SPI session; keeping moves it to a
+        // context that lives as long as the backend.
+        check(unsafe { pg_sys::SPI_keepplan(plan) }, 0, "SPI_keepplan");
+        kept.push(KeptPlan { function, shape: statement.shape, plan });
+        Some(plan)
+    })
+}
+
+fn function_exists(function: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache lookup by OID, inside a transaction.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::PROCOID as i32,
+            pg_sys::Datum::from(function),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
+}
+
+fn prepare(statement: &Statement) -> pg_sys::SPIPlanPtr {
+    let text = (statement.text)();
+    let mut types = statement.types.to_vec();
+    // A generic plan from the start: the statements are written so that it
+    // is the plan we want, and PostgreSQL need not compare it with custom
+    // plans on the first calls.
+    // SAFETY: text is NUL-terminated, types has as many entries as we pass.
+    let plan = unsafe {
+        pg_sys::SPI_prepare_cursor(
+            text.as_ptr(),
+            types.len() as i32,
+            types.as_mut_ptr(),
+            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+        )
+    };
+    if plan.is_null() {
+        // SAFETY: SPI_result is set by the failed SPI_prepare_cursor.
+        check(unsafe { pg_sys::SPI_result }, 0, "SPI_prepare");
+    }
+    plan
+}
+
+fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> u64 {
+    assert!(args.len() <= MAX_ARGS, "a statement takes at most {MAX_ARGS} arguments");
+    // On the stack: this runs for every job.
+    let mut values = [pg_sys::Datum::from(0); MAX_ARGS];
+    let mut nulls = [b'n' as c_char; MAX_ARGS];
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg {
+            values[i] = *value;
+            nulls[i] = b' ' as c_char;
+        }
+    }
+    // SAFETY: the plan is valid (kept or just made), and it was prepared with
+    // as many argument types as the arrays hold entries for.
+    let code = unsafe { pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0) };
+    if code < 0 {
+        check(code, 0, "SPI_execute_plan");
+    }
+    // SAFETY: set by the SPI_execute_plan that just returned.
+    unsafe { pg_sys::SPI_processed }
+}
+
+/// The OID of the SQL function being called.
+///
+/// # Safety
+/// `fcinfo` is the call's own, as the function manager passed it.
+pub unsafe fn called_function(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Oid {
+    // SAFETY: per the contract above, fcinfo and its flinfo are valid.
+    unsafe { (*(*fcinfo).flinfo).fn_oid }
+}
+
+/// Argument `n`, or None when it is SQL NULL.
+///
+/// # Safety
+/// `fcinfo` is the call's own and has more than `n` arguments.
+pub unsafe fn nullable_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    // SAFETY: per the contract above, argument n exists.
+    unsafe { if pg_arg_is_null(fcinfo, n) { None } else { Some(pg_getarg_datum_raw(fcinfo, n)) } }
+}
+
+/// `name` qualified with the (quoted) schema of `function`, as the install
+/// script's `@extschema@.name`.
+pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
+    // SAFETY: catalog lookups for a function that is being called, so exists;
+    // quote_identifier returns a NUL-terminated string.
+    unsafe {
+        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
+        let quoted = CStr::from_ptr(pg_sys::quote_identifier(schema)).to_string_lossy();
+        format!("{quoted}.{name}")
+    }
+}
+
+/// A statement template with its `@placeholders@` filled.
+pub fn fill(template: &str, values: &[(&str, &str)]) -> CString {
+    let mut text = template.to_string();
+    for (placeholder, value) in values {
+        text = text.replace(placeholder, value);
+    }
+    CString::new(text).expect("statement templates contain no NUL")
+}
+
+/// Copies every row of the last SPI result into the set this function
+/// returns. The rows are `jobs` rows, column for column; when the result
+/// type also holds dropped columns (left NULL), each row is rebuilt.
+///
+/// # Safety
+/// `fcinfo` is the call's own, set up by `InitMaterializedSRF`, and the last
+/// SPI result (still connected) holds `jobs` rows.
+pub unsafe fn return_rows(fcinfo: pg_sys::FunctionCallInfo) {
+    // SAFETY: per the contract above: a materialized SRF's store and
+    // descriptor, and SPI's last result, all valid until SPI_finish.
+    unsafe {
+        let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+        let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+        let table = pg_sys::SPI_tuptable;
+        if pg_sys::SPI_processed == 0 || table.is_null() {
+            return;
+        }
+        let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
+        let natts = (*desc).natts as usize;
+        let attrs = (*desc).attrs.as_slice(natts);
+        let spi_natts = (*(*table).tupdesc).natts as usize;
+        if !attrs.iter().any(|a| a.attisdropped) && spi_natts == natts {
+            for &tuple in rows {
+                pg_sys::tuplestore_puttuple(store, tuple);
+            }
+            return;
+        }
+        let (mut spi_values, mut spi_nulls) = (vec![pg_sys::Datum::from(0); spi_natts], vec![true; spi_natts]);
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); natts], vec![true; natts]);
+        for &tuple in rows {
+            pg_sys::heap_deform_tuple(tuple, (*table).tupdesc, spi_values.as_mut_ptr(), spi_nulls.as_mut_ptr());
+            let mut column = 0;
+            for (i, attr) in attrs.iter().enumerate() {
+                if attr.attisdropped {
+                    nulls[i] = true;
+                } else {
+                    (values[i], nulls[i]) = (spi_values[column], spi_nulls[column]);
+                    column += 1;
+                }
+            }
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
+    }
+}
+
+/// Ends the SPI session and returns the first column of the first row of
+/// its last result (a whole `jobs` row), copied into the caller's memory.
+///
+/// # Safety
+/// Connected to SPI, and the last result has at least one row.
+pub unsafe fn finish_with_first_row() -> pg_sys::Datum {
+    // SAFETY: per the contract above, the last result has a first row.
+    unsafe {
+        let table = pg_sys::SPI_tuptable;
+        let mut isnull = false;
+        let row = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut isnull);
+        // SPI_datumTransfer copies into the memory of the caller of SPI_connect.
+        let row = pg_sys::SPI_datumTransfer(row, false, -1);
+        finish();
+        row
+    }
+}
+
+/// Column `column` (from 1) of row `row` of the last SPI result.
+///
+/// # Safety
+/// Connected to SPI, and the last result has more than `row` rows.
+pub unsafe fn value<T: FromDatum>(row: usize, column: i32) -> Option<T> {
+    // SAFETY: per the contract above, the last result has this row; SPI
+    // checks the column number.
+    unsafe {
+        let table = pg_sys::SPI_tuptable;
+        let mut isnull = false;
+        let datum = pg_sys::SPI_getbinval(*(*table).vals.add(row), (*table).tupdesc, column, &mut isnull);
+        T::from_datum(datum, isnull)
+    }
+}

@@ -1,0 +1,153 @@
+//! ALTER EXTENSION raquel UPDATE from 0.1.0 (sql/raquel--0.1.0.sql, the
+//! released install script) to this version, on a database with jobs in
+//! every status and a worker session that holds a claim across the update.
+
+use raquel_client_tests::{connect, eventually};
+
+const CATALOG: &str = include_str!("../sql/extension_catalog.sql");
+
+fn catalog(client: &mut postgres::Client) -> Vec<String> {
+    client.query(CATALOG, &[]).unwrap().iter().map(|row| row.get(0)).collect()
+}
+
+/// Every job, every column, as JSON text, in id order.
+fn jobs(client: &mut postgres::Client) -> Vec<(String, String)> {
+    client
+        .query("SELECT id::text, to_jsonb(j)::text FROM jobs j ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+fn new_database(name: &str) -> postgres::Client {
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    connect(name)
+}
+
+fn one(client: &mut postgres::Client, sql: &str) -> String {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+fn server_log() -> String {
+    let path = std::env::var("RAQUEL_TEST_LOG").expect("RAQUEL_TEST_LOG is not set: run the tests through bin/test");
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// The version a plain CREATE EXTENSION installs: this build's.
+fn current_version(client: &mut postgres::Client) -> String {
+    one(client, "SELECT default_version FROM pg_available_extensions WHERE name = 'raquel'")
+}
+
+#[test]
+fn the_update_path_from_0_1_0_is_known() {
+    let mut c = connect("postgres");
+    let version = current_version(&mut c);
+    assert_ne!(version, "0.1.0");
+    let paths: Vec<String> = c
+        .query(
+            "SELECT source || ' -> ' || target || ': ' || path FROM pg_extension_update_paths('raquel') \
+             WHERE path IS NOT NULL ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(paths.contains(&format!("0.1.0 -> {version}: 0.1.0--{version}")), "{paths:?}");
+}
+
+#[test]
+fn an_install_of_0_1_0_updates_in_place_to_what_a_fresh_install_is() {
+    let mut fresh = new_database("rq_upgrade_fresh");
+    fresh.batch_execute("CREATE EXTENSION raquel").unwrap();
+
+    let db = "rq_upgrade_old";
+    let mut c = new_database(db);
+    let version = current_version(&mut c);
+    c.batch_execute("CREATE EXTENSION raquel VERSION '0.1.0'").unwrap();
+    assert_eq!(one(&mut c, "SELECT extversion FROM pg_extension WHERE extname = 'raquel'"), "0.1.0");
+
+    // The background worker leaves an install of another version alone and
+    // says what to do; the job past its max_age shows that it did nothing.
+    let advice = format!(
+        "the extension in database \"{db}\" is version 0.1.0, the library is {version}; \
+         run ALTER EXTENSION raquel UPDATE there"
+    );
+    let log_before = server_log().len();
+    let to_expire = one(&mut c, "SELECT id::text FROM rq_enqueue('expire', 'old', max_age => '1 ms')");
+    c.batch_execute("SELECT rq_worker_wake()").unwrap();
+    assert!(eventually(15, || server_log()[log_before..].contains(&advice)), "the worker's advice is logged");
+
+    // The 0.1.0 functions run on this library, the waiting claim's loop
+    // (rq_claim_waiting and the symbols it calls, src/compat_0_1.rs) too.
+    let waited = c.query("SELECT * FROM rq_claim_waiting(ARRAY['none'], 'w', 1, '1 minute', 50)", &[]).unwrap();
+    assert!(waited.is_empty());
+
+    // Jobs in every status, made by the 0.1.0 functions.
+    c.batch_execute(
+        "SELECT rq_enqueue('q', 'queued');
+         SELECT rq_enqueue('q', '{\"json\": true}'::jsonb, priority => 5, key => 'k1');
+         SELECT rq_enqueue('later', 'scheduled', delay => '1 hour', max_retry_count => 3,
+                           min_retry_delay => '2 seconds', max_retry_delay => '1 minute', backoff_base => '3 seconds');
+         SELECT rq_enqueue_batch('batch', ARRAY['b1', 'b2'], keys => ARRAY['x', NULL]);
+         SELECT rq_enqueue('s', 'to succeed'); SELECT rq_complete(id) FROM rq_claim(ARRAY['s']);
+         SELECT rq_enqueue('f', 'to fail'); SELECT rq_fail(id, 'boom', 'trace') FROM rq_claim(ARRAY['f']);
+         SELECT rq_enqueue('x', 'to exhaust', max_retry_count => 0); SELECT rq_fail(id, 'no more') FROM rq_claim(ARRAY['x']);
+         SELECT rq_cancel(id) FROM rq_enqueue('c', 'to cancel');
+         SELECT rq_enqueue('e', 'to expire by hand', max_age => '1 ms'); SELECT pg_sleep(0.01); SELECT rq_expire();
+         INSERT INTO jobs (queue, payload, status, claimed_by, claimed_at, attempts)
+             VALUES ('library', 'claimed by the Python library', 'claimed', 'py', rq_now_ms(), 1);",
+    )
+    .unwrap();
+    // A worker that claimed at 0.1.0 and stays connected through the update.
+    let held = one(&mut c, "SELECT id::text FROM rq_enqueue('held', 'held across the update')");
+    let mut worker = connect(db);
+    let attempt: i32 = worker
+        .query_one("SELECT attempts FROM rq_claim(ARRAY['held'], worker => 'w1', lease => '1 hour')", &[])
+        .unwrap()
+        .get(0);
+    let statuses: Vec<String> =
+        c.query("SELECT DISTINCT status FROM jobs ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(statuses, ["cancelled", "claimed", "exhausted", "expired", "failed", "queued", "success"]);
+    let before = jobs(&mut c);
+
+    connect(db).batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
+
+    // (a) The updated install is a fresh install, object for object.
+    let (updated, fresh_catalog) = (catalog(&mut c), catalog(&mut fresh));
+    let only_updated: Vec<_> = updated.iter().filter(|l| !fresh_catalog.contains(l)).collect();
+    let only_fresh: Vec<_> = fresh_catalog.iter().filter(|l| !updated.contains(l)).collect();
+    assert!(
+        only_updated.is_empty() && only_fresh.is_empty(),
+        "the updated install differs from a fresh one:\nonly after the update: {only_updated:#?}\nonly in a fresh install: {only_fresh:#?}"
+    );
+    assert!(updated.len() > 50, "the catalog query sees the extension's objects: {updated:#?}");
+
+    // (b) Every job and every column survived. The one past its max_age is
+    // left out: the worker may already be expiring it (below).
+    let after = jobs(&mut c);
+    let without = |rows: Vec<(String, String)>| rows.into_iter().filter(|(id, _)| *id != to_expire).collect::<Vec<_>>();
+    assert_eq!(without(before), without(after));
+
+    // (c) The worker completes the job it claimed before the update, and
+    // claims again, in the same session.
+    let done: String = worker
+        .query_one("SELECT (rq_complete($1::text::uuid, $2)).status", &[&held, &attempt])
+        .unwrap()
+        .get(0);
+    assert_eq!(done, "success");
+    let next: String = worker
+        .query_one("SELECT payload FROM rq_claim(ARRAY['q'], worker => 'w1') ORDER BY payload", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(next, "{\"json\": true}", "the higher priority first");
+
+    // (d) The background worker serves the updated database without a restart.
+    assert!(
+        eventually(15, || one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{to_expire}'")) == "expired"),
+        "the worker expires the job once the install is updated"
+    );
+}
