@@ -90,7 +90,9 @@ impl Claim {
         };
         statements::run(self.function, &statement, &[self.args[0], now_ms.into_datum()]);
         // SAFETY: an aggregate without GROUP BY returns one row.
-        unsafe { statements::value::<i64>(0, 1) }
+        let due = unsafe { statements::value::<i64>(0, 1) };
+        statements::free_result();
+        due
     }
 
     /// Claims, and while nothing is ready, sleeps until woken, the next job
@@ -121,6 +123,7 @@ impl Claim {
             if now >= deadline {
                 break;
             }
+            statements::free_result();
             let next_due = self.next_due(now).unwrap_or(deadline);
             let poll = if registered { deadline } else { now + POLL_WITHOUT_WAKEUPS_MS };
             waiters::sleep(deadline.min(next_due).min(poll) - now);

@@ -279,6 +279,14 @@ pub unsafe fn finish_with_first_row() -> pg_sys::Datum {
     }
 }
 
+/// Frees the last SPI result: for a loop that runs statements until one
+/// returns rows, whose empty results would otherwise pile up until `finish`.
+pub fn free_result() {
+    // SAFETY: SPI_freetuptable takes the current result (or NULL) and
+    // forgets it; SPI_tuptable is not read again before the next statement.
+    unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) }
+}
+
 /// Column `column` (from 1) of row `row` of the last SPI result.
 ///
 /// # Safety
