@@ -23,4 +23,17 @@ CREATE FUNCTION rq_claim(
     wait   interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION rq_drop_started();

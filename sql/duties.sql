@@ -10,6 +10,7 @@
 -- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
 CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
@@ -39,6 +40,7 @@ $$;
 -- session still holds locked is that session's, however old its claim.
 CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
@@ -70,6 +72,7 @@ $$;
 
 CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
@@ -98,6 +101,36 @@ BEGIN
     GET DIAGNOSTICS changed = ROW_COUNT;
     RETURN changed;
 END
+$$;
+
+-- When the next duty falls due (ms since the epoch; NULL: nothing is
+-- coming): the first lease to end, the first job to expire, the first
+-- finished job to pass the retention. The background worker asks after
+-- each round, and does not come back before then unless a backend notes
+-- something sooner (src/deadlines.rs). Each is the first entry of its
+-- duty's index.
+CREATE FUNCTION rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep.ms
+         FROM @extschema@.jobs j, (SELECT @extschema@.rq_retention_ms($1) AS ms) keep
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep.ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1))
 $$;
 
 -- Tell the launcher a database now has the extension; say so when there is

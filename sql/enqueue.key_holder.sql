@@ -3,6 +3,8 @@
 -- has a new snapshot, so it sees a holder that a concurrent session
 -- committed while the INSERT waited for it.
 --   $1 queue, $2 key
---   @jobs@  the jobs table, schema-qualified
-SELECT j FROM @jobs@ j
+--   @jobs@   the jobs table, schema-qualified
+--   @shown@  `j`, the whole row, for a caller who may read the table;
+--            otherwise a row of only its id, queue and key
+SELECT @shown@ FROM @jobs@ j
 WHERE j.queue = $1 AND j.key = $2 AND j.status IN ('queued', 'claimed', 'failed')

@@ -30,8 +30,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     o       record;
-    new_ids uuid[];
-    missing text;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
 BEGIN
     SELECT * INTO o FROM @extschema@.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
         rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
@@ -39,6 +40,7 @@ BEGIN
     IF payloads IS NULL THEN
         PERFORM @extschema@.rq_refuse('payloads_null', '{}');
     END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys'], ARRAY[array_ndims(payloads), array_ndims(keys)], keys);
 
     IF keys IS NULL THEN
         RETURN QUERY
@@ -78,10 +80,16 @@ BEGIN
     )
     SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
 
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := @extschema@.rq_caller_may_read('@extschema@.jobs'::regclass);
     RETURN QUERY
     SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
     UNION ALL
-    SELECT j.* FROM @extschema@.jobs j
+    SELECT (CASE WHEN may_read THEN j
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
     WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
       AND j.status IN ('queued', 'claimed', 'failed') AND NOT j.id = ANY (new_ids);
 
@@ -111,6 +119,7 @@ CREATE FUNCTION rq_enqueue_batch(
     keys            text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11);
@@ -161,10 +170,17 @@ AS 'MODULE_PATHNAME', 'rq_enqueue_c';
 -- new is null when the operation has none.
 CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF TG_LEVEL <> 'ROW' THEN
         PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM @extschema@.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM @extschema@.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
     IF TG_NARGS <> 1 THEN
         PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);

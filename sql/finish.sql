@@ -8,6 +8,7 @@
 -- (src/finish.rs) around one kept plan: sql/finish.complete.sql.
 CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_c';
 
 -- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
@@ -20,6 +21,7 @@ CREATE FUNCTION rq_fail(
     attempt     integer DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
@@ -54,6 +56,7 @@ $$;
 -- when given, pair with the ids by position. The rows come back in id order.
 CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done @extschema@.jobs[];
@@ -62,6 +65,7 @@ BEGIN
     IF ids IS NULL THEN
         PERFORM @extschema@.rq_refuse('ids_null', '{}');
     END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['ids', 'attempts'], ARRAY[array_ndims(ids), array_ndims(attempts)], NULL);
     IF attempts IS NOT NULL AND cardinality(attempts) <> cardinality(ids) THEN
         PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
     END IF;

@@ -15,18 +15,16 @@ CREATE FUNCTION rq_reschedule(
     attempt integer     DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms   bigint := @extschema@.rq_now_ms();
-    at_ms    bigint := @extschema@.rq_timestamp_ms(rq_reschedule.at, 'at');
-    delay_ms bigint := @extschema@.rq_delay_ms(rq_reschedule.delay, 'delay');
-    job      @extschema@.jobs;
+    now_ms bigint := @extschema@.rq_now_ms();
+    due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued',
-        scheduled_at = CASE WHEN at_ms IS NULL AND delay_ms IS NULL
-                            THEN now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())
-                            ELSE coalesce(at_ms, now_ms) + coalesce(delay_ms, 0) END,
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())),
         requeues = j.requeues + 1,
         lease_expires_at = NULL,
         finished_at = NULL
@@ -44,6 +42,7 @@ $$;
 -- A claimed job goes back to queued at once, for another worker.
 CREATE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     job @extschema@.jobs;
@@ -58,7 +57,6 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
-    PERFORM @extschema@.rq_wait_notify(job.queue, 1);  -- ready again: wake a waiting claim at commit
     RETURN job;
 END
 $$;
@@ -68,6 +66,7 @@ $$;
 CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT rq_default_lease(), attempt integer DEFAULT NULL)
 RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
@@ -91,6 +90,7 @@ $$;
 -- that is an error (55000), since the job is no longer claimed.
 CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     job @extschema@.jobs;
@@ -112,6 +112,7 @@ $$;
 -- up retries.
 CREATE FUNCTION rq_retry(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     job @extschema@.jobs;
@@ -124,7 +125,6 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
-    PERFORM @extschema@.rq_wait_notify(job.queue, 1);  -- ready again: wake a waiting claim at commit
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished

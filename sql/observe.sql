@@ -9,6 +9,7 @@ RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success 
                failed bigint, expired bigint, exhausted bigint, cancelled bigint,
                ready bigint, oldest_ready_age interval)
 LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT j.queue,
            count(*),
@@ -34,6 +35,7 @@ $$;
 -- The queues that have jobs, by name.
 CREATE FUNCTION rq_queues() RETURNS SETOF text
 LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
 $$;
@@ -41,24 +43,30 @@ $$;
 -- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
 CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
 LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT count(*) FROM @extschema@.jobs j
     WHERE ($1 IS NULL OR j.queue = $1) AND ($2 IS NULL OR j.status = ANY ($2))
 $$;
 
 -- The jobs table as a person reads it: instants as timestamptz, durations as
--- intervals. The columns keep the table's names.
+-- intervals. The columns keep the table's names. The conversions are calls
+-- of the extension's own functions on the column's exact type: an
+-- expression in a view is resolved once, when the install script creates
+-- it, and arithmetic such as `bigint / numeric` would have picked an
+-- operator some role had planted on the search_path, to run whenever anyone
+-- reads the view.
 CREATE VIEW rq_jobs AS
 SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
        j.payload, j.error, j.claimed_by,
-       to_timestamp(j.enqueued_at / 1000.0)      AS enqueued_at,
-       to_timestamp(j.scheduled_at / 1000.0)     AS scheduled_at,
-       to_timestamp(j.claimed_at / 1000.0)       AS claimed_at,
-       to_timestamp(j.lease_expires_at / 1000.0) AS lease_expires_at,
-       to_timestamp(j.finished_at / 1000.0)      AS finished_at,
-       j.max_age * interval '1 millisecond'         AS max_age,
-       j.min_retry_delay * interval '1 millisecond' AS min_retry_delay,
-       j.max_retry_delay * interval '1 millisecond' AS max_retry_delay,
-       j.backoff_base * interval '1 millisecond'    AS backoff_base,
+       rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+       rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+       rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+       rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+       rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+       rq_ms_to_interval(j.max_age)                  AS max_age,
+       rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+       rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+       rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
        j.error_trace
 FROM jobs j;

@@ -1,39 +1,64 @@
 -- Who may do what. rq_enqueue and rq_enqueue_batch run with the extension
--- owner's rights: a producer role needs EXECUTE on them and no privilege on
--- the table, so it can enqueue and do nothing else. Workers run the claim
--- and finish verbs with their own rights: a worker role needs SELECT and
--- UPDATE on jobs, and nothing on any other table.
+-- owner's rights: a producer needs EXECUTE on them and no privilege on the
+-- table, so it can enqueue and do nothing else (a keyed enqueue that finds
+-- its key taken shows a producer only the job's id, queue and key:
+-- src/privileges.rs). Workers run the claim and finish verbs with their own
+-- rights: a worker role needs SELECT and UPDATE on jobs, and nothing on any
+-- other table. What starts work in the server is not for PUBLIC: the
+-- duties (the background worker runs them as the extension's owner),
+-- rq_worker_wake, and the trigger functions.
 
 REVOKE EXECUTE ON FUNCTION
     rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
     rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
     rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
-    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[])
+    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
+    rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
+    rq_worker_wake(),
+    rq_enqueue_trigger(), rq_job_events(), rq_drop_started()
 FROM PUBLIC;
 
--- Lets `role` enqueue jobs (and nothing else).
+-- Lets `role` enqueue jobs (and nothing else), also from a row trigger of its
+-- tables (CREATE TRIGGER needs EXECUTE on rq_enqueue_trigger).
 CREATE FUNCTION rq_grant_producer(role regrole) RETURNS void
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_producer']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
+    END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION
         %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
         %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
         %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
-        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[])
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
+        %1$s.rq_enqueue_trigger()
         TO %2$s', '@extschema@', role);
 END
 $$;
 
--- Lets `role` claim, finish, hand back and extend jobs: SELECT and UPDATE on
--- the jobs table, and nothing on any other table.
+-- Lets `role` claim, finish, hand back and extend jobs, and look at them:
+-- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and
+-- nothing on any other table.
 CREATE FUNCTION rq_grant_worker(role regrole) RETURNS void
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+    END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
 END
 $$;
 

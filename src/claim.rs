@@ -10,6 +10,7 @@
 //! (sql/claim.next_due.sql), or the wait ends.
 
 use crate::clock::now_ms;
+use crate::deadlines;
 use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
 use crate::limits::{self, MAX_WAIT_MS};
@@ -113,8 +114,13 @@ impl Claim {
                 .raise()
         }
         let deadline = now_ms() + wait_ms;
+        let mut declined = None;
         loop {
-            let registered = waiters::register(queues.as_deref());
+            let registered = waiters::register(queues.as_deref(), declined);
+            if let Some(queue) = declined {
+                // registered again, declining it: the wake-up goes elsewhere
+                waiters::pass_on(queue);
+            }
             // Each claim is a new statement with a new snapshot (READ COMMITTED).
             if self.run(now_ms()) > 0 {
                 break;
@@ -127,8 +133,30 @@ impl Claim {
             let next_due = self.next_due(now).unwrap_or(deadline);
             let poll = if registered { deadline } else { now + POLL_WITHOUT_WAKEUPS_MS };
             waiters::sleep(deadline.min(next_due).min(poll) - now);
+            if waiters::told_to_give_up() {
+                // a DROP EXTENSION waits for the locks this claim holds
+                break;
+            }
+            // A claim on more queues than a slot names is woken for any
+            // queue; woken for one it does not wait on, it passes it on.
+            declined = waiters::woken_for().filter(|queue| queues.as_ref().is_some_and(|mine| !mine.contains(queue)));
         }
         waiters::unregister();
+    }
+}
+
+/// The dimensions of an array datum, and the lower bound of its first.
+///
+/// # Safety
+/// `array` is a (maybe toasted) array datum.
+unsafe fn array_shape(array: pg_sys::Datum) -> (i32, i32) {
+    // SAFETY: per the contract above; an ArrayType header is followed by its
+    // `ndim` dimensions and then their `ndim` lower bounds (array.h).
+    unsafe {
+        let array = pg_sys::pg_detoast_datum(array.cast_mut_ptr()) as *const pg_sys::ArrayType;
+        let dimensions = (*array).ndim;
+        let lower_bound = if dimensions > 0 { *(array.add(1) as *const i32).add(dimensions as usize) } else { 1 };
+        (dimensions, lower_bound)
     }
 }
 
@@ -151,6 +179,13 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
             pg_getarg::<Array<&str>>(fcinfo, 0),
         )
     };
+    // SAFETY: argument 1 is the worker's name, a text.
+    limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, 1) }, "worker");
+    // SAFETY: argument 0 is a text[] when not null.
+    let lower_bound = unsafe { nullable_arg(fcinfo, 0).map(|queues| array_shape(queues)) }.map(|(dimensions, lower_bound)| {
+        limits::check_dimensions(dimensions, "queues");
+        lower_bound
+    });
     if let Some(queues) = &queues {
         queues.iter().for_each(limits::check_queue);
     }
@@ -161,13 +196,14 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
     };
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
-    let mut claim = Claim {
-        function,
-        filter,
-        batch,
-        // SAFETY: arguments 0 and 1 exist.
-        args: unsafe { [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), None, lease_ms.into_datum()] },
-    };
+    // SAFETY: arguments 0 and 1 exist.
+    let (mut queues_arg, worker_arg) = unsafe { (nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1)) };
+    if lower_bound.is_some_and(|bound| bound != 1) {
+        // '[5:5]={q}' is a fine one-queue array, but the statement reads
+        // $1[1]: hand it the same names from 1.
+        queues_arg = queues.as_ref().and_then(|q| q.iter().collect::<Vec<_>>().into_datum());
+    }
+    let mut claim = Claim { function, filter, batch, args: [queues_arg, worker_arg, None, lease_ms.into_datum()] };
 
     // SAFETY: rq_claim returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
@@ -177,6 +213,11 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
         claim.run_waiting(wait, hashes);
     } else {
         claim.run(now_ms());
+    }
+    // SAFETY: set by the claim statement that just ran.
+    if unsafe { pg_sys::SPI_processed } > 0 {
+        // the rescue duty's deadline, told to the background worker at commit
+        deadlines::note(now_ms().saturating_add(lease_ms));
     }
     // SAFETY: the last SPI result is the claim's rows; still connected.
     unsafe { statements::return_rows(fcinfo) };

@@ -1,7 +1,8 @@
 //! Durations and instants from the SQL surface (`interval`, `timestamptz`)
 //! into the table's milliseconds, with the checks that keep absurd values out.
 
-use crate::clock::pg_timestamp_to_ms;
+use crate::clock::{ms_to_pg_timestamp, now_ms, pg_timestamp_to_ms};
+use crate::limits;
 use crate::errors::Refusal;
 use pgrx::prelude::*;
 
@@ -76,6 +77,30 @@ pub fn timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
         Refusal::invalid_parameter(format!("{name} must be a finite time, got '{value}'")).raise()
     }
     pg_timestamp_to_ms(value.into_inner())
+}
+
+/// When a job given `at` and `delay` is due, in ms: `at` (or now) plus
+/// `delay` (at most a century). Refused (22023) when the sum is past the last
+/// instant PostgreSQL can show (294276 AD), where the job would be stored but
+/// no timestamptz could say when it runs.
+pub fn due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>, now_ms: i64) -> i64 {
+    let due = at.map_or(now_ms, |v| timestamp_ms(v, "at")) + delay.map_or(0, |v| limits::delay_ms(v, "delay"));
+    if ms_to_pg_timestamp(due).is_none() {
+        let shown = |v: Option<String>| v.unwrap_or_else(|| "now".into());
+        Refusal::invalid_parameter(format!(
+            "at ({}) plus delay ({}) is past the last time PostgreSQL can hold",
+            shown(at.map(|a| a.to_string())),
+            delay.map_or("0".into(), |d| d.to_string())
+        ))
+        .raise()
+    }
+    due
+}
+
+/// due_ms for rq_reschedule: NULL when neither `at` nor `delay` is given.
+#[pg_extern(volatile, parallel_safe)]
+fn rq_due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>) -> Option<i64> {
+    (at.is_some() || delay.is_some()).then(|| due_ms(at, delay, now_ms()))
 }
 
 /// interval_ms_within for SQL.

@@ -8,15 +8,19 @@
 //! that job back (sql/enqueue.key_holder.sql).
 
 use crate::clock::now_ms;
-use crate::durations::{interval_ms_within, timestamp_ms};
+use crate::durations::{due_ms, interval_ms_within};
 use crate::errors::{self, Refusal};
 use crate::limits::{self, CENTURY_MS, INT_MS};
+use crate::privileges;
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::prelude::*;
 
 const INSERT: &str = include_str!("../sql/enqueue.insert.sql");
 const KEY_HOLDER: &str = include_str!("../sql/enqueue.key_holder.sql");
+/// The key holder as a caller who may not read the table sees it.
+const REDACTED: &str = "pg_catalog.json_populate_record(NULL::@jobs@, \
+    pg_catalog.json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))";
 
 /// What the jobs table stores for a job enqueued with these options.
 pub struct JobOptions {
@@ -49,7 +53,7 @@ pub fn check(
     let min_retry_delay_ms = int_ms(min_retry_delay, "min_retry_delay", limits::DEFAULT_MIN_RETRY_DELAY_MS);
     let max_retry_delay_ms = int_ms(max_retry_delay, "max_retry_delay", limits::DEFAULT_MAX_RETRY_DELAY_MS);
     let backoff_base_ms = int_ms(backoff_base, "backoff_base", limits::DEFAULT_BACKOFF_BASE_MS);
-    let due_ms = at.map_or(now_ms, |v| timestamp_ms(v, "at")) + delay.map_or(0, |v| limits::delay_ms(v, "delay"));
+    let due_ms = due_ms(at, delay, now_ms);
     limits::check_queue(queue);
     if let Some(count) = max_retry_count.filter(|c| *c < 0) {
         Refusal::invalid_parameter(format!("max_retry_count must not be negative, got {count}"))
@@ -71,6 +75,7 @@ pub fn check(
 /// The same checks for rq_enqueue_batch: one row of the values to store.
 #[pg_extern(volatile, parallel_safe)]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[search_path(pg_catalog, pg_temp)]
 fn rq_job_options(
     queue: Option<&str>,
     at: Option<TimestampWithTimeZone>,
@@ -125,6 +130,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             pg_getarg(fcinfo, 7),
             pg_getarg(fcinfo, 8),
         );
+        limits::check_name(pg_getarg::<&str>(fcinfo, 10), "key");
         let payload_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
         let args = [
             nullable_arg(fcinfo, 0),
@@ -172,9 +178,13 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     if !keyed {
         error!("raquel: the INSERT of a job without a key inserted nothing");
     }
-    let holder_text = || statements::fill(KEY_HOLDER, &[("@jobs@", &jobs())]);
+    // The holder whole for a caller who may read the table, otherwise only
+    // its id, queue and key (src/privileges.rs).
+    let readable = privileges::caller_may_read(privileges::jobs_of(function));
+    let shown = if readable { "j" } else { REDACTED };
+    let holder_text = || statements::fill(KEY_HOLDER, &[("@jobs@", &jobs()), ("@shown@", &shown.replace("@jobs@", &jobs()))]);
     let holder = Statement {
-        shape: Shape { name: "key_holder", variant: 0 },
+        shape: Shape { name: "key_holder", variant: i64::from(readable) },
         text: &holder_text,
         types: &[pg_sys::TEXTOID, pg_sys::TEXTOID],
     };

@@ -67,6 +67,7 @@ pub fn key_finished(key: &str, queue: &str) -> Refusal {
 /// The refusals of the verbs written in PL/pgSQL, by name, with the values
 /// they name (as text, in the order the message uses them). Always raises.
 #[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
 fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
     // Not STRICT: a NULL argument must not turn a refusal into nothing.
     let refused = refused.unwrap_or_default();
@@ -98,7 +99,21 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
             ),
         )
         .hint("EXECUTE FUNCTION rq_enqueue_trigger('my_queue')"),
-        other => error!("raquel: rq_refuse was asked for an unknown refusal {other:?}"),
+        "trigger_instead_of" => Refusal::new(
+            invalid,
+            format!("rq_enqueue_trigger() must run AFTER or BEFORE a change, not INSTEAD OF it (trigger {v0} on {v1}.{v2})"),
+        )
+        .detail("As an INSTEAD OF trigger it would enqueue a job for a change that never happens."),
+        "trigger_on_jobs" => Refusal::new(
+            invalid,
+            format!("rq_enqueue_trigger() cannot run on the jobs table itself (trigger {v0} on {v1}.{v2})"),
+        )
+        .detail("Each job it enqueued would fire it again."),
+        "role_null" => Refusal::new(invalid, format!("{v0}: role must not be null"))
+            .hint(format!("SELECT {v0}('my_role')")),
+        "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),
+        other => Refusal::invalid_parameter(format!("rq_refuse: no refusal is called {other:?}"))
+            .hint("rq_refuse is for the extension's own functions."),
     };
     refusal.raise()
 }
@@ -107,6 +122,11 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
 /// report of a duty that failed keeps the failure's own code.
 pub fn warning(code: PgSqlErrorCode, message: String) {
     ErrorReport::new(code, message, function_name!()).report(PgLogLevel::WARNING);
+}
+
+/// The same at LOG level, for what is expected now and then.
+pub fn log(code: PgSqlErrorCode, message: String) {
+    ErrorReport::new(code, message, function_name!()).report(PgLogLevel::LOG);
 }
 
 /// Why `verb` (complete, fail, …) matched no job: the id is null, there is
@@ -183,6 +203,7 @@ pub fn raise_cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Opti
 /// For the verbs written in PL/pgSQL: explains why `verb` matched no job.
 /// Always raises.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn rq_raise_cannot(
     id: Option<pgrx::Uuid>,
     attempt: Option<i32>,

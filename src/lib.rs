@@ -29,6 +29,7 @@ mod backoff;
 mod claim;
 mod clock;
 mod compat_0_1;
+mod deadlines;
 mod durations;
 mod enqueue;
 mod errors;
@@ -36,6 +37,7 @@ mod events;
 mod finish;
 mod ids;
 mod limits;
+mod privileges;
 mod settings;
 mod statements;
 mod waiters;
@@ -61,29 +63,35 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/enqueue.sql",
     name = "enqueue",
-    requires = ["schema", enqueue::rq_job_options, errors::rq_refuse]
+    requires = ["schema", enqueue::rq_job_options, errors::rq_refuse, limits::rq_check_arrays, privileges::rq_caller_may_read]
 );
 extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["schema", limits::rq_default_lease]);
 extension_sql_file!(
     "../sql/finish.sql",
     name = "finish",
-    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse]
+    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse, limits::rq_check_arrays]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",
     name = "lifecycle",
     requires = [
         "finish",
-        waiters::rq_wait_notify,
-        durations::rq_timestamp_ms,
-        limits::rq_delay_ms,
+        durations::rq_due_ms,
         limits::rq_lease_ms,
         limits::rq_default_lease
     ]
 );
-extension_sql_file!("../sql/observe.sql", name = "observe", requires = ["schema"]);
+extension_sql_file!(
+    "../sql/observe.sql",
+    name = "observe",
+    requires = ["schema", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
+);
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"]);
-extension_sql_file!("../sql/privileges.sql", name = "privileges", requires = ["enqueue"]);
+extension_sql_file!(
+    "../sql/privileges.sql",
+    name = "privileges",
+    requires = ["enqueue", "observe", "duties", worker::rq_worker_wake, errors::rq_refuse]
+);
 extension_sql_file!(
     "../sql/duties.sql",
     name = "duties",
@@ -108,6 +116,7 @@ pub extern "C-unwind" fn _PG_init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();
         waiters::init();
+        deadlines::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }
 }

@@ -27,14 +27,47 @@ pub const DEFAULT_MIN_RETRY_DELAY_MS: i32 = 1000;
 pub const DEFAULT_MAX_RETRY_DELAY_MS: i32 = 43_200_000;
 pub const DEFAULT_BACKOFF_BASE_MS: i32 = 1000;
 
-/// A queue name: not null, not empty.
+/// The longest queue name, key or worker name, in bytes. A queue name and a
+/// key share one entry of the key index, and PostgreSQL refuses index entries
+/// of more than about 2700 bytes deep inside the insert (54000); a name this
+/// long is a mistake, refused up front with the name's start shown.
+pub const MAX_NAME_BYTES: usize = 1000;
+
+/// A queue name: not null, not empty, at most MAX_NAME_BYTES.
 pub fn check_queue(queue: Option<&str>) {
     match queue {
         None => Refusal::invalid_parameter("queue must not be null")
             .hint("Name a queue, or leave the argument out for 'default'.")
             .raise(),
         Some("") => Refusal::invalid_parameter("queue must not be an empty name").raise(),
-        Some(_) => {}
+        Some(name) => check_name_length(name, "queue"),
+    }
+}
+
+/// A key or a worker name (either may be null): at most MAX_NAME_BYTES.
+pub fn check_name(value: Option<&str>, what: &str) {
+    if let Some(name) = value {
+        check_name_length(name, what);
+    }
+}
+
+fn check_name_length(name: &str, what: &str) {
+    if name.len() > MAX_NAME_BYTES {
+        let start: String = name.chars().take(20).collect();
+        Refusal::invalid_parameter(format!(
+            "{what} must be at most {MAX_NAME_BYTES} bytes, got {} bytes ('{start}…')",
+            name.len()
+        ))
+        .raise()
+    }
+}
+
+/// An array argument must be one-dimensional (or empty): a two-dimensional
+/// one would otherwise be read as its elements in a row, silently.
+pub fn check_dimensions(dimensions: i32, what: &str) {
+    if dimensions > 1 {
+        Refusal::invalid_parameter(format!("{what} must be a one-dimensional array, got {dimensions} dimensions"))
+            .raise()
     }
 }
 
@@ -113,6 +146,19 @@ fn rq_retention_ms(retention: Option<Interval>) -> i64 {
     match retention {
         Some(retention) => delay_ms(retention, "retention"),
         None => i64::from(settings::retention_s()) * 1000,
+    }
+}
+
+/// For rq_enqueue_batch and rq_complete_batch (PL/pgSQL): each of the
+/// array arguments `names` (in order) is one-dimensional, and every key is
+/// at most MAX_NAME_BYTES.
+#[pg_extern(immutable, parallel_safe)]
+fn rq_check_arrays(names: Option<Vec<Option<String>>>, dimensions: Option<Vec<Option<i32>>>, keys: Option<Vec<Option<String>>>) {
+    for (name, dims) in names.unwrap_or_default().iter().zip(&dimensions.unwrap_or_default()) {
+        check_dimensions(dims.unwrap_or(0), name.as_deref().unwrap_or("array"));
+    }
+    for key in keys.iter().flatten() {
+        check_name(key.as_deref(), "key");
     }
 }
 

@@ -12,6 +12,7 @@ static RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 3600);
 static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(false);
+static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -61,6 +62,17 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"raquel.max_payload_size",
+        c"The largest payload a job may carry, in bytes.",
+        c"Checked for every job enqueued, however it is enqueued. A queue passes work, not \
+          data: keep large data in a table and put its key in the payload.",
+        &MAX_PAYLOAD_SIZE,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
     GucRegistry::define_string_guc(
         c"raquel.databases",
         c"Comma-separated databases the background worker serves; empty serves all.",
@@ -89,6 +101,10 @@ pub fn batch_size() -> i32 {
 
 pub fn notify() -> bool {
     NOTIFY.get()
+}
+
+pub fn max_payload_size() -> usize {
+    MAX_PAYLOAD_SIZE.get().max(1) as usize
 }
 
 /// Whether `raquel.databases` lets the worker serve database `name`.

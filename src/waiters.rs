@@ -1,23 +1,34 @@
 //! Waiting claims. A claim with a `wait` that finds nothing registers here and
-//! sleeps on its latch. A transaction that enqueued jobs wakes, when it
-//! commits, at most as many waiters of each queue as it committed jobs for
-//! that queue, and no waiter of any other queue or database. An idle waiter
-//! sleeps in WaitLatch and uses no CPU.
+//! sleeps on its latch. A transaction that made jobs ready (src/events.rs)
+//! wakes, when it commits, at most as many waiters of each queue as it
+//! made jobs ready in that queue, and no waiter of any other queue or
+//! database. An idle waiter sleeps in WaitLatch and uses no CPU.
 //!
 //! A waiter's slot is its PGPROC number, so a backend has one slot for life
 //! and a slot left behind is simply reused. The slots live in shared memory,
 //! which exists only when the server preloads the library; without it a
 //! waiting claim polls (see src/claim.rs).
+//!
+//! A waiter keeps up to QUEUES_PER_WAITER queue names (as hashes) in its
+//! slot. One that waits on more queues is woken for any queue, after every
+//! waiter that names the queue: it is told which queue woke it, and when
+//! that is not one of its own it passes the wake-up on and declines that
+//! queue until it registers again, so a wake-up ends at a waiter that can
+//! take the job, or nowhere.
 
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgXactCallbackEvent};
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock, PgXactCallbackEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 
+/// Slots by PGPROC number: a server whose backends number more (see
+/// `check_slots`) has its later backends poll instead.
 const SLOTS: usize = 1024;
-/// A waiter on more queues than this is woken for any queue (a harmless
-/// extra wake-up: it claims, finds nothing, and sleeps again).
-const QUEUES_PER_WAITER: usize = 8;
+/// Queue names a slot holds; a waiter on more is one of "many queues".
+const QUEUES_PER_WAITER: usize = 16;
+/// Without a hash: a waiter for any queue, or not woken for a queue.
+const NO_QUEUE: u32 = 0;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -26,28 +37,51 @@ enum State {
     Woken,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wants {
+    AnyQueue,
+    ManyQueues,
+    Listed,
+}
+
 #[derive(Clone, Copy)]
 struct Waiter {
     state: State,
     database: pg_sys::Oid,
-    any_queue: bool,
+    wants: Wants,
     queue_count: usize,
     queues: [u32; QUEUES_PER_WAITER],
+    /// A queue this many-queues waiter was woken for and does not wait on.
+    declined: u32,
+    /// The queue whose job woke this waiter.
+    woken_for: u32,
+    /// Woken to end its wait: its locks are in the way of DROP EXTENSION.
+    give_up: bool,
 }
 
 impl Waiter {
     const FREE: Waiter = Waiter {
         state: State::Free,
         database: pg_sys::InvalidOid,
-        any_queue: false,
+        wants: Wants::Listed,
         queue_count: 0,
         queues: [0; QUEUES_PER_WAITER],
+        declined: NO_QUEUE,
+        woken_for: NO_QUEUE,
+        give_up: false,
     };
 
-    fn wants(&self, database: pg_sys::Oid, queue_hash: u32) -> bool {
+    /// Whether this waiter should be woken for a job of `queue_hash`: first
+    /// (`named`) those that name the queue or wait for any, then
+    /// (`!named`) those on many queues that did not decline it.
+    fn wants(&self, database: pg_sys::Oid, queue_hash: u32, named: bool) -> bool {
         self.state == State::Waiting
             && self.database == database
-            && (self.any_queue || self.queues[..self.queue_count].contains(&queue_hash))
+            && match self.wants {
+                Wants::AnyQueue => named,
+                Wants::Listed => named && self.queues[..self.queue_count].contains(&queue_hash),
+                Wants::ManyQueues => !named && self.declined != queue_hash,
+            }
     }
 }
 
@@ -67,23 +101,43 @@ unsafe impl PGRXSharedMemory for Waiters {}
 
 // SAFETY: the name is unique to this lock, and pg_shmem_init! in init() sets it up.
 static WAITERS: PgLwLock<Waiters> = unsafe { PgLwLock::new(c"raquel_waiters") };
+/// How many slots are not free: a commit with no waiter anywhere takes no lock.
+// SAFETY: the name is unique to this atomic, and pg_shmem_init! in init() sets it up.
+static REGISTERED: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"raquel_waiters_registered") };
 
 thread_local! {
-    /// Jobs this transaction enqueued, per queue, to wake waiters for at commit.
+    /// Jobs this transaction made ready, per queue, to wake waiters for at commit.
     static ENQUEUED: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
     static WAKE_AT_COMMIT: Cell<bool> = const { Cell::new(false) };
     static UNREGISTER_AT_END: Cell<bool> = const { Cell::new(false) };
+    static NO_SLOT_WARNED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
     pg_shmem_init!(WAITERS);
+    pg_shmem_init!(REGISTERED = AtomicU32::new(0));
+}
+
+/// Says, once, in the server log when some backends cannot have a slot
+/// (called by the launcher at its start, when the numbers are known).
+pub fn check_slots() {
+    // SAFETY: ProcGlobal is set up before any background worker starts.
+    let procs = unsafe { (*pg_sys::ProcGlobal).allProcCount } as usize;
+    if procs > SLOTS {
+        warning!(
+            "raquel: this server has {procs} process slots but waiting claims have {SLOTS}: a waiting claim in a \
+             backend numbered {SLOTS} or above polls every 100 ms instead of sleeping until woken; lower max_connections \
+             to have every backend woken"
+        );
+    }
 }
 
 /// FNV-1a: waiters keep queue names as 32-bit hashes; a collision only
-/// causes an extra wake-up.
+/// causes an extra wake-up. Never NO_QUEUE.
 pub fn queue_hash(queue: &str) -> u32 {
-    queue.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    let hash = queue.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    if hash == NO_QUEUE { 1 } else { hash }
 }
 
 fn my_slot() -> Option<usize> {
@@ -92,27 +146,40 @@ fn my_slot() -> Option<usize> {
     }
     // SAFETY: MyProc is this backend's PGPROC, set before any SQL runs.
     let procno = unsafe { (*pg_sys::MyProc).pgprocno };
-    usize::try_from(procno).ok().filter(|&n| n < SLOTS)
+    let slot = usize::try_from(procno).ok().filter(|&n| n < SLOTS);
+    if slot.is_none() && !NO_SLOT_WARNED.replace(true) {
+        warning!("raquel: backend number {procno} has no waiting-claim slot (there are {SLOTS}); its waiting claims poll every 100 ms");
+    }
+    slot
 }
 
 /// Registers this backend as waiting for jobs of the queues whose hashes
 /// are `queues` (None: any queue) and clears its latch, so that a wake-up
 /// from now on is not lost; false when it cannot wait (library not
-/// preloaded, or no slot).
-pub fn register(queues: Option<&[u32]>) -> bool {
+/// preloaded, or no slot). `declined`: a queue it was woken for and does
+/// not wait on, not to be woken for again during this wait.
+pub fn register(queues: Option<&[u32]>, declined: Option<u32>) -> bool {
     let Some(slot) = my_slot() else { return false };
     // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let mut me = Waiter { state: State::Waiting, database: unsafe { pg_sys::MyDatabaseId }, ..Waiter::FREE };
     match queues {
+        None => me.wants = Wants::AnyQueue,
         Some(hashes) if hashes.len() <= QUEUES_PER_WAITER => {
             me.queues[..hashes.len()].copy_from_slice(hashes);
             me.queue_count = hashes.len();
         }
-        _ => me.any_queue = true,
+        Some(_) => me.wants = Wants::ManyQueues,
     }
+    me.declined = declined.unwrap_or(NO_QUEUE);
     // SAFETY: MyLatch is this backend's own latch.
     unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
-    WAITERS.exclusive().slots[slot] = me;
+    {
+        let mut waiters = WAITERS.exclusive();
+        if waiters.slots[slot].state == State::Free {
+            REGISTERED.get().fetch_add(1, Ordering::SeqCst);
+        }
+        waiters.slots[slot] = me;
+    }
     if !UNREGISTER_AT_END.get() {
         // An error (cancel, statement_timeout) ends the wait by aborting.
         UNREGISTER_AT_END.set(true);
@@ -129,8 +196,57 @@ pub fn register(queues: Option<&[u32]>) -> bool {
 /// Gives this backend's slot back.
 pub fn unregister() {
     if let Some(slot) = my_slot() {
-        WAITERS.exclusive().slots[slot] = Waiter::FREE;
+        let mut waiters = WAITERS.exclusive();
+        if waiters.slots[slot].state != State::Free {
+            REGISTERED.get().fetch_sub(1, Ordering::SeqCst);
+        }
+        waiters.slots[slot] = Waiter::FREE;
     }
+}
+
+/// The queue whose job woke this backend since it registered, if any.
+pub fn woken_for() -> Option<u32> {
+    let slot = my_slot()?;
+    let waiter = WAITERS.share().slots[slot];
+    (waiter.state == State::Woken && waiter.woken_for != NO_QUEUE).then_some(waiter.woken_for)
+}
+
+/// Whether this backend's wait was ended by `rq_drop_started`.
+pub fn told_to_give_up() -> bool {
+    my_slot().is_some_and(|slot| WAITERS.share().slots[slot].give_up)
+}
+
+// rq_drop_started() RETURNS event_trigger: ON ddl_command_start WHEN TAG IN
+// ('DROP EXTENSION') (sql/claim.sql). A waiting claim holds locks on the
+// jobs table while it sleeps; DROP EXTENSION would wait behind it for as
+// long as the wait lasts. This wakes every waiting claim of the database
+// first, and each returns what it has: nothing.
+function_info_v1!(pg_finfo_rq_drop_started);
+
+/// # Safety
+/// Called by the function manager, as an event trigger.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_drop_started(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    if crate::preloaded() && REGISTERED.get().load(Ordering::SeqCst) > 0 {
+        // SAFETY: MyDatabaseId is this backend's, set once it connected.
+        let database = unsafe { pg_sys::MyDatabaseId };
+        for (procno, waiter) in WAITERS.exclusive().slots.iter_mut().enumerate() {
+            if waiter.state == State::Waiting && waiter.database == database {
+                waiter.state = State::Woken;
+                waiter.give_up = true;
+                set_latch(procno);
+            }
+        }
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// Hands a wake-up for a queue this backend does not wait on to a waiter
+/// that may (this backend has registered again, declining the queue).
+pub fn pass_on(queue_hash: u32) {
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
+    wake(&mut WAITERS.exclusive(), unsafe { pg_sys::MyDatabaseId }, queue_hash, 1);
 }
 
 /// Sleeps until the latch is set (a commit woke us, or a signal came), or
@@ -146,16 +262,9 @@ pub fn sleep(timeout_ms: i64) {
 }
 
 /// Notes that this transaction made `jobs` jobs of `queue` ready; at commit,
-/// up to that many waiters of the queue are woken. For the verbs written in
-/// SQL that make a job ready again (rq_reject, rq_retry).
-#[pg_extern(volatile, parallel_unsafe)]
-fn rq_wait_notify(queue: &str, jobs: i64) {
-    note_ready(queue, jobs);
-}
-
-/// The same from Rust: the row trigger on jobs (src/events.rs) calls it for
-/// every inserted job, so it allocates only for a queue new to the
-/// transaction.
+/// up to that many waiters of the queue are woken. The jobs table's trigger
+/// (src/events.rs) calls it for every such job, so it allocates only for a
+/// queue new to the transaction.
 pub fn note_ready(queue: &str, jobs: i64) {
     if !crate::preloaded() || jobs <= 0 {
         return;
@@ -184,37 +293,73 @@ pub fn note_ready(queue: &str, jobs: i64) {
 fn wake_waiters() {
     WAKE_AT_COMMIT.set(false);
     let enqueued = ENQUEUED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    if REGISTERED.get().load(Ordering::SeqCst) == 0 {
+        return;
+    }
     // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let database = unsafe { pg_sys::MyDatabaseId };
     let mut waiters = WAITERS.exclusive();
     for (queue, jobs) in enqueued {
-        let hash = queue_hash(&queue);
-        let mut left = jobs;
+        wake(&mut waiters, database, queue_hash(&queue), jobs);
+    }
+}
+
+/// Wakes up to `jobs` waiters of a queue: those that name it (or wait for
+/// any queue) first, then those on many queues.
+fn wake(waiters: &mut Waiters, database: pg_sys::Oid, queue_hash: u32, jobs: i64) {
+    let mut left = jobs;
+    for named in [true, false] {
         for (procno, waiter) in waiters.slots.iter_mut().enumerate() {
             if left == 0 {
-                break;
+                return;
             }
-            if waiter.wants(database, hash) {
+            if waiter.wants(database, queue_hash, named) {
                 waiter.state = State::Woken;
+                waiter.woken_for = queue_hash;
                 left -= 1;
-                // SAFETY: slots are indexed by PGPROC number, below allProcCount.
-                unsafe {
-                    let proc = (*pg_sys::ProcGlobal).allProcs.add(procno);
-                    pg_sys::SetLatch(&raw mut (*proc).procLatch);
-                }
+                set_latch(procno);
             }
         }
     }
 }
 
+/// Wakes the backend whose PGPROC number is `procno`.
+fn set_latch(procno: usize) {
+    // SAFETY: slots are indexed by PGPROC number, below allProcCount.
+    unsafe {
+        let proc = (*pg_sys::ProcGlobal).allProcs.add(procno);
+        pg_sys::SetLatch(&raw mut (*proc).procLatch);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::queue_hash;
+    use super::*;
 
     #[test]
     fn queue_hashes_are_fnv1a() {
-        assert_eq!(queue_hash(""), 0x811c_9dc5);
         assert_eq!(queue_hash("a"), 0xe40c_292c);
         assert_ne!(queue_hash("emails"), queue_hash("email"));
+        assert_ne!(queue_hash(""), NO_QUEUE);
+    }
+
+    fn waiter(wants: Wants, queues: &[u32], declined: u32) -> Waiter {
+        let mut w = Waiter { state: State::Waiting, database: pg_sys::Oid::from(5), wants, declined, ..Waiter::FREE };
+        w.queues[..queues.len()].copy_from_slice(queues);
+        w.queue_count = queues.len();
+        w
+    }
+
+    #[test]
+    fn named_waiters_come_before_waiters_on_many_queues() {
+        let db = pg_sys::Oid::from(5);
+        let listed = waiter(Wants::Listed, &[7, 8], NO_QUEUE);
+        assert!(listed.wants(db, 7, true) && !listed.wants(db, 7, false) && !listed.wants(db, 9, true));
+        let any = waiter(Wants::AnyQueue, &[], NO_QUEUE);
+        assert!(any.wants(db, 9, true) && !any.wants(db, 9, false));
+        let many = waiter(Wants::ManyQueues, &[], 7);
+        assert!(!many.wants(db, 9, true) && many.wants(db, 9, false));
+        assert!(!many.wants(db, 7, false), "a declined queue is not offered again");
+        assert!(!listed.wants(pg_sys::Oid::from(6), 7, true), "another database's waiter");
     }
 }

@@ -2,12 +2,23 @@
 //! too long, rescues jobs whose lease ran out, prunes old finished jobs.
 //!
 //! A *launcher* (one per server, started from `shared_preload_libraries`)
-//! lists the databases and, each round, starts a short-lived *housekeeping*
-//! worker in every served database, one at a time. The housekeeping worker
-//! connects, runs the duties (the same SQL functions a person can call) in
-//! short transactions, and exits. Nothing stays connected to a database, so
-//! `DROP DATABASE` is never blocked, and a database whose extension is dropped
-//! is simply not served any more.
+//! lists the databases and starts a short-lived *housekeeping* worker in a
+//! served database when something there is due, one database at a time.
+//! The housekeeping worker connects, runs the duties (the same SQL functions
+//! a person can call) in short transactions as the extension's owner,
+//! reports when the next thing in that database falls due, and exits.
+//! Nothing stays connected to a database, so `DROP DATABASE` is never
+//! blocked, and a database whose extension is dropped is simply not served
+//! any more.
+//!
+//! When is "due"? The earliest of: what the last round there saw coming
+//! (the first lease to end, the first job to expire, the first finished job
+//! to pass the retention), what backends noted since (src/deadlines.rs: a
+//! claim's lease, a job's max_age), and IDLE_VISIT after the last round, for
+//! what nobody notes (finished jobs' retention, rows written by hand). An
+//! idle database costs a round every IDLE_VISIT, not every
+//! `raquel.worker_interval`; the launcher looks at the notes every
+//! `raquel.worker_interval`, which bounds how late a duty runs.
 //!
 //! A database whose extension is of another version than the library is
 //! left alone, with a WARNING that says to run ALTER EXTENSION raquel UPDATE;
@@ -16,16 +27,27 @@
 //! A database without the extension is looked at once, when the launcher first
 //! sees it, and again only after some `CREATE EXTENSION raquel` commits and
 //! wakes the launcher (`rq_worker_wake()`, run by the install script).
+//! However often that is asked, rounds start at most once per
+//! MIN_ROUND_GAP.
+//!
+//! The housekeeping worker runs with an empty search_path (as autovacuum
+//! does: only pg_catalog resolves) and runs each duty as the owner of the
+//! extension, never as the bootstrap superuser it connects as, with a lock
+//! timeout, so that a table some session keeps locked holds up neither this
+//! database's other duties for long nor any other database.
 
+use crate::clock::now_ms;
+use crate::deadlines;
 use crate::errors;
 use crate::settings;
+use crate::waiters;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PgAtomic};
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering};
 use std::time::Duration;
 
 /// The launcher's PGPROC number, so that a backend can set its latch (-1: none).
@@ -36,6 +58,9 @@ static RECHECK_REQUESTED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"raquel
 /// What the housekeeping worker that just ran found; the launcher runs one at
 /// a time, so one slot is enough.
 static LAST_OUTCOME: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"raquel_last_outcome") };
+/// When it saw the next thing fall due there (ms; NOTHING_DUE: nothing).
+// SAFETY: the name is unique to this atomic, set up by pg_shmem_init! in register().
+static LAST_NEXT_DUE: PgAtomic<AtomicI64> = unsafe { PgAtomic::new(c"raquel_last_next_due") };
 
 const OUTCOME_UNKNOWN: u32 = 0;
 const OUTCOME_SERVED: u32 = 1;
@@ -51,11 +76,27 @@ const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// How long the postmaster waits before restarting a launcher that died.
 const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
 
+/// Rounds asked for by `rq_worker_wake` (every CREATE EXTENSION) start at
+/// most this often (or every `raquel.worker_interval` if that is shorter),
+/// however often it is called.
+const MIN_ROUND_GAP: Duration = Duration::from_secs(1);
+
+/// A served database with nothing noted is visited at least this often.
+const IDLE_VISIT_MS: i64 = 5 * 60 * 1000;
+
+/// A duty waits at most this long for a lock (the jobs table, a row it
+/// updates without SKIP LOCKED): then it fails with 55P03, is reported, and
+/// runs again in the next round.
+const LOCK_TIMEOUT: &std::ffi::CStr = c"500ms";
+
+const NOTHING_DUE: i64 = i64::MAX;
+
 /// Called from `_PG_init` while the server preloads the library.
 pub fn register() {
     pg_shmem_init!(LAUNCHER_PROCNO = AtomicI32::new(-1));
     pg_shmem_init!(RECHECK_REQUESTED = AtomicBool::new(false));
     pg_shmem_init!(LAST_OUTCOME = AtomicU32::new(OUTCOME_UNKNOWN));
+    pg_shmem_init!(LAST_NEXT_DUE = AtomicI64::new(NOTHING_DUE));
     BackgroundWorkerBuilder::new("raquel launcher")
         .set_type("raquel launcher")
         .set_library("raquel")
@@ -66,15 +107,18 @@ pub fn register() {
         .load();
 }
 
-/// Asks the launcher to look at the databases again once the calling
-/// transaction commits (so that it finds the extension this transaction
-/// creates); false when no launcher runs because the library is not in
+/// Asks the launcher, once the calling transaction commits, to run the
+/// duties in this database and to look again at the databases that had no
+/// extension (so that it finds the extension this transaction creates);
+/// false when no launcher runs because the library is not in
 /// `shared_preload_libraries`.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn rq_worker_wake() -> bool {
     if !crate::preloaded() {
         return false;
     }
+    deadlines::note(now_ms());
     pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, wake_launcher);
     true
 }
@@ -104,6 +148,13 @@ enum Found {
     NoExtension,
 }
 
+/// What the launcher knows of a database.
+struct Database {
+    found: Found,
+    /// When to run its duties next (ms since the epoch).
+    next_visit_ms: i64,
+}
+
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
@@ -113,10 +164,17 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     // SAFETY: MyProc is this worker's PGPROC, set when it started.
     unsafe { LAUNCHER_PROCNO.get().store((*pg_sys::MyProc).pgprocno, Ordering::SeqCst) };
     log!("raquel launcher started");
+    waiters::check_slots();
 
-    let mut databases: HashMap<pg_sys::Oid, Found> = HashMap::new();
+    let mut databases: HashMap<pg_sys::Oid, Database> = HashMap::new();
     let mut no_slot_warned = false;
-    while sleep_until_next_round() {
+    let mut last_round = std::time::Instant::now();
+    while sleep_until_next_round(next_visit(&databases), last_round) {
+        last_round = std::time::Instant::now();
+        if reload_settings_if_asked() {
+            // the retention or the served databases may have changed
+            databases.values_mut().for_each(|db| db.next_visit_ms = 0);
+        }
         if settings::worker_enabled() {
             run_round(&mut databases, &mut no_slot_warned);
         } else {
@@ -135,62 +193,94 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) }
 }
 
-/// Sleeps `raquel.worker_interval` from now, or less when a `CREATE EXTENSION`
-/// asks for a recheck or a reload shortens the interval. Our own housekeeping
-/// workers set the latch too (the postmaster tells the launcher when they
-/// start and stop), so a wake-up alone is no reason to start a round. False
-/// on SIGTERM or postmaster death.
-fn sleep_until_next_round() -> bool {
-    let slept_from = std::time::Instant::now();
+/// The earliest planned visit of a database with the extension.
+fn next_visit(databases: &HashMap<pg_sys::Oid, Database>) -> Option<i64> {
+    databases.values().filter(|db| db.found == Found::Extension).map(|db| db.next_visit_ms).min()
+}
+
+/// Sleeps until the next look: `raquel.worker_interval` from the last round
+/// (when the notes of backends are taken), sooner when a database's visit
+/// is planned sooner, or when a `CREATE EXTENSION` asks for a recheck (but
+/// never sooner than MIN_ROUND_GAP after the last round). Our own
+/// housekeeping workers set the latch too (the postmaster tells the
+/// launcher when they start and stop), so a wake-up alone is no reason to
+/// start a round. False on SIGTERM or postmaster death.
+fn sleep_until_next_round(next_visit_ms: Option<i64>, last_round: std::time::Instant) -> bool {
     loop {
-        reload_settings_if_asked();
+        let interval = settings::worker_interval();
+        let mut wait = interval.saturating_sub(last_round.elapsed());
+        if let Some(visit) = next_visit_ms {
+            let until_visit = Duration::from_millis(visit.saturating_sub(now_ms()).max(0) as u64);
+            wait = wait.min(until_visit.max(MIN_ROUND_GAP.min(interval).saturating_sub(last_round.elapsed())));
+        }
         if RECHECK_REQUESTED.get().load(Ordering::SeqCst) {
+            wait = wait.min(MIN_ROUND_GAP.min(interval).saturating_sub(last_round.elapsed()));
+        }
+        if wait.is_zero() {
             return true;
         }
-        let Some(left) = settings::worker_interval().checked_sub(slept_from.elapsed()) else {
-            return true;
-        };
-        if left.is_zero() {
-            return true;
-        }
-        if !BackgroundWorker::wait_latch(Some(left)) {
+        if !BackgroundWorker::wait_latch(Some(wait)) {
             return false;
         }
-    }
-}
-
-fn reload_settings_if_asked() {
-    if BackgroundWorker::sighup_received() {
-        // SAFETY: what PostgreSQL's own processes do on SIGHUP, outside a transaction.
-        unsafe {
-            pg_sys::ConfigReloadPending = 0;
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        if BackgroundWorker::sighup_received() {
+            // the interval may have changed: the caller reloads
+            return true;
         }
     }
 }
 
-/// One round: every served database gets its duties run once.
-fn run_round(databases: &mut HashMap<pg_sys::Oid, Found>, no_slot_warned: &mut bool) {
+/// Reloads the configuration after a SIGHUP; whether it did.
+fn reload_settings_if_asked() -> bool {
+    // SAFETY: a flag set by this process's own SIGHUP handler.
+    if unsafe { pg_sys::ConfigReloadPending } == 0 {
+        return false;
+    }
+    // SAFETY: what PostgreSQL's own processes do on SIGHUP, outside a transaction.
+    unsafe {
+        pg_sys::ConfigReloadPending = 0;
+        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+    }
+    true
+}
+
+/// One round: every served database whose visit is due, or that backends
+/// noted something due in, gets its duties run once.
+fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mut bool) {
     let listed = list_databases();
-    debug1!("raquel launcher: round over {} databases", listed.len());
     databases.retain(|oid, _| listed.iter().any(|(listed_oid, _)| listed_oid == oid));
     let recheck = RECHECK_REQUESTED.get().swap(false, Ordering::SeqCst);
+    let notes = deadlines::take();
+    let now = now_ms();
+    debug1!("raquel launcher: round over {} databases", listed.len());
     for (oid, name) in listed {
         if shutdown_requested() {
             return;
         }
-        reload_settings_if_asked();
         if !settings::serves_database(&name) {
+            // forgotten, so that its planned visit wakes nobody
+            databases.remove(&oid);
             continue;
         }
-        let found = databases.entry(oid).or_insert(Found::Unknown);
-        if *found == Found::NoExtension && !recheck {
+        let db = databases.entry(oid).or_insert(Database { found: Found::Unknown, next_visit_ms: 0 });
+        if let Some(due) = notes.due_ms(oid) {
+            db.next_visit_ms = db.next_visit_ms.min(due);
+        }
+        let due = match db.found {
+            Found::NoExtension => recheck,
+            Found::Unknown => true,
+            Found::Extension => db.next_visit_ms <= now,
+        };
+        if !due {
             continue;
         }
-        debug1!("raquel launcher: looking after database \"{name}\" ({found:?})");
+        debug1!("raquel launcher: looking after database \"{name}\" ({:?})", db.found);
         match run_housekeeping(oid, &name) {
-            Some(outcome) => {
-                *found = outcome;
+            Some((found, next_due)) => {
+                db.found = found;
+                // a deadline already past is a row some session holds
+                // locked: look again after the interval, not at once
+                let floor = now_ms() + settings::worker_interval().as_millis() as i64;
+                db.next_visit_ms = next_due.unwrap_or(NOTHING_DUE).max(floor).min(now_ms() + IDLE_VISIT_MS);
                 *no_slot_warned = false;
             }
             None if !*no_slot_warned => {
@@ -239,10 +329,13 @@ fn list_databases() -> Vec<(pg_sys::Oid, String)> {
     found
 }
 
-/// Runs a housekeeping worker in database `oid` and waits for it; None when
-/// no worker slot was free.
-fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
+/// Runs a housekeeping worker in database `oid` and waits for it: what it
+/// found, and when the next duty there falls due; None when no worker slot
+/// was free.
+fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<(Found, Option<i64>)> {
     LAST_OUTCOME.get().store(OUTCOME_UNKNOWN, Ordering::SeqCst);
+    // unless the worker says otherwise: look again soon
+    LAST_NEXT_DUE.get().store(0, Ordering::SeqCst);
     // SAFETY (MyProcPid): this process's pid, set at its start.
     let worker = BackgroundWorkerBuilder::new(&format!("raquel housekeeping in {name}"))
         .set_type("raquel worker")
@@ -257,14 +350,28 @@ fn run_housekeeping(oid: pg_sys::Oid, name: &str) -> Option<Found> {
     if let Err(status) = worker.wait_for_shutdown() {
         // the postmaster is gone or never started it: nothing was done
         debug1!("raquel launcher: the housekeeping worker for \"{name}\" ended as {status:?}");
-        return Some(Found::Unknown);
+        return Some((Found::Unknown, None));
     }
+    let next_due = Some(LAST_NEXT_DUE.get().load(Ordering::SeqCst)).filter(|&due| due != NOTHING_DUE);
     Some(match LAST_OUTCOME.get().load(Ordering::SeqCst) {
-        OUTCOME_SERVED => Found::Extension,
-        OUTCOME_NO_EXTENSION => Found::NoExtension,
+        OUTCOME_SERVED => (Found::Extension, next_due),
+        OUTCOME_NO_EXTENSION => (Found::NoExtension, None),
         // it died before saying: try again next round
-        _ => Found::Unknown,
+        _ => (Found::Unknown, None),
     })
+}
+
+/// Sets a setting for this whole process, as autovacuum does for its own.
+fn set_for_process(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: both are NUL-terminated; called before any transaction.
+    unsafe {
+        pg_sys::SetConfigOption(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        );
+    }
 }
 
 #[pg_guard]
@@ -273,22 +380,31 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     // SAFETY: the launcher passes a database OID as the argument.
     let Some(oid) = (unsafe { pg_sys::Oid::from_datum(arg, false) }) else { return };
+    // Nothing this process runs may resolve a name outside pg_catalog: the
+    // duties' own search_path is pinned, and so is everything around them.
+    set_for_process(c"search_path", c"");
+    set_for_process(c"lock_timeout", LOCK_TIMEOUT);
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
 
-    // The extension's schema and version. The duties this library calls are
-    // those of its own version: an install of another version (the library
-    // was updated, ALTER EXTENSION raquel UPDATE not yet run) is left alone.
-    let found = BackgroundWorker::transaction(|| {
-        Spi::get_three::<String, String, String>(
-            "SELECT quote_ident(n.nspname), e.extversion, current_database()::text \
-             FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
+    // The extension's schema, version and owner. The duties this library
+    // calls are those of its own version: an install of another version (the
+    // library was updated, ALTER EXTENSION raquel UPDATE not yet run) is
+    // left alone.
+    let (found, database) = BackgroundWorker::transaction(|| {
+        let found = Spi::get_three::<String, String, pg_sys::Oid>(
+            "SELECT pg_catalog.quote_ident(n.nspname), e.extversion, e.extowner \
+             FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
              WHERE e.extname = 'raquel' \
              UNION ALL SELECT NULL, NULL, NULL LIMIT 1",
-        )
+        );
+        // SAFETY: a catalog lookup, inside this transaction, of the
+        // database this worker is connected to (so it exists).
+        let database = unsafe { CStr::from_ptr(pg_sys::get_database_name(oid)).to_string_lossy().into_owned() };
+        (found, database)
     });
-    let (schema, database) = match found {
-        Ok((Some(schema), Some(version), Some(database))) if version == LIBRARY_VERSION => (schema, database),
-        Ok((Some(_), Some(version), Some(database))) => {
+    let (schema, owner) = match found {
+        Ok((Some(schema), Some(version), Some(owner))) if version == LIBRARY_VERSION => (schema, owner),
+        Ok((Some(_), Some(version), _)) => {
             warning!(
                 "raquel: the extension in database \"{database}\" is version {version}, the library is \
                  {LIBRARY_VERSION}; run ALTER EXTENSION raquel UPDATE there. The worker leaves it alone until then."
@@ -314,7 +430,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
         ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
         (
             "prune",
-            format!("SELECT {schema}.rq_prune({batch}, make_interval(secs => {}))", settings::retention_s()),
+            format!("SELECT {schema}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),
         ),
     ];
     for (duty, sql) in &duties {
@@ -322,32 +438,79 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
             if shutdown_requested() {
                 return;
             }
-            match run_duty(duty, sql, &database) {
-                Some(changed) if changed >= i64::from(batch) => continue,
+            match run_duty(duty, sql, &database, owner) {
+                Ok(Some(changed)) if changed >= i64::from(batch) => continue,
+                // the next duty would wait for the same lock, or find nothing
+                Err(Failed::Locked | Failed::ExtensionGone) => return,
                 _ => break,
             }
         }
     }
+    let next_due = format!("SELECT {schema}.rq_next_duty_ms(pg_catalog.make_interval(secs => {}))", settings::retention_s());
+    if let Ok(due) = run_duty("planning", &next_due, &database, owner) {
+        LAST_NEXT_DUE.get().store(due.unwrap_or(NOTHING_DUE), Ordering::SeqCst);
+    }
 }
 
-/// One duty batch in its own transaction. An error is logged as a WARNING
-/// with the error's own SQLSTATE and the transaction rolled back, so the
-/// other duties still run.
-fn run_duty(duty: &str, sql: &str, database: &str) -> Option<i64> {
-    PgTryBuilder::new(|| BackgroundWorker::transaction(|| Spi::get_one::<i64>(sql)).ok().flatten())
-        .catch_others(|error| {
-            // SAFETY: the duty's transaction failed; abort it before the next.
-            unsafe { pg_sys::AbortCurrentTransaction() };
-            let report = match &error {
-                CaughtError::PostgresError(report)
-                | CaughtError::ErrorReport(report)
-                | CaughtError::RustPanic { ereport: report, .. } => report,
-            };
-            errors::warning(
-                report.sql_error_code(),
-                format!("raquel: the {duty} duty failed in database \"{database}\": {}", report.message()),
-            );
-            None
+enum Failed {
+    /// Reported as a WARNING; the other duties still run.
+    Duty,
+    /// The table stayed locked past LOCK_TIMEOUT: the round here ends, and
+    /// the launcher goes on to the other databases.
+    Locked,
+    /// The extension was dropped while the round ran.
+    ExtensionGone,
+}
+
+/// One duty batch in its own transaction, as the extension's owner: what
+/// the duty returned, or how it failed. An error is logged
+/// as a WARNING with the error's own SQLSTATE and the transaction rolled
+/// back, so the other duties still run; an error that says the extension is
+/// gone (dropped while this round ran) ends the round quietly.
+fn run_duty(duty: &str, sql: &str, database: &str, owner: pg_sys::Oid) -> Result<Option<i64>, Failed> {
+    PgTryBuilder::new(|| {
+        BackgroundWorker::transaction(|| {
+            let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+            // SAFETY: the user switch PostgreSQL's own maintenance commands
+            // make (vacuum, refresh materialized view) to run code as a
+            // table's owner; undone below, or by the abort on error.
+            unsafe {
+                pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+                pg_sys::SetUserIdAndSecContext(
+                    owner,
+                    context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+                );
+            }
+            let result = Spi::get_one::<i64>(sql);
+            // SAFETY: restores what was saved above.
+            unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+            Ok(result.ok().flatten())
         })
-        .execute()
+    })
+    .catch_others(|error| {
+        // SAFETY: the duty's transaction failed; abort it before the next.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        let report = match &error {
+            CaughtError::PostgresError(report)
+            | CaughtError::ErrorReport(report)
+            | CaughtError::RustPanic { ereport: report, .. } => report,
+        };
+        let code = report.sql_error_code();
+        let gone = [
+            PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            PgSqlErrorCode::ERRCODE_INVALID_SCHEMA_NAME,
+        ];
+        if code == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE {
+            errors::log(code, format!("raquel: the {duty} duty in database \"{database}\" waited too long for a lock; it runs again next round"));
+            return Err(Failed::Locked);
+        }
+        if gone.contains(&code) {
+            debug1!("raquel: the extension went from database \"{database}\" during the {duty} duty: {}", report.message());
+            return Err(Failed::ExtensionGone);
+        }
+        errors::warning(code, format!("raquel: the {duty} duty failed in database \"{database}\": {}", report.message()));
+        Err(Failed::Duty)
+    })
+    .execute()
 }

@@ -1,8 +1,11 @@
 //! A producer role that may only enqueue, and a worker role that may claim
-//! and finish jobs but read no other table, each on its own connection.
+//! and finish jobs but read no other table, each on its own connection; and
+//! the whole matrix: every function of the extension and every kind of
+//! access to its table, as a producer, a worker and a role with no grant.
 
 use raquel_client_tests::{connect, fresh_db, server_dsn, sqlstate};
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, SimpleQueryMessage};
+use std::collections::BTreeMap;
 
 fn connect_as(db: &str, role: &str) -> Client {
     Client::connect(&format!("{} dbname={db} user={role}", server_dsn().replace("user=postgres", "")), NoTls)
@@ -67,4 +70,270 @@ fn producers_only_enqueue_and_workers_only_work_the_queue() {
              DROP ROLE rq_it_producer; DROP ROLE rq_it_worker",
         )
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// The matrix.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum May {
+    /// Runs, or fails only for its deliberately bad arguments (22023, P0002,
+    /// 55000, …): never 42501.
+    Yes,
+    /// Refused with 42501 (insufficient_privilege), by the function's
+    /// EXECUTE privilege or by the table's.
+    No,
+}
+use May::{No, Yes};
+
+/// The policy, one row per function of the extension (its signature, as
+/// `regprocedure` with `integer` written `int` and `timestamp with time
+/// zone` written `timestamptz`) or per kind of access to the table, then
+/// what a role with no grant ("nobody"), a producer (rq_grant_producer) and
+/// a worker (rq_grant_worker) may do, and the call that tries it. Every call
+/// runs in a transaction that is rolled back, and uses ids no job has or
+/// arguments that are refused, so that it changes nothing.
+///
+/// Decisions the README leaves open, taken here:
+/// - A worker may rq_cancel and rq_retry. With SELECT and UPDATE on jobs it
+///   can make the same change by hand, so refusing the functions would
+///   protect nothing; rq_cancel is "anyone may cancel" in sql/lifecycle.sql.
+/// - A producer may use rq_enqueue_trigger: CREATE TRIGGER needs EXECUTE on
+///   it, and "a table with rq_enqueue_trigger enqueues as the role that
+///   changes the table, so that role needs the producer's rights" (README);
+///   called directly it only refuses (0A000).
+/// - The pure helpers (conversions, limits, refusals, rq_caller_may_read)
+///   read no table and start nothing: anyone may call them.
+/// - What starts work in the server or touches jobs outside a verb is for
+///   the owner alone: the duties, rq_next_duty_ms, rq_worker_wake, the
+///   jobs table's own trigger functions, rq_grant_*.
+const MATRIX: &[(&str, May, May, May, &str)] = &[
+    // function or access                                        nobody producer worker  call
+    // -- pure helpers: anyone
+    ("rq_backoff(int,int,int,int)",                               Yes, Yes, Yes, "SELECT rq_backoff(1, 1000, 1000, 60000)"),
+    ("rq_now_ms()",                                               Yes, Yes, Yes, "SELECT rq_now_ms()"),
+    ("rq_uuid7()",                                                Yes, Yes, Yes, "SELECT rq_uuid7()"),
+    ("rq_channel(text)",                                          Yes, Yes, Yes, "SELECT rq_channel('q')"),
+    ("rq_interval_ms(interval,text,bigint,bigint)",               Yes, Yes, Yes, "SELECT rq_interval_ms('1 second', 'v', 0, 10000)"),
+    ("rq_timestamp_ms(timestamptz,text)",                         Yes, Yes, Yes, "SELECT rq_timestamp_ms('2020-01-01 00:00:00+00', 'at')"),
+    ("rq_lease_ms(interval)",                                     Yes, Yes, Yes, "SELECT rq_lease_ms('1 minute')"),
+    ("rq_delay_ms(interval,text)",                                Yes, Yes, Yes, "SELECT rq_delay_ms('1 second', 'delay')"),
+    ("rq_due_ms(timestamptz,interval)",                           Yes, Yes, Yes, "SELECT rq_due_ms(NULL, '1 second')"),
+    ("rq_retention_ms(interval)",                                 Yes, Yes, Yes, "SELECT rq_retention_ms(NULL)"),
+    ("rq_ms_to_interval(bigint)",                                 Yes, Yes, Yes, "SELECT rq_ms_to_interval(1000)"),
+    ("rq_ms_to_timestamptz(bigint)",                              Yes, Yes, Yes, "SELECT rq_ms_to_timestamptz(0)"),
+    ("rq_default_lease()",                                        Yes, Yes, Yes, "SELECT rq_default_lease()"),
+    ("rq_default_lease_ms()",                                     Yes, Yes, Yes, "SELECT rq_default_lease_ms()"),
+    ("rq_default_min_retry_delay()",                              Yes, Yes, Yes, "SELECT rq_default_min_retry_delay()"),
+    ("rq_default_max_retry_delay()",                              Yes, Yes, Yes, "SELECT rq_default_max_retry_delay()"),
+    ("rq_default_backoff_base()",                                 Yes, Yes, Yes, "SELECT rq_default_backoff_base()"),
+    ("rq_check_batch(int)",                                       Yes, Yes, Yes, "SELECT rq_check_batch(10)"),
+    ("rq_check_arrays(text[],int[],text[])",                      Yes, Yes, Yes, "SELECT rq_check_arrays(ARRAY['a'], ARRAY[1], NULL)"),
+    ("rq_job_options(text,timestamptz,interval,interval,int,interval,interval,interval)",
+                                                                  Yes, Yes, Yes, "SELECT * FROM rq_job_options('q', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"),
+    ("rq_refuse(text,text[])",                                    Yes, Yes, Yes, "SELECT rq_refuse('ids_null', '{}')"),
+    ("rq_caller_may_read(oid)",                                   Yes, Yes, Yes, "SELECT rq_caller_may_read('jobs'::regclass)"),
+    // -- enqueueing: producers
+    ("rq_enqueue(text,text,timestamptz,interval,interval,int,interval,interval,interval,int,text)",
+                                                                  No,  Yes, No,  "SELECT id FROM rq_enqueue('m', 'text')"),
+    ("rq_enqueue(text,jsonb,timestamptz,interval,interval,int,interval,interval,interval,int,text)",
+                                                                  No,  Yes, No,  "SELECT id FROM rq_enqueue('m', '{}'::jsonb)"),
+    ("rq_enqueue_batch(text,text[],timestamptz,interval,interval,int,interval,interval,interval,int,text[])",
+                                                                  No,  Yes, No,  "SELECT id FROM rq_enqueue_batch('m', ARRAY['a'])"),
+    ("rq_enqueue_batch(text,jsonb[],timestamptz,interval,interval,int,interval,interval,interval,int,text[])",
+                                                                  No,  Yes, No,  "SELECT id FROM rq_enqueue_batch('m', ARRAY['{}']::jsonb[])"),
+    ("rq_enqueue_trigger()",                                      No,  Yes, No,  "SELECT rq_enqueue_trigger()"),
+    // -- working the queue: workers
+    ("rq_claim(text[],text,int,interval,interval)",               No,  No,  Yes, "SELECT id FROM rq_claim(ARRAY['m'], 'w')"),
+    ("rq_complete(uuid,int)",                                     No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000')"),
+    ("rq_fail(uuid,text,text,int)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 'e')"),
+    ("rq_complete_batch(uuid[],int[])",                           No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
+    ("rq_reschedule(uuid,timestamptz,interval,int)",              No,  No,  Yes, "SELECT id FROM rq_reschedule('00000000-0000-7000-8000-000000000000')"),
+    ("rq_reject(uuid,int)",                                       No,  No,  Yes, "SELECT id FROM rq_reject('00000000-0000-7000-8000-000000000000')"),
+    ("rq_extend(uuid,interval,int)",                              No,  No,  Yes, "SELECT id FROM rq_extend('00000000-0000-7000-8000-000000000000')"),
+    ("rq_cancel(uuid)",                                           No,  No,  Yes, "SELECT id FROM rq_cancel('00000000-0000-7000-8000-000000000000')"),
+    ("rq_retry(uuid)",                                            No,  No,  Yes, "SELECT id FROM rq_retry('00000000-0000-7000-8000-000000000000')"),
+    ("rq_raise_cannot(uuid,int,text,text[])",                     No,  No,  Yes, "SELECT rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
+    ("rq_stats()",                                                No,  No,  Yes, "SELECT * FROM rq_stats()"),
+    ("rq_queues()",                                               No,  No,  Yes, "SELECT * FROM rq_queues()"),
+    ("rq_count(text,text[])",                                     No,  No,  Yes, "SELECT rq_count()"),
+    // -- the owner's alone: work in the server, the table's triggers, grants
+    ("rq_worker_wake()",                                          No,  No,  No,  "SELECT rq_worker_wake()"),
+    ("rq_expire(int)",                                            No,  No,  No,  "SELECT rq_expire()"),
+    ("rq_rescue(int)",                                            No,  No,  No,  "SELECT rq_rescue()"),
+    ("rq_prune(int,interval)",                                    No,  No,  No,  "SELECT rq_prune()"),
+    ("rq_next_duty_ms(interval)",                                 No,  No,  No,  "SELECT rq_next_duty_ms('1 day')"),
+    ("rq_job_events()",                                           No,  No,  No,  "SELECT rq_job_events()"),
+    ("rq_drop_started()",                                         No,  No,  No,  "SELECT rq_drop_started()"),
+    ("rq_grant_producer(regrole)",                                No,  No,  No,  "SELECT rq_grant_producer(current_user::regrole)"),
+    ("rq_grant_worker(regrole)",                                  No,  No,  No,  "SELECT rq_grant_worker(current_user::regrole)"),
+    // -- the table and the view
+    ("SELECT on jobs",                                            No,  No,  Yes, "SELECT * FROM jobs"),
+    ("INSERT on jobs",                                            No,  No,  No,  "INSERT INTO jobs (queue) VALUES ('m')"),
+    ("UPDATE on jobs",                                            No,  No,  Yes, "UPDATE jobs SET priority = 1 WHERE id = '00000000-0000-7000-8000-000000000000'"),
+    ("DELETE on jobs",                                            No,  No,  No,  "DELETE FROM jobs WHERE id = '00000000-0000-7000-8000-000000000000'"),
+    ("SELECT on rq_jobs",                                         No,  No,  Yes, "SELECT * FROM rq_jobs"),
+];
+
+/// SQLSTATEs that say the row's call itself is wrong (no such function,
+/// table or schema; a syntax error), so it tested nothing.
+const BROKEN_CALL: &[&str] = &["42883", "42P01", "42601", "3F000", "42725", "42804"];
+
+/// A signature as the matrix writes it.
+fn short_signature(regprocedure: &str) -> String {
+    regprocedure.replace("timestamp with time zone", "timestamptz").replace("integer", "int")
+}
+
+/// The SQLSTATE `sql` ends with ("00000": it ran), in a transaction rolled back.
+fn outcome(client: &mut Client, sql: &str) -> (String, String) {
+    client.batch_execute("BEGIN").unwrap();
+    let result = client.simple_query(sql);
+    client.batch_execute("ROLLBACK").unwrap();
+    match result {
+        Ok(_) => ("00000".into(), String::new()),
+        Err(e) => (
+            e.code().map_or_else(|| "no SQLSTATE".to_string(), |c| c.code().to_string()),
+            e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()),
+        ),
+    }
+}
+
+#[test]
+fn every_function_and_table_access_follows_the_producer_worker_nobody_policy() {
+    let db = fresh_db("rq_it_privilege_matrix");
+    let (producer, worker, nobody) = ("rq_pm_producer", "rq_pm_worker", "rq_pm_nobody");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {producer}; DROP ROLE IF EXISTS {worker}; DROP ROLE IF EXISTS {nobody};
+             CREATE ROLE {producer} LOGIN; CREATE ROLE {worker} LOGIN; CREATE ROLE {nobody} LOGIN;
+             SELECT rq_grant_producer('{producer}'); SELECT rq_grant_worker('{worker}');
+             SELECT rq_enqueue('m', 'a job to claim')"
+        ))
+        .unwrap();
+
+    // Every function of the extension, from the catalog, so that a new one
+    // cannot be missed (pgrx's #[pg_test] functions, in schema tests, exist
+    // only in test builds).
+    let functions: Vec<String> = admin
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_depend d
+             JOIN pg_proc p ON p.oid = d.objid
+             WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+               AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'raquel')
+               AND d.deptype = 'e' AND p.pronamespace::regnamespace::text <> 'tests'
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| short_signature(r.get(0)))
+        .collect();
+    assert!(functions.len() >= 30, "found only {} functions in the extension", functions.len());
+    let rows: BTreeMap<&str, (May, May, May, &str)> =
+        MATRIX.iter().map(|&(what, n, p, w, call)| (what, (n, p, w, call))).collect();
+    let mut wrong: Vec<String> = functions
+        .iter()
+        .filter(|f| !rows.contains_key(f.as_str()))
+        .map(|f| format!("{f} is not in the matrix: add its row (who may call it, and a call)"))
+        .collect();
+
+    let mut sessions = [
+        ("nobody", connect_as(&db, nobody)),
+        ("producer", connect_as(&db, producer)),
+        ("worker", connect_as(&db, worker)),
+    ];
+    for &(what, n, p, w, call) in MATRIX {
+        let is_function = what.contains('(');
+        if is_function && !functions.iter().any(|f| f == what) {
+            wrong.push(format!("{what} is in the matrix but not in the extension: remove its row"));
+            continue;
+        }
+        for (i, (role, client)) in sessions.iter_mut().enumerate() {
+            let expected = [n, p, w][i];
+            let (state, message) = outcome(client, call);
+            if BROKEN_CALL.contains(&state.as_str()) {
+                wrong.push(format!("{role:8} {what}: the call `{call}` is broken: {state} {message}"));
+                continue;
+            }
+            let got = if state == "42501" { No } else { Yes };
+            if got != expected {
+                let said = if state == "00000" { "it ran".to_string() } else { format!("{state} {message}") };
+                wrong.push(format!(
+                    "{role:8} {what}: expected {}, got {} ({said})",
+                    if expected == Yes { "allowed" } else { "refused (42501)" },
+                    if got == Yes { "allowed" } else { "refused" },
+                ));
+            }
+        }
+    }
+
+    drop(sessions);
+    admin
+        .batch_execute(&format!(
+            "DROP OWNED BY {producer}, {worker}, {nobody}; DROP ROLE {producer}; DROP ROLE {worker}; DROP ROLE {nobody}"
+        ))
+        .unwrap();
+    assert!(wrong.is_empty(), "{} cells differ from the policy:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// A producer that enqueues a key an unfinished job holds gets that job
+/// back (so that it knows the job exists), but nothing of it that it could
+/// not read otherwise: it has no privilege on the table.
+#[test]
+fn a_producer_learns_nothing_from_the_job_that_holds_its_key() {
+    let db = fresh_db("rq_it_privilege_key_holder");
+    let producer = "rq_pk_producer";
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {producer}; CREATE ROLE {producer} LOGIN; SELECT rq_grant_producer('{producer}')"
+        ))
+        .unwrap();
+    // The holder: a failed job with a payload, an error, a trace and a worker.
+    let holder: String = admin
+        .query_one("SELECT id::text FROM rq_enqueue('secret', 'secret payload', key => 'k')", &[])
+        .unwrap()
+        .get(0);
+    admin.batch_execute("SELECT rq_claim(ARRAY['secret'], worker => 'secret worker')").unwrap();
+    admin.batch_execute(&format!("SELECT rq_fail('{holder}', 'secret error', 'secret trace')")).unwrap();
+    let status: String = admin
+        .query_one(
+            "SELECT status FROM jobs WHERE id = $1::text::uuid AND payload IS NOT NULL AND error IS NOT NULL
+             AND error_trace IS NOT NULL AND claimed_by IS NOT NULL",
+            &[&holder],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "failed", "the holder is unfinished and has everything to hide");
+
+    let mut p = connect_as(&db, producer);
+    let mut leaks = Vec::new();
+    for call in [
+        "SELECT * FROM rq_enqueue('secret', 'mine', key => 'k')",
+        "SELECT * FROM rq_enqueue('secret', '{\"mine\": true}'::jsonb, key => 'k')",
+        "SELECT * FROM rq_enqueue_batch('secret', ARRAY['mine'], keys => ARRAY['k'])",
+        "SELECT * FROM rq_enqueue_batch('secret', ARRAY['{\"mine\": true}']::jsonb[], keys => ARRAY['k'])",
+    ] {
+        let messages = p.simple_query(call).unwrap_or_else(|e| panic!("{call}: {e}"));
+        let rows: Vec<_> = messages
+            .iter()
+            .filter_map(|m| if let SimpleQueryMessage::Row(r) = m { Some(r) } else { None })
+            .collect();
+        assert_eq!(rows.len(), 1, "{call}: one row, the holder");
+        let row = rows[0];
+        assert_eq!(row.get("id"), Some(holder.as_str()), "{call}: the job that holds the key comes back");
+        for column in ["payload", "error", "error_trace", "claimed_by"] {
+            if let Some(value) = row.get(column) {
+                leaks.push(format!("{call}: {column} = {value:?}"));
+            }
+        }
+    }
+    drop(p);
+    admin.batch_execute(&format!("DROP OWNED BY {producer}; DROP ROLE {producer}")).unwrap();
+    assert!(
+        leaks.is_empty(),
+        "a producer, which may not read jobs, read the holder of its key through its enqueue:\n{}",
+        leaks.join("\n")
+    );
 }

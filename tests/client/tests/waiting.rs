@@ -152,3 +152,76 @@ fn a_waiting_claim_needs_read_committed() {
     let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
     assert_eq!(sqlstate(tx.query("SELECT * FROM rq_claim(wait => '1 second')", &[])), "22023");
 }
+
+#[test]
+fn a_rescheduled_job_wakes_a_waiting_claim_when_it_is_due() {
+    // 0.1.0 woke waiters for enqueues, rejects and retries only: a job
+    // rescheduled while a claim slept stayed unclaimed until the wait ended.
+    let db = fresh_db("rq_it_wait_reschedule");
+    let mut worker = connect(&db);
+    let id: String = worker.query_one("SELECT id::text FROM rq_enqueue('q', 'x')", &[]).unwrap().get(0);
+    worker.query_one("SELECT id FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let waiter = waiting_claim(&db, "ARRAY['q']", "20 seconds");
+    wait_for_sleepers(&db, 1);
+    worker
+        .batch_execute(&format!("SELECT rq_reschedule('{id}', delay => '500 ms')"))
+        .unwrap();
+    let (got, took) = waiter.join().unwrap();
+    assert_eq!(got, Some(id));
+    assert!(took < Duration::from_secs(10), "woken when the job was due, not at the end of the wait ({took:?})");
+}
+
+#[test]
+fn a_job_failed_for_a_retry_wakes_a_waiting_claim_when_it_is_due() {
+    let db = fresh_db("rq_it_wait_retry_due");
+    let mut worker = connect(&db);
+    let id: String = worker
+        .query_one("SELECT id::text FROM rq_enqueue('q', 'x', min_retry_delay => '300 ms', backoff_base => '300 ms')", &[])
+        .unwrap()
+        .get(0);
+    worker.query_one("SELECT id FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let waiter = waiting_claim(&db, "ARRAY['q']", "20 seconds");
+    wait_for_sleepers(&db, 1);
+    worker.batch_execute(&format!("SELECT rq_fail('{id}', 'try again')")).unwrap();
+    let (got, took) = waiter.join().unwrap();
+    assert_eq!(got, Some(id));
+    assert!(took < Duration::from_secs(10), "woken for the retry ({took:?})");
+}
+
+#[test]
+fn a_wake_up_reaches_a_waiter_of_the_queue_past_waiters_on_many_other_queues() {
+    // 0.1.0 treated a waiter on more than eight queues as one on any queue:
+    // it took other queues' wake-ups, and the job waited for the next look.
+    let db = fresh_db("rq_it_wait_many_queues");
+    let many = |first: usize| -> &'static str {
+        let names: Vec<String> = (first..first + 20).map(|n| format!("'m{n}'")).collect();
+        Box::leak(format!("ARRAY[{}]", names.join(", ")).into_boxed_str())
+    };
+    // three waiters on twenty queues each, none of them 'x' ...
+    let others: Vec<_> = (0..3).map(|i| waiting_claim(&db, many(i * 20), "4 seconds")).collect();
+    wait_for_sleepers(&db, 3);
+    // ... and one on twenty queues that include 'x'
+    let names: Vec<String> = (100..119).map(|n| format!("'m{n}'")).chain(["'x'".to_string()]).collect();
+    let wanted = waiting_claim(&db, Box::leak(format!("ARRAY[{}]", names.join(", ")).into_boxed_str()), "20 seconds");
+    wait_for_sleepers(&db, 4);
+    let id: String = connect(&db).query_one("SELECT id::text FROM rq_enqueue('x', 'for x')", &[]).unwrap().get(0);
+    let (got, took) = wanted.join().unwrap();
+    assert_eq!(got, Some(id));
+    assert!(took < Duration::from_secs(3), "the wake-up was passed on at once ({took:?})");
+    for other in others {
+        assert_eq!(other.join().unwrap().0, None, "a waiter on other queues took nothing");
+    }
+}
+
+#[test]
+fn drop_extension_does_not_wait_for_sleeping_claims() {
+    let db = fresh_db("rq_it_wait_drop");
+    let waiter = waiting_claim(&db, "ARRAY['q']", "60 seconds");
+    wait_for_sleepers(&db, 1);
+    let started = Instant::now();
+    connect(&db).batch_execute("DROP EXTENSION raquel").unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "DROP EXTENSION waited {:?}", started.elapsed());
+    let (got, took) = waiter.join().unwrap();
+    assert_eq!(got, None);
+    assert!(took < Duration::from_secs(10), "the wait ended early, with nothing ({took:?})");
+}

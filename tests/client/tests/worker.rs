@@ -90,8 +90,24 @@ fn the_worker_comes_back_after_pg_terminate_backend() {
 fn sighup_changes_the_interval() {
     let db = fresh_db("rq_it_worker_sighup");
     let mut c = connect(&db);
-    set_server(&[("raquel.worker_interval", "1min")]);
-    sleep(Duration::from_millis(500)); // the reload wakes the launcher; it then sleeps a minute
+    // Only this database: another one's planned visit would wake the
+    // launcher, which then also reads what was noted here.
+    set_server(&[("raquel.databases", &db), ("raquel.worker_interval", "1min")]);
+    // The reload wakes the launcher, which may still be in a round that an
+    // earlier test's reload started; once it has been idle for a while, it
+    // sleeps a minute.
+    let mut admin = connect("postgres");
+    let mut idle_since = std::time::Instant::now();
+    assert!(eventually(20, || {
+        let busy: i64 = admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'raquel worker'", &[])
+            .unwrap()
+            .get(0);
+        if busy > 0 {
+            idle_since = std::time::Instant::now();
+        }
+        idle_since.elapsed() > Duration::from_millis(700)
+    }));
     let id: String = c
         .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[])
         .unwrap()
@@ -100,7 +116,7 @@ fn sighup_changes_the_interval() {
     let slow = status(&mut c, &id);
     set_server(&[("raquel.worker_interval", "100ms")]);
     let fast = eventually(5, || status(&mut c, &id) == "expired");
-    reset_server(&["raquel.worker_interval"]);
+    reset_server(&["raquel.worker_interval", "raquel.databases"]);
     assert_eq!(slow, "queued", "with a one-minute interval nothing ran for 3 s");
     assert!(fast, "with 100 ms, the job expired at once");
 }
@@ -259,4 +275,65 @@ fn a_session_that_claimed_before_the_extension_moved_schemas_claims_from_the_new
     assert_eq!(round(&mut c, "public"), "public");
     let in_queue: i64 = c.query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'queue'", &[]).unwrap().get(0);
     assert_eq!(in_queue, 0, "the second install's table went with it");
+}
+
+/// Lines of the server log written since byte `from`.
+fn log_since(from: usize) -> String {
+    let path = std::env::var("RAQUEL_TEST_LOG").expect("RAQUEL_TEST_LOG is not set: run the tests through bin/test");
+    String::from_utf8_lossy(&std::fs::read(path).unwrap()[from..]).into_owned()
+}
+
+fn log_len() -> usize {
+    std::env::var("RAQUEL_TEST_LOG").ok().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len() as usize)
+}
+
+#[test]
+fn wake_ups_however_many_start_at_most_a_round_a_second() {
+    // 0.1.0 started a round in every database for every rq_worker_wake():
+    // called in a loop, it kept a core busy.
+    let db = fresh_db("rq_it_worker_wake_flood");
+    let mut c = connect(&db);
+    // Each round here logs a WARNING (its expire duty fails), so the
+    // WARNINGs count the rounds.
+    c.batch_execute(
+        "CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN RAISE EXCEPTION 'expiry refused by the test' USING ERRCODE = 'check_violation'; END $$; \
+         CREATE TRIGGER refuse_expiry BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_expiry(); \
+         SELECT rq_enqueue('q', 'x', max_age => '1 ms')",
+    )
+    .unwrap();
+    sleep(Duration::from_millis(300));
+    let from = log_len();
+    let started = std::time::Instant::now();
+    let mut wakes = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        c.batch_execute("SELECT rq_worker_wake()").unwrap();
+        wakes += 1;
+    }
+    sleep(Duration::from_millis(500));
+    let warning = format!("raquel: the expire duty failed in database \"{db}\"");
+    let rounds = log_since(from).lines().filter(|l| l.contains(&warning)).count();
+    assert!(wakes > 100, "only {wakes} wake-ups in 3 s");
+    assert!((1..=5).contains(&rounds), "{rounds} rounds for {wakes} wake-ups in 3.5 s");
+}
+
+#[test]
+fn a_locked_table_in_one_database_does_not_hold_up_another() {
+    // 0.1.0's duties waited for the lock, and every database after the
+    // locked one waited with them.
+    let locked = fresh_db("rq_it_worker_locked_table");
+    let other = fresh_db("rq_it_worker_not_locked");
+    let mut a = connect(&locked);
+    a.batch_execute("SELECT rq_enqueue('q', 'x', max_age => '1 ms')").unwrap(); // a duty due there every round
+    a.batch_execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").unwrap();
+    let mut b = connect(&other);
+    let id: String = b.query_one("SELECT id::text FROM rq_enqueue('r', 'y')", &[]).unwrap().get(0);
+    b.batch_execute("SELECT rq_claim(ARRAY['r'], lease => '1 second')").unwrap();
+    let claimed = std::time::Instant::now();
+    let rescued = eventually(10, || status(&mut b, &id) == "failed");
+    let took = claimed.elapsed();
+    a.batch_execute("ROLLBACK").unwrap();
+    assert!(rescued, "the other database's job was not rescued while the table stayed locked");
+    // the lease (1 s), the launcher's interval (1 s), one lock timeout (0.5 s)
+    assert!(took < Duration::from_secs(4), "rescued {took:?} after the claim");
 }

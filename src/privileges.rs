@@ -1,0 +1,34 @@
+//! What a caller may learn (declared with the grants in sql/privileges.sql).
+//!
+//! rq_enqueue and rq_enqueue_batch run with the extension owner's rights, so
+//! that a producer needs no privilege on the table. A keyed enqueue whose key
+//! an unfinished job already holds returns that job instead of a new one; a
+//! producer who could not SELECT from jobs gets only what it told us itself
+//! (the queue and the key) and the job's id, never its payload, error or
+//! worker.
+
+use pgrx::prelude::*;
+
+/// Whether the role that called into the extension (the session's role, or
+/// the role it SET ROLE to; not the owner a SECURITY DEFINER function runs
+/// as) may SELECT from table `relation`.
+pub fn caller_may_read(relation: pg_sys::Oid) -> bool {
+    // SAFETY: GetOuterUserId reads a backend global; pg_class_aclcheck looks
+    // the relation up in the catalog cache, inside the caller's transaction.
+    unsafe {
+        pg_sys::pg_class_aclcheck(relation, pg_sys::GetOuterUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
+            == pg_sys::AclResult::ACLCHECK_OK
+    }
+}
+
+/// The jobs table beside `function` (in the schema it was created in).
+pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: catalog lookups by OID and by name, inside a transaction.
+    unsafe { pg_sys::get_relname_relid(c"jobs".as_ptr(), pg_sys::get_func_namespace(function)) }
+}
+
+/// caller_may_read for rq_enqueue_batch (PL/pgSQL, SECURITY DEFINER).
+#[pg_extern(stable, strict, parallel_safe)]
+fn rq_caller_may_read(relation: pg_sys::Oid) -> bool {
+    caller_may_read(relation)
+}
