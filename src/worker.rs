@@ -274,13 +274,18 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
             continue;
         }
         debug1!("raquel launcher: looking after database \"{name}\" ({:?})", db.found);
+        let started = now_ms();
         match run_housekeeping(oid, &name) {
             Some((found, next_due)) => {
                 db.found = found;
-                // a deadline already past is a row some session holds
-                // locked: look again after the interval, not at once
-                let floor = now_ms() + settings::worker_interval().as_millis() as i64;
-                db.next_visit_ms = next_due.unwrap_or(NOTHING_DUE).max(floor).min(now_ms() + IDLE_VISIT_MS);
+                db.next_visit_ms = match next_due {
+                    // due before the round began, and still there after it:
+                    // a row some session holds locked. Look again after the
+                    // interval, not at once.
+                    Some(due) if due <= started => now_ms() + settings::worker_interval().as_millis() as i64,
+                    Some(due) => due.min(started + IDLE_VISIT_MS),
+                    None => started + IDLE_VISIT_MS,
+                };
                 *no_slot_warned = false;
             }
             None if !*no_slot_warned => {

@@ -1,6 +1,8 @@
 //! Helpers for the client tests: a fresh database with the extension for each
 //! test, and connections to it.
 
+pub mod cluster;
+
 use postgres::{Client, NoTls};
 
 /// The server to test against, as libpq-style "key=value" words without dbname.
