@@ -1,23 +1,42 @@
--- The claim statement rq_claim (src/claim.rs) prepares once per backend
--- for each queue filter and batch size; it is not part of the install script.
+-- The claim statement rq_claim (src/claim.rs) prepares once per backend for
+-- one queue or any queue, and each batch size; it is not part of the
+-- install script. (Several queues: sql/claim.ready_several.sql.)
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@          the jobs table, schema-qualified
---   @queue_filter@  `AND j.queue = $1[1]`, `AND j.queue = ANY ($1)` or nothing
+--   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
+--                   that lets it use the index of every queue's jobs
+--                   (sql/schema.sql)
+--   (and the priorities, where the statement says so: sql/claim.priorities.sql)
 --   @batch@         the LIMIT, a constant: with a parameter instead, the
 --                   generic plan would assume a tenth of the table and sort it
 --   @order_by@      the claim order for a batch, nothing for one job
--- SKIP LOCKED lets concurrent claimers pass each other's rows instead of
--- queueing behind them; the partial ready indexes (sql/schema.sql) give the
--- rows in claim order.
-WITH ready AS (
-    SELECT j.id FROM @jobs@ j
-    WHERE j.status IN ('queued', 'failed')
-      @queue_filter@
-      AND j.scheduled_at <= $3
-      AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
-    ORDER BY j.priority DESC, j.scheduled_at, j.id
+--
+-- Bounded by the claim's own queue and its ready jobs. A ready index
+-- (sql/schema.sql) lists a queue's jobs by priority, then scheduled time: a
+-- scan in that order would step over every job of a priority that is due
+-- later before reaching a ready one of the next priority, and over a
+-- million of them when nothing is ready at all. So `priorities` skips along
+-- the index, one probe per priority present (highest first,
+-- sql/claim.priorities.sql), and `ready`
+-- takes each priority's due jobs from where they start, in claim order. The
+-- executor pulls both lazily: a claim of one job from a queue with one
+-- priority makes two probes. SKIP LOCKED lets concurrent claimers pass
+-- each other's rows instead of queueing behind them, and locks only the
+-- rows taken.
+WITH RECURSIVE @priorities@, ready AS (
+    SELECT r.id FROM priorities p
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM @jobs@ j
+        WHERE j.status IN ('queued', 'failed') @queue_filter@
+          AND j.priority = p.priority
+          AND j.scheduled_at <= $3
+          AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @batch@
+        FOR UPDATE SKIP LOCKED
+    ) r
+    WHERE p.priority IS NOT NULL
     LIMIT @batch@
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE @jobs@ j
     SET status = 'claimed', attempts = j.attempts + 1, claimed_by = $2,

@@ -46,6 +46,10 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
     END IF;
+    IF job.status = 'failed' THEN
+        -- to be retried: wake a waiting claim at commit (src/events.rs)
+        PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    END IF;
     RETURN job;
 END
 $$;

@@ -14,8 +14,23 @@
 -- * Every refusal is built in the library (src/errors.rs), with the same
 --   SQLSTATEs and messages: rq_raise_cannot moves there, and the verbs
 --   written in PL/pgSQL name their refusals to the new rq_refuse.
--- Nothing here rewrites the table or touches a job: the one index rebuilt
--- (jobs_lease_idx) holds only claimed jobs.
+-- * Nothing runs with the extension's rights that a role could plant: every
+--   function that resolves a name pins search_path = pg_catalog, pg_temp;
+--   the rq_jobs view converts with rq_ms_to_timestamptz / rq_ms_to_interval
+--   instead of operators resolved when the view was made; the duties,
+--   rq_worker_wake and the trigger functions are no longer for PUBLIC.
+-- * rq_job_events replaces rq_jobs_inserted as the insert trigger, and
+--   rq_job_ready_again (for roles that may update jobs) replaces
+--   rq_wait_notify: every verb that makes a job ready wakes waiting claims,
+--   and both note deadlines for the background worker; an event trigger
+--   ends waiting claims before a DROP EXTENSION.
+-- * Bad input is refused up front (names, arrays, payload sizes, times past
+--   the last timestamp), the grant helpers refuse NULL and unknown roles,
+--   the worker role may read rq_jobs.
+-- * The index of every queue's ready jobs gets a predicate that keeps
+--   claims on one queue off it.
+-- Nothing here rewrites the table or touches a job: the two indexes rebuilt
+-- (jobs_lease_idx, jobs_ready_idx) hold only claimed and ready jobs.
 
 -- The library's new functions: bounds and defaults (src/limits.rs), refusals
 -- (src/errors.rs), checks, conversions, what a caller may read
@@ -100,6 +115,15 @@ CREATE FUNCTION "rq_ms_to_timestamptz"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+CREATE FUNCTION "rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_again_wrapper';
 
 -- rq_raise_cannot moves into the library (same arguments, same errors);
 -- it, rq_job_options and rq_worker_wake run SQL, so their search_path is pinned.
@@ -149,6 +173,14 @@ ALTER TABLE jobs
 DROP INDEX jobs_lease_idx;
 CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + rq_default_lease_ms())))
     WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + rq_default_lease_ms()) IS NOT NULL;
+
+-- The index of every queue's ready jobs is for claims on any queue alone
+-- (sql/schema.sql says why): built again with its new predicate; it holds
+-- only ready jobs.
+DROP INDEX jobs_ready_idx;
+CREATE INDEX jobs_ready_idx
+    ON jobs (priority DESC, scheduled_at, id)
+    WHERE status IN ('queued', 'failed') AND priority >= -2147483648;
 
 -- Gone: the waiting claim's PL/pgSQL loop and the helpers it called (a
 -- waiting claim loops in the library), rq_wait_notify (the jobs table's
@@ -412,6 +444,10 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
     END IF;
+    IF job.status = 'failed' THEN
+        -- to be retried: wake a waiting claim at commit (src/events.rs)
+        PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    END IF;
     RETURN job;
 END
 $$;
@@ -489,6 +525,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
     END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
     RETURN job;
 END
 $$;
@@ -511,6 +549,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
     RETURN job;
 END
 $$;
@@ -573,6 +613,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished
@@ -765,8 +807,7 @@ BEGIN
 END
 $$;
 
--- The jobs table's events (sql/events.sql): one trigger function for a job
--- enqueued, made ready again, or claimed outside rq_claim.
+-- The jobs table's insert trigger (sql/events.sql), under its new name.
 CREATE FUNCTION rq_job_events() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_events';
@@ -776,19 +817,6 @@ AS 'MODULE_PATHNAME', 'rq_job_events';
 CREATE TRIGGER jobs_enqueued
     AFTER INSERT ON jobs
     FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed'))
-    EXECUTE FUNCTION rq_job_events();
-
--- The updates of every job, a claim by rq_claim (which sets a lease) and a
--- finish, are not let through by these WHENs: a comparison a row, and no
--- trigger event queued.
-CREATE TRIGGER jobs_ready_again
-    AFTER UPDATE OF status, scheduled_at ON jobs
-    FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed')
-                       AND (OLD.status NOT IN ('queued', 'failed') OR NEW.scheduled_at < OLD.scheduled_at))
-    EXECUTE FUNCTION rq_job_events();
-CREATE TRIGGER jobs_claimed_elsewhere
-    AFTER UPDATE OF status ON jobs
-    FOR EACH ROW WHEN (NEW.status = 'claimed' AND OLD.status <> 'claimed' AND NEW.lease_expires_at IS NULL)
     EXECUTE FUNCTION rq_job_events();
 
 -- A DROP EXTENSION ends the waiting claims first (sql/claim.sql).

@@ -74,9 +74,15 @@ COMMENT ON TABLE jobs IS
 CREATE INDEX jobs_ready_by_queue_idx
     ON jobs (queue, priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed');
+-- The index of every queue's ready jobs is for claims on any queue alone:
+-- its predicate holds one more condition, true of every row, that only the
+-- any-queue statements state (sql/claim.priorities.sql). A claim on one
+-- queue, whose statement cannot prove it, cannot pick this index and walk
+-- other queues' jobs in it: the planner's choice between the two indexes
+-- was a guess, and a generic plan once guessed wrong.
 CREATE INDEX jobs_ready_idx
     ON jobs (priority DESC, scheduled_at, id)
-    WHERE status IN ('queued', 'failed');
+    WHERE status IN ('queued', 'failed') AND priority >= -2147483648;
 
 -- At most one unfinished job per queue and key; rq_enqueue's ON CONFLICT
 -- names this index's columns and predicate.

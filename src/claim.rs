@@ -1,12 +1,15 @@
 //! Handing jobs to workers: `rq_claim` (declared in sql/claim.sql).
 //!
 //! It is a C function because every worker calls it for every job: the
-//! arguments are checked here, and the claim statement (sql/claim.ready.sql)
-//! is prepared once per backend for each queue filter and batch size, each
-//! plan walking a ready index in claim order. A claim with a `wait` loops
-//! here too, with the same kept plan: claim; if nothing, sleep on the latch
-//! until a commit that enqueued jobs for these queues wakes it
-//! (src/waiters.rs), the next job scheduled for later is due
+//! arguments are checked here, and the claim statement is prepared once per
+//! backend for each queue filter and batch size: sql/claim.ready.sql for one
+//! queue or any, sql/claim.ready_several.sql for several. Each skips along
+//! a ready index from priority to priority (sql/claim.priorities*.sql), so
+//! a claim costs what its own queues' ready jobs and priorities cost, not
+//! other queues' backlogs nor jobs scheduled for later. A claim with a
+//! `wait` loops here too, with the same kept plan: claim; if nothing, sleep
+//! on the latch until a commit that made jobs of these queues ready wakes
+//! it (src/waiters.rs), the next job scheduled for later is due
 //! (sql/claim.next_due.sql), or the wait ends.
 
 use crate::clock::now_ms;
@@ -20,7 +23,15 @@ use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
 
 const READY: &str = include_str!("../sql/claim.ready.sql");
+const READY_SEVERAL: &str = include_str!("../sql/claim.ready_several.sql");
+const PRIORITIES: &str = include_str!("../sql/claim.priorities.sql");
+const PRIORITIES_SEVERAL: &str = include_str!("../sql/claim.priorities_several.sql");
 const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
+
+/// A claim on several queues merges their due jobs: each queue and priority
+/// offers this many more than the batch, so that a few rows other claimers
+/// hold do not leave it short (sql/claim.ready_several.sql).
+const SEVERAL_QUEUES_SPARE: i32 = 32;
 
 /// Without the preloaded library no commit wakes a waiting claim, so it
 /// looks again this often.
@@ -36,12 +47,21 @@ enum QueueFilter {
 }
 
 impl QueueFilter {
+    /// The condition that picks a queue's jobs out of a ready index. For any
+    /// queue it is the condition only the index of every queue's jobs has in
+    /// its predicate (sql/schema.sql), which keeps the other statements off
+    /// that index.
     fn condition(self) -> &'static str {
         match self {
             QueueFilter::One => "AND j.queue = $1[1]",
-            QueueFilter::Several => "AND j.queue = ANY ($1)",
-            QueueFilter::Any => "",
+            QueueFilter::Several => "AND j.queue = p.queue",
+            QueueFilter::Any => "AND j.priority >= -2147483648",
         }
+    }
+
+    /// The priorities the statements look at (sql/claim.priorities*.sql).
+    fn priorities(self) -> &'static str {
+        if self == QueueFilter::Several { PRIORITIES_SEVERAL } else { PRIORITIES }
     }
 }
 
@@ -60,12 +80,15 @@ impl Claim {
     fn run(&mut self, now_ms: i64) -> u64 {
         self.args[2] = now_ms.into_datum();
         let text = || {
+            let template = if self.filter == QueueFilter::Several { READY_SEVERAL } else { READY };
             statements::fill(
-                READY,
+                template,
                 &[
+                    ("@priorities@", self.filter.priorities()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
                     ("@queue_filter@", self.filter.condition()),
                     ("@batch@", &self.batch.to_string()),
+                    ("@window@", &(self.batch + SEVERAL_QUEUES_SPARE).to_string()),
                     ("@order_by@", if self.batch == 1 { "" } else { "ORDER BY c.priority DESC, c.scheduled_at, c.id" }),
                 ],
             )
@@ -82,7 +105,15 @@ impl Claim {
     fn next_due(&self, now_ms: i64) -> Option<i64> {
         let text = || {
             let jobs = statements::in_schema_of(self.function, "jobs");
-            statements::fill(NEXT_DUE, &[("@jobs@", &jobs), ("@queue_filter@", self.filter.condition())])
+            statements::fill(
+                NEXT_DUE,
+                &[
+                    ("@priorities@", self.filter.priorities()),
+                    ("@jobs@", &jobs),
+                    ("@queue_filter@", self.filter.condition()),
+                    ("@same_queue@", self.filter.condition()),
+                ],
+            )
         };
         let statement = Statement {
             shape: Shape { name: "next_due", variant: self.filter as i64 },

@@ -69,7 +69,7 @@ extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["schema", li
 extension_sql_file!(
     "../sql/finish.sql",
     name = "finish",
-    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse, limits::rq_check_arrays]
+    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse, limits::rq_check_arrays, events::rq_job_ready_again]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",

@@ -21,6 +21,17 @@ pub fn caller_may_read(relation: pg_sys::Oid) -> bool {
     }
 }
 
+/// Whether the current role (a verb's caller: the verbs that call this run
+/// with their caller's rights) may UPDATE table `relation`.
+pub fn may_update(relation: pg_sys::Oid) -> bool {
+    // SAFETY: GetUserId reads a backend global; pg_class_aclcheck looks the
+    // relation up in the catalog cache, inside the caller's transaction.
+    unsafe {
+        pg_sys::pg_class_aclcheck(relation, pg_sys::GetUserId(), pg_sys::ACL_UPDATE as pg_sys::AclMode)
+            == pg_sys::AclResult::ACLCHECK_OK
+    }
+}
+
 /// The jobs table beside `function` (in the schema it was created in).
 pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: catalog lookups by OID and by name, inside a transaction.

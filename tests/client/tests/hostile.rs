@@ -1623,6 +1623,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_next_duty_ms", "SELECT rq_next_duty_ms('1 day')", "00000"),
         ("rq_job_events", "SELECT rq_job_events()", "*"),
         ("rq_drop_started", "SELECT rq_drop_started()", "*"),
+        ("rq_job_ready_again", "SELECT rq_job_ready_again('hq', 0, NULL)", "*"),
         ("rq_enqueue_trigger", "SELECT rq_enqueue_trigger()", "*"),
     ] {
         if names.iter().any(|n| n == name) {

@@ -165,6 +165,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_next_duty_ms(interval)",                                 No,  No,  No,  "SELECT rq_next_duty_ms('1 day')"),
     ("rq_job_events()",                                           No,  No,  No,  "SELECT rq_job_events()"),
     ("rq_drop_started()",                                         No,  No,  No,  "SELECT rq_drop_started()"),
+    // for roles that may update jobs: the verbs a worker calls use it
+    ("rq_job_ready_again(text,bigint,bigint)",                    No,  No,  Yes, "SELECT rq_job_ready_again('m', 0, NULL)"),
     ("rq_grant_producer(regrole)",                                No,  No,  No,  "SELECT rq_grant_producer(current_user::regrole)"),
     ("rq_grant_worker(regrole)",                                  No,  No,  No,  "SELECT rq_grant_worker(current_user::regrole)"),
     // -- the table and the view

@@ -1,0 +1,21 @@
+-- The priorities that a claim on one queue ($1[1]) or on any queue looks
+-- at, highest first, found by skipping along a ready index: one probe per
+-- priority present, however many jobs each holds. A part of
+-- sql/claim.ready.sql and sql/claim.next_due.sql (src/claim.rs fills it in).
+--   @jobs@          the jobs table, schema-qualified
+--   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
+--                   that lets it use the index of every queue's jobs
+--                   (sql/schema.sql)
+priorities AS (
+    (SELECT j.priority FROM @jobs@ j
+     WHERE j.status IN ('queued', 'failed') @queue_filter@
+     ORDER BY j.priority DESC
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM @jobs@ j
+            WHERE j.status IN ('queued', 'failed') @queue_filter@ AND j.priority < p.priority
+            ORDER BY j.priority DESC
+            LIMIT 1)
+    FROM priorities p
+    WHERE p.priority IS NOT NULL
+)

@@ -1,0 +1,24 @@
+-- The (queue, priority) pairs that a claim on several queues ($1) looks at:
+-- for each queue, its priorities found by skipping along the ready index,
+-- one probe per priority present. A part of sql/claim.ready_several.sql and
+-- sql/claim.next_due.sql (src/claim.rs fills it in).
+--   @jobs@  the jobs table, schema-qualified
+queues AS (
+    SELECT DISTINCT q.name FROM unnest($1) AS q (name) WHERE q.name IS NOT NULL
+), priorities AS (
+    SELECT q.name AS queue, f.priority FROM queues q
+    CROSS JOIN LATERAL (
+        SELECT j.priority FROM @jobs@ j
+        WHERE j.status IN ('queued', 'failed') AND j.queue = q.name
+        ORDER BY j.priority DESC
+        LIMIT 1
+    ) f
+    UNION ALL
+    SELECT p.queue, n.priority FROM priorities p
+    CROSS JOIN LATERAL (
+        SELECT j.priority FROM @jobs@ j
+        WHERE j.status IN ('queued', 'failed') AND j.queue = p.queue AND j.priority < p.priority
+        ORDER BY j.priority DESC
+        LIMIT 1
+    ) n
+)

@@ -1,0 +1,46 @@
+-- The claim statement for several queues (src/claim.rs), prepared once per
+-- backend for each batch size; not part of the install script.
+--   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
+--   @jobs@     the jobs table, schema-qualified
+--   @batch@    the LIMIT, a constant
+--   @window@   how many due jobs of each queue and priority are candidates
+--   (and the priorities, where the statement says so:
+--   sql/claim.priorities_several.sql)
+--
+-- As sql/claim.ready.sql, for each queue: skip along the ready index from
+-- priority to priority, and take each one's due jobs from where they start.
+-- The queues' jobs must then be merged into one claim order, so each queue
+-- and priority offers its first @window@ due jobs, unlocked; of those, the
+-- first @batch@ that no other claimer holds are locked (SKIP LOCKED) and
+-- claimed. A claim costs its queues' priorities times the window, whatever
+-- else the table holds; under heavy contention it may take fewer than
+-- @batch@ jobs (never one another claimer holds), and the next call takes
+-- the rest.
+WITH RECURSIVE @priorities@, candidates AS (
+    SELECT c.id FROM priorities p
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM @jobs@ j
+        WHERE j.status IN ('queued', 'failed') AND j.queue = p.queue
+          AND j.priority = p.priority
+          AND j.scheduled_at <= $3
+          AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
+        ORDER BY j.scheduled_at, j.id
+        LIMIT @window@
+    ) c
+), ready AS (
+    SELECT j.id FROM @jobs@ j
+    WHERE j.id IN (SELECT c.id FROM candidates c)
+      AND j.status IN ('queued', 'failed') AND j.queue = ANY ($1)
+      AND j.scheduled_at <= $3
+      AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
+    ORDER BY j.priority DESC, j.scheduled_at, j.id
+    LIMIT @batch@
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE @jobs@ j
+    SET status = 'claimed', attempts = j.attempts + 1, claimed_by = $2,
+        claimed_at = $3, lease_expires_at = $3 + $4, finished_at = NULL
+    FROM ready WHERE j.id = ready.id
+    RETURNING j.*
+)
+SELECT * FROM claimed c @order_by@
