@@ -182,7 +182,8 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     // its id, queue and key (src/privileges.rs).
     let readable = privileges::caller_may_read(privileges::jobs_of(function));
     let shown = if readable { "j" } else { REDACTED };
-    let holder_text = || statements::fill(KEY_HOLDER, &[("@jobs@", &jobs()), ("@shown@", &shown.replace("@jobs@", &jobs()))]);
+    // @shown@ first: the @jobs@ in what it puts in is filled in after it.
+    let holder_text = || statements::fill(KEY_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs())]);
     let holder = Statement {
         shape: Shape { name: "key_holder", variant: i64::from(readable) },
         text: &holder_text,
