@@ -305,22 +305,39 @@ fn wake_waiters() {
 }
 
 /// Wakes up to `jobs` waiters of a queue: those that name it (or wait for
-/// any queue) first, then those on many queues.
+/// any queue) first, then those on many queues. The second pass starts at
+/// the first waiter on many queues the first pass saw, and is not made when
+/// it saw none: a commit's wake-up scans the slots once.
 fn wake(waiters: &mut Waiters, database: pg_sys::Oid, queue_hash: u32, jobs: i64) {
     let mut left = jobs;
-    for named in [true, false] {
-        for (procno, waiter) in waiters.slots.iter_mut().enumerate() {
-            if left == 0 {
-                return;
-            }
-            if waiter.wants(database, queue_hash, named) {
-                waiter.state = State::Woken;
-                waiter.woken_for = queue_hash;
-                left -= 1;
-                set_latch(procno);
-            }
+    let mut first_on_many_queues = None;
+    for (procno, waiter) in waiters.slots.iter_mut().enumerate() {
+        if left == 0 {
+            return;
+        }
+        if waiter.wants(database, queue_hash, true) {
+            wake_one(waiter, procno, queue_hash);
+            left -= 1;
+        } else if first_on_many_queues.is_none() && waiter.wants(database, queue_hash, false) {
+            first_on_many_queues = Some(procno);
         }
     }
+    let Some(first) = first_on_many_queues else { return };
+    for (procno, waiter) in waiters.slots.iter_mut().enumerate().skip(first) {
+        if left == 0 {
+            return;
+        }
+        if waiter.wants(database, queue_hash, false) {
+            wake_one(waiter, procno, queue_hash);
+            left -= 1;
+        }
+    }
+}
+
+fn wake_one(waiter: &mut Waiter, procno: usize, queue_hash: u32) {
+    waiter.state = State::Woken;
+    waiter.woken_for = queue_hash;
+    set_latch(procno);
 }
 
 /// Wakes the backend whose PGPROC number is `procno`.
