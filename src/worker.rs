@@ -211,14 +211,16 @@ fn next_visit(databases: &HashMap<pg_sys::Oid, Database>) -> Option<i64> {
 /// start a round. False on SIGTERM or postmaster death.
 fn sleep_until_next_round(next_visit_ms: Option<i64>, last_round: std::time::Instant) -> bool {
     loop {
-        let interval = settings::worker_interval();
-        let mut wait = interval.saturating_sub(last_round.elapsed());
+        let (interval, elapsed) = (settings::worker_interval(), last_round.elapsed());
+        // no round starts sooner than this, whatever asks for one
+        let gap_left = MIN_ROUND_GAP.min(interval).saturating_sub(elapsed);
+        let mut wait = interval.saturating_sub(elapsed);
         if let Some(visit) = next_visit_ms {
             let until_visit = Duration::from_millis(visit.saturating_sub(now_ms()).max(0) as u64);
-            wait = wait.min(until_visit.max(MIN_ROUND_GAP.min(interval).saturating_sub(last_round.elapsed())));
+            wait = wait.min(until_visit.max(gap_left));
         }
         if RECHECK_REQUESTED.get().load(Ordering::SeqCst) {
-            wait = wait.min(MIN_ROUND_GAP.min(interval).saturating_sub(last_round.elapsed()));
+            wait = wait.min(gap_left);
         }
         if wait.is_zero() {
             return true;
