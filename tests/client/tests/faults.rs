@@ -55,7 +55,9 @@ impl Plan {
                 workers: 6,
                 batches: 200,
                 batch_size: 10,
-                stale_every: 50,
+                // ten late workers: a kill or a crash can end a late
+                // worker's wait, and the test asserts some got to its token
+                stale_every: 20,
                 seconds: 15.0,
                 worker_kills: 8,
                 worker_pauses: 3,
