@@ -5,6 +5,9 @@
 --   @jobs@        the jobs table, schema-qualified
 --   (the priorities, where the statement says so: sql/claim.priorities.sql,
 --   or sql/claim.priorities_several.sql for several queues)
+--   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
+--                   jobs to sql/flow.sql (nothing on a jobs table older than
+--                   0.3.0, which has no groups)
 --   @same_queue@  `AND j.queue = $1[1]` (one queue), `AND j.queue = p.queue`
 --                 (several), or the any-queue index's condition (any queue)
 -- Each priority's first job due after now is where its later jobs start
@@ -14,7 +17,7 @@ WITH RECURSIVE @priorities@
 SELECT min(n.scheduled_at) FROM priorities p
 CROSS JOIN LATERAL (
     SELECT j.scheduled_at FROM @jobs@ j
-    WHERE j.status IN ('queued', 'failed') @same_queue@
+    WHERE j.status IN ('queued', 'failed') @ungrouped@ @same_queue@
       AND j.priority = p.priority
       AND j.scheduled_at > $2
     ORDER BY j.scheduled_at

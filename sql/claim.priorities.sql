@@ -3,17 +3,20 @@
 -- priority present, however many jobs each holds. A part of
 -- sql/claim.ready.sql and sql/claim.next_due.sql (src/claim.rs fills it in).
 --   @jobs@          the jobs table, schema-qualified
+--   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
+--                   jobs to sql/flow.sql (nothing on a jobs table older than
+--                   0.3.0, which has no groups)
 --   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
 --                   that lets it use the index of every queue's jobs
 --                   (sql/schema.sql)
 priorities AS (
     (SELECT j.priority FROM @jobs@ j
-     WHERE j.status IN ('queued', 'failed') @queue_filter@
+     WHERE j.status IN ('queued', 'failed') @ungrouped@ @queue_filter@
      ORDER BY j.priority DESC
      LIMIT 1)
     UNION ALL
     SELECT (SELECT j.priority FROM @jobs@ j
-            WHERE j.status IN ('queued', 'failed') @queue_filter@ AND j.priority < p.priority
+            WHERE j.status IN ('queued', 'failed') @ungrouped@ @queue_filter@ AND j.priority < p.priority
             ORDER BY j.priority DESC
             LIMIT 1)
     FROM priorities p

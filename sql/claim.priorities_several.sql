@@ -2,6 +2,9 @@
 -- for each queue, its priorities found by skipping along the ready index,
 -- one probe per priority present. A part of sql/claim.ready_several.sql and
 -- sql/claim.next_due.sql (src/claim.rs fills it in).
+--   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
+--                   jobs to sql/flow.sql (nothing on a jobs table older than
+--                   0.3.0, which has no groups)
 --   @jobs@  the jobs table, schema-qualified
 queues AS (
     SELECT DISTINCT q.name FROM unnest($1) AS q (name) WHERE q.name IS NOT NULL
@@ -9,7 +12,7 @@ queues AS (
     SELECT q.name AS queue, f.priority FROM queues q
     CROSS JOIN LATERAL (
         SELECT j.priority FROM @jobs@ j
-        WHERE j.status IN ('queued', 'failed') AND j.queue = q.name
+        WHERE j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = q.name
         ORDER BY j.priority DESC
         LIMIT 1
     ) f
@@ -17,7 +20,7 @@ queues AS (
     SELECT p.queue, n.priority FROM priorities p
     CROSS JOIN LATERAL (
         SELECT j.priority FROM @jobs@ j
-        WHERE j.status IN ('queued', 'failed') AND j.queue = p.queue AND j.priority < p.priority
+        WHERE j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = p.queue AND j.priority < p.priority
         ORDER BY j.priority DESC
         LIMIT 1
     ) n

@@ -3,6 +3,9 @@
 -- install script. (Several queues: sql/claim.ready_several.sql.)
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@          the jobs table, schema-qualified
+--   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
+--                   jobs to sql/flow.sql (nothing on a jobs table older than
+--                   0.3.0, which has no groups)
 --   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
 --                   that lets it use the index of every queue's jobs
 --                   (sql/schema.sql)
@@ -27,7 +30,7 @@ WITH RECURSIVE @priorities@, ready AS (
     SELECT r.id FROM priorities p
     CROSS JOIN LATERAL (
         SELECT j.id FROM @jobs@ j
-        WHERE j.status IN ('queued', 'failed') @queue_filter@
+        WHERE j.status IN ('queued', 'failed') @ungrouped@ @queue_filter@
           AND j.priority = p.priority
           AND j.scheduled_at <= $3
           AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)

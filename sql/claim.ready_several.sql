@@ -2,6 +2,9 @@
 -- backend for each batch size; not part of the install script.
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@     the jobs table, schema-qualified
+--   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
+--                   jobs to sql/flow.sql (nothing on a jobs table older than
+--                   0.3.0, which has no groups)
 --   @batch@    the LIMIT, a constant
 --   @window@   how many due jobs of each queue and priority are candidates
 --   (and the priorities, where the statement says so:
@@ -20,7 +23,7 @@ WITH RECURSIVE @priorities@, candidates AS (
     SELECT c.id FROM priorities p
     CROSS JOIN LATERAL (
         SELECT j.id FROM @jobs@ j
-        WHERE j.status IN ('queued', 'failed') AND j.queue = p.queue
+        WHERE j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = p.queue
           AND j.priority = p.priority
           AND j.scheduled_at <= $3
           AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
@@ -30,7 +33,7 @@ WITH RECURSIVE @priorities@, candidates AS (
 ), ready AS (
     SELECT j.id FROM @jobs@ j
     WHERE j.id IN (SELECT c.id FROM candidates c)
-      AND j.status IN ('queued', 'failed') AND j.queue = ANY ($1)
+      AND j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = ANY ($1)
       AND j.scheduled_at <= $3
       AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
     ORDER BY j.priority DESC, j.scheduled_at, j.id

@@ -19,7 +19,8 @@ CREATE FUNCTION rq_enqueue_batch(
     max_retry_delay interval    DEFAULT NULL,
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 -- A producer needs no privilege on the table, only EXECUTE on this function
@@ -40,17 +41,22 @@ BEGIN
     IF payloads IS NULL THEN
         PERFORM @extschema@.rq_refuse('payloads_null', '{}');
     END IF;
-    PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys'], ARRAY[array_ndims(payloads), array_ndims(keys)], keys);
+    PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
 
     IF keys IS NULL THEN
         RETURN QUERY
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority)
+                               enqueued_at, scheduled_at, priority, group_key)
         SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0)
-        FROM unnest(payloads) WITH ORDINALITY AS p (payload, n)
+               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
         RETURN;
@@ -68,11 +74,11 @@ BEGIN
     WITH inserted AS (
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority, key)
+                               enqueued_at, scheduled_at, priority, key, group_key)
         SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.key
-        FROM unnest(payloads, keys) WITH ORDINALITY AS p (payload, key, n)
+               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
         ORDER BY p.n
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
         DO NOTHING
@@ -116,18 +122,20 @@ CREATE FUNCTION rq_enqueue_batch(
     max_retry_delay interval    DEFAULT NULL,
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11);
+    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
 END
 $$;
 
 -- One job: one INSERT. With a key that an unfinished job of the queue
--- holds, that job comes back instead of a new one.
+-- holds, that job comes back instead of a new one. A group_key puts the job
+-- in a fair group of its queue (sql/flow.sql).
 CREATE FUNCTION rq_enqueue(
     queue           text        DEFAULT 'default',
     payload         text        DEFAULT NULL,
@@ -139,7 +147,8 @@ CREATE FUNCTION rq_enqueue(
     max_retry_delay interval    DEFAULT NULL,
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -158,7 +167,8 @@ CREATE FUNCTION rq_enqueue(
     max_retry_delay interval    DEFAULT NULL,
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -49,6 +49,9 @@ BEGIN
     IF job.status = 'failed' THEN
         -- to be retried: wake a waiting claim at commit (src/events.rs)
         PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    ELSE
+        -- a slot freed under a concurrency limit (src/flow.rs)
+        PERFORM @extschema@.rq_claim_ended(job.queue);
     END IF;
     RETURN job;
 END
@@ -98,6 +101,8 @@ BEGIN
             PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
         END IF;
     END IF;
+    -- slots freed under concurrency limits (src/flow.rs)
+    PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
     RETURN QUERY SELECT * FROM unnest(done);
 END
 $$;

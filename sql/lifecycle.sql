@@ -106,6 +106,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
     END IF;
+    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
+    PERFORM @extschema@.rq_claim_ended(job.queue);
     RETURN job;
 END
 $$;

@@ -3,33 +3,44 @@
 -- durations as intervals.
 
 -- One row per queue: how many jobs in each status, how many are ready now,
--- and how long the oldest ready job has been waiting.
+-- how long the oldest ready job has been waiting, and the queue's flow
+-- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
 CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
                failed bigint, expired bigint, exhausted bigint, cancelled bigint,
-               ready bigint, oldest_ready_age interval)
+               ready bigint, oldest_ready_age interval,
+               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT j.queue,
-           count(*),
-           count(*) FILTER (WHERE j.status = 'queued'),
-           count(*) FILTER (WHERE j.status = 'claimed'),
-           count(*) FILTER (WHERE j.status = 'success'),
-           count(*) FILTER (WHERE j.status = 'failed'),
-           count(*) FILTER (WHERE j.status = 'expired'),
-           count(*) FILTER (WHERE j.status = 'exhausted'),
-           count(*) FILTER (WHERE j.status = 'cancelled'),
-           count(*) FILTER (WHERE r.ready),
-           (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond'
-    FROM @extschema@.jobs j
-    CROSS JOIN (SELECT @extschema@.rq_now_ms() AS ms) clock
-    CROSS JOIN LATERAL (
-        SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
-               AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
-    ) r
-    GROUP BY j.queue, clock.ms
-    ORDER BY j.queue
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) AS total,
+               count(*) FILTER (WHERE j.status = 'queued') AS queued,
+               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+               count(*) FILTER (WHERE j.status = 'success') AS success,
+               count(*) FILTER (WHERE j.status = 'failed') AS failed,
+               count(*) FILTER (WHERE j.status = 'expired') AS expired,
+               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE r.ready) AS ready,
+               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
+        FROM @extschema@.jobs j
+        CROSS JOIN (SELECT @extschema@.rq_now_ms() AS ms) clock
+        CROSS JOIN LATERAL (
+            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
+                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
+        ) r
+        GROUP BY j.queue, clock.ms
+    )
+    SELECT coalesce(c.queue, l.queue),
+           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
+           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.ready, 0), c.oldest_ready_age,
+           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed
+    FROM counts c
+    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
+    ORDER BY 1
 $$;
 
 -- The queues that have jobs, by name.

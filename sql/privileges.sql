@@ -3,20 +3,27 @@
 -- table, so it can enqueue and do nothing else (a keyed enqueue that finds
 -- its key taken shows a producer only the job's id, queue and key:
 -- src/privileges.rs). Workers run the claim and finish verbs with their own
--- rights: a worker role needs SELECT and UPDATE on jobs, and nothing on any
--- other table. What starts work in the server is not for PUBLIC: the
--- duties (the background worker runs them as the extension's owner),
--- rq_worker_wake, and the trigger functions.
+-- rights: a worker role needs SELECT and UPDATE on jobs and on the state
+-- columns of queue_limits, and nothing else. What starts work in the server
+-- is not for PUBLIC: the duties (the background worker runs them as the
+-- extension's owner), rq_worker_wake, and the trigger functions.
 
 REVOKE EXECUTE ON FUNCTION
-    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
-    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
-    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
-    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
+    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
+    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
+    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
     rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
     rq_worker_wake(),
-    rq_enqueue_trigger(), rq_job_events(), rq_drop_started()
+    rq_enqueue_trigger(), rq_job_events(), rq_drop_started(),
+    rq_job_turn(), rq_queue_limits_changed()
 FROM PUBLIC;
+
+-- Every claim and every finish reads the flow settings (src/flow.rs), so
+-- anyone may read them; the state the limits keep is for workers
+-- (rq_grant_worker), and changing the settings (rq_pause, rq_resume,
+-- rq_set_limits) for roles given INSERT and UPDATE on the table.
+GRANT SELECT (queue, paused, max_claimed, rate, per, group_max_claimed, grouped) ON queue_limits TO PUBLIC;
 
 -- Lets `role` enqueue jobs (and nothing else), also from a row trigger of its
 -- tables (CREATE TRIGGER needs EXECUTE on rq_enqueue_trigger).
@@ -33,18 +40,19 @@ BEGIN
     END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION
-        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
-        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text),
-        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
-        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[]),
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
         %1$s.rq_enqueue_trigger()
         TO %2$s', '@extschema@', role);
 END
 $$;
 
 -- Lets `role` claim, finish, hand back and extend jobs, and look at them:
--- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and
--- nothing on any other table.
+-- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and on
+-- queue_limits SELECT and UPDATE of the state that claims keep (not of the
+-- settings).
 CREATE FUNCTION rq_grant_worker(role regrole) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -59,6 +67,7 @@ BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
 END
 $$;
 

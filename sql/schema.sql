@@ -36,6 +36,11 @@ CREATE TABLE jobs (
     -- A deduplication key: while a job of the same queue and key is
     -- unfinished, enqueueing that key again returns that job.
     key              text,
+    -- Fair groups (sql/flow.sql): the group a job belongs to, say a tenant,
+    -- and its turn within its queue's grouped jobs, set at enqueue
+    -- (rq_job_turn). Claims on a grouped queue take turns from group to group.
+    group_key        text,
+    turn             bigint,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_status_check CHECK (status IN
@@ -70,10 +75,11 @@ COMMENT ON TABLE jobs IS
 -- The claim path. Only jobs that may become ready (queued, or failed and
 -- waiting for a retry) are in these indexes, so a claim costs the same with
 -- ten finished jobs in the table or ten million. Their order is the claim
--- order: priority, then scheduled time, then id.
+-- order: priority, then scheduled time, then id. Jobs of a group are in the
+-- fair indexes below instead.
 CREATE INDEX jobs_ready_by_queue_idx
     ON jobs (queue, priority DESC, scheduled_at, id)
-    WHERE status IN ('queued', 'failed');
+    WHERE status IN ('queued', 'failed') AND group_key IS NULL;
 -- The index of every queue's ready jobs is for claims on any queue alone:
 -- its predicate holds one more condition, true of every row, that only the
 -- any-queue statements state (sql/claim.priorities.sql). A claim on one
@@ -82,7 +88,21 @@ CREATE INDEX jobs_ready_by_queue_idx
 -- was a guess, and a generic plan once guessed wrong.
 CREATE INDEX jobs_ready_idx
     ON jobs (priority DESC, scheduled_at, id)
-    WHERE status IN ('queued', 'failed') AND priority >= -2147483648;
+    WHERE status IN ('queued', 'failed') AND priority >= -2147483648 AND group_key IS NULL;
+
+-- Grouped jobs (sql/flow.sql), which only jobs with a group_key pay for: the
+-- fair claim order (priority, then turn, so the groups take turns), each
+-- group's last turn (where its next job's turn starts), and each group's
+-- claimed jobs (group_max_claimed counts them).
+CREATE INDEX jobs_ready_fair_idx
+    ON jobs (queue, priority DESC, turn, scheduled_at, id)
+    WHERE status IN ('queued', 'failed') AND group_key IS NOT NULL;
+CREATE INDEX jobs_group_turn_idx
+    ON jobs (queue, group_key, turn)
+    WHERE status IN ('queued', 'failed') AND group_key IS NOT NULL;
+CREATE INDEX jobs_group_claimed_idx
+    ON jobs (queue, group_key)
+    WHERE status = 'claimed' AND group_key IS NOT NULL;
 
 -- At most one unfinished job per queue and key; rq_enqueue's ON CONFLICT
 -- names this index's columns and predicate.

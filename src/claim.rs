@@ -11,9 +11,17 @@
 //! on the latch until a commit that made jobs of these queues ready wakes
 //! it (src/waiters.rs), the next job scheduled for later is due
 //! (sql/claim.next_due.sql), or the wait ends.
+//!
+//! A claim whose queues have flow control (a row in queue_limits: paused,
+//! limited or grouped; src/flow.rs) runs rq_claim_flow (sql/flow.sql)
+//! instead, which obeys the settings and calls rq_claim_ready, the plain
+//! claim, for what they allow. A waiting claim makes each such attempt in a
+//! subtransaction and undoes one that claimed nothing, so that it sleeps
+//! holding no queue's row lock and no group's lock.
 
 use crate::clock::now_ms;
 use crate::deadlines;
+use crate::flow::{self, ClaimFlow};
 use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
 use crate::limits::{self, MAX_WAIT_MS};
@@ -27,6 +35,7 @@ const READY_SEVERAL: &str = include_str!("../sql/claim.ready_several.sql");
 const PRIORITIES: &str = include_str!("../sql/claim.priorities.sql");
 const PRIORITIES_SEVERAL: &str = include_str!("../sql/claim.priorities_several.sql");
 const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
+const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
 
 /// A claim on several queues merges their due jobs: each queue and priority
 /// offers this many more than the batch, so that a few rows other claimers
@@ -72,12 +81,47 @@ struct Claim {
     batch: i32,
     /// $1 queues, $2 worker, $3 now (filled in per claim), $4 lease
     args: [Option<pg_sys::Datum>; 4],
+    /// The queues' flow settings, when any has some.
+    flow: Option<ClaimFlow>,
+    /// The jobs table has groups (0.3.0 on), which the plain claim leaves out.
+    grouped_table: bool,
+    /// The queues by name, kept by a waiting claim to look at their flow
+    /// settings again after each sleep.
+    queue_names: Option<Vec<Option<String>>>,
 }
 
 impl Claim {
-    /// Claims up to `batch` ready jobs; how many it got (their rows are the
-    /// last SPI result).
-    fn run(&mut self, now_ms: i64) -> u64 {
+    /// Claims up to `batch` ready jobs, as the queues' flow settings allow;
+    /// how many it got (their rows are the last SPI result). `undo_if_none`:
+    /// a flow-controlled attempt that claims nothing releases the locks it
+    /// took.
+    fn run(&mut self, now_ms: i64, undo_if_none: bool) -> u64 {
+        if self.flow.is_none() {
+            return self.run_ready(now_ms);
+        }
+        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::in_schema_of(self.function, "rq_claim_flow"))]);
+        let statement = Statement {
+            shape: Shape { name: "claim_flow", variant: 0 },
+            text: &text,
+            types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT8OID],
+        };
+        let args = [self.args[0], self.args[1], self.batch.into_datum(), self.args[3]];
+        let run = || statements::run(self.function, &statement, &args);
+        if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
+    }
+
+    /// Which of the statements' shapes: the queue filter, and whether the
+    /// table has groups.
+    fn variant(&self) -> i64 {
+        self.filter as i64 + if self.grouped_table { 10 } else { 0 }
+    }
+
+    fn ungrouped(&self) -> &'static str {
+        if self.grouped_table { "AND j.group_key IS NULL" } else { "" }
+    }
+
+    /// The plain claim: up to `batch` ready jobs in claim order.
+    fn run_ready(&mut self, now_ms: i64) -> u64 {
         self.args[2] = now_ms.into_datum();
         let text = || {
             let template = if self.filter == QueueFilter::Several { READY_SEVERAL } else { READY };
@@ -85,6 +129,7 @@ impl Claim {
                 template,
                 &[
                     ("@priorities@", self.filter.priorities()),
+                    ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
                     ("@queue_filter@", self.filter.condition()),
                     ("@batch@", &self.batch.to_string()),
@@ -94,7 +139,7 @@ impl Claim {
             )
         };
         let statement = Statement {
-            shape: Shape { name: "claim", variant: self.filter as i64 * 1_000_000 + i64::from(self.batch) },
+            shape: Shape { name: "claim", variant: self.variant() * 1_000_000 + i64::from(self.batch) },
             text: &text,
             types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID],
         };
@@ -109,6 +154,7 @@ impl Claim {
                 NEXT_DUE,
                 &[
                     ("@priorities@", self.filter.priorities()),
+                    ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &jobs),
                     ("@queue_filter@", self.filter.condition()),
                     ("@same_queue@", self.filter.condition()),
@@ -116,7 +162,7 @@ impl Claim {
             )
         };
         let statement = Statement {
-            shape: Shape { name: "next_due", variant: self.filter as i64 },
+            shape: Shape { name: "next_due", variant: self.variant() },
             text: &text,
             types: &[pg_sys::TEXTARRAYOID, pg_sys::INT8OID],
         };
@@ -146,14 +192,22 @@ impl Claim {
         }
         let deadline = now_ms() + wait_ms;
         let mut declined = None;
+        let mut first = true;
         loop {
             let registered = waiters::register(queues.as_deref(), declined);
             if let Some(queue) = declined {
                 // registered again, declining it: the wake-up goes elsewhere
                 waiters::pass_on(queue);
             }
+            if !first {
+                // settings changed while it slept (rq_resume, rq_set_limits) hold now
+                // SAFETY: processes pending invalidations, as any lock acquisition does.
+                unsafe { pg_sys::AcceptInvalidationMessages() };
+                self.flow = flow::for_claim(self.function, self.queue_names.as_deref());
+            }
+            first = false;
             // Each claim is a new statement with a new snapshot (READ COMMITTED).
-            if self.run(now_ms()) > 0 {
+            if self.run(now_ms(), true) > 0 {
                 break;
             }
             let now = now_ms();
@@ -162,7 +216,10 @@ impl Claim {
             }
             statements::free_result();
             let next_due = self.next_due(now).unwrap_or(deadline);
-            let poll = if registered { deadline } else { now + POLL_WITHOUT_WAKEUPS_MS };
+            let mut poll = if registered { deadline } else { now + POLL_WITHOUT_WAKEUPS_MS };
+            if let Some(flow_poll) = self.flow.as_ref().and_then(|f| f.poll_ms) {
+                poll = poll.min(now + flow_poll);
+            }
             waiters::sleep(deadline.min(next_due).min(poll) - now);
             if waiters::told_to_give_up() {
                 // a DROP EXTENSION waits for the locks this claim holds
@@ -234,16 +291,25 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
         // $1[1]: hand it the same names from 1.
         queues_arg = queues.as_ref().and_then(|q| q.iter().collect::<Vec<_>>().into_datum());
     }
-    let mut claim = Claim { function, filter, batch, args: [queues_arg, worker_arg, None, lease_ms.into_datum()] };
-
     // SAFETY: rq_claim returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
     statements::connect();
+    let names: Option<Vec<Option<&str>>> = queues.as_ref().map(|q| q.iter().collect());
+    let mut claim = Claim {
+        function,
+        filter,
+        batch,
+        args: [queues_arg, worker_arg, None, lease_ms.into_datum()],
+        flow: flow::for_claim(function, names.as_deref()),
+        grouped_table: statements::jobs_have(function, c"group_key"),
+        queue_names: None,
+    };
     if wait > 0 {
+        claim.queue_names = names.map(|n| n.into_iter().map(|q| q.map(str::to_owned)).collect());
         let hashes = queues.as_ref().map(|q| q.iter().flatten().map(waiters::queue_hash).collect());
         claim.run_waiting(wait, hashes);
     } else {
-        claim.run(now_ms());
+        claim.run(now_ms(), false);
     }
     // SAFETY: set by the claim statement that just ran.
     if unsafe { pg_sys::SPI_processed } > 0 {
@@ -254,4 +320,88 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
     unsafe { statements::return_rows(fcinfo) };
     statements::finish();
     pg_sys::Datum::from(0)
+}
+
+// rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
+// RETURNS SETOF jobs: the plain claim, which knows no flow settings, for
+// rq_claim_flow (sql/flow.sql) to call for what the settings allow.
+function_info_v1!(pg_finfo_rq_claim_ready_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/flow.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments are read as the types the SQL declaration gives them.
+    let (batch, lease_ms, queues) = unsafe {
+        (
+            limits::check_batch(pg_getarg::<i32>(fcinfo, 2)),
+            pg_getarg::<i64>(fcinfo, 3).unwrap_or(limits::DEFAULT_LEASE_MS),
+            pg_getarg::<Array<&str>>(fcinfo, 0),
+        )
+    };
+    if !(1..=limits::MAX_LEASE_MS).contains(&lease_ms) {
+        Refusal::invalid_parameter(format!("lease_ms must be 1 to {}, got {lease_ms}", limits::MAX_LEASE_MS)).raise()
+    }
+    // SAFETY: argument 1 is the worker's name, a text.
+    limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, 1) }, "worker");
+    let queues: Option<Vec<&str>> = queues.as_ref().map(|q| {
+        q.iter()
+            .map(|name| {
+                limits::check_queue(name);
+                name.unwrap_or_default()
+            })
+            .collect()
+    });
+    let filter = match &queues {
+        None => QueueFilter::Any,
+        Some(q) if q.len() == 1 => QueueFilter::One,
+        Some(_) => QueueFilter::Several,
+    };
+    // SAFETY: fcinfo is this call's own; argument 1 exists.
+    let (function, worker_arg) = unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 1)) };
+    let mut claim = Claim {
+        function,
+        filter,
+        batch,
+        // the names again, numbered from 1 whatever the array's bounds
+        args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum()],
+        flow: None,
+        grouped_table: statements::jobs_have(function, c"group_key"),
+        queue_names: None,
+    };
+    // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
+    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
+    statements::connect();
+    claim.run(now_ms(), false);
+    // SAFETY: the last SPI result is the claim's rows; still connected.
+    unsafe { statements::return_rows(fcinfo) };
+    statements::finish();
+    pg_sys::Datum::from(0)
+}
+
+/// Runs `attempt` in a subtransaction that is kept when it processed rows and
+/// rolled back (with the locks it took) when it processed none.
+fn in_subtransaction_kept_if_rows(attempt: impl FnOnce() -> u64) -> u64 {
+    // SAFETY: the memory context and resource owner are put back as they
+    // were after the subtransaction ends, as PL/pgSQL does around an
+    // exception block; SPI stays connected across it (the connection is
+    // older). An error inside aborts the whole transaction.
+    unsafe {
+        let (context, owner) = (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner);
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(context);
+        let rows = attempt();
+        if rows > 0 {
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            // its (empty) result was freed with it
+            pg_sys::SPI_tuptable = std::ptr::null_mut();
+        }
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        rows
+    }
 }

@@ -109,7 +109,7 @@ fn rq_job_options(
 
 // rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
 // max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
-// key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
+// key, group_key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
 // SECURITY DEFINER with a pinned search_path.
 function_info_v1!(pg_finfo_rq_enqueue_c);
 
@@ -119,6 +119,9 @@ function_info_v1!(pg_finfo_rq_enqueue_c);
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
+    // The rq_enqueue of a database not yet updated to 0.3.0 has no group_key.
+    // SAFETY: fcinfo is this call's own.
+    let grouped = unsafe { (*fcinfo).nargs } > 11;
     let (payload_type, keyed, args) = unsafe {
         let options = check(
             pg_getarg::<&str>(fcinfo, 0),
@@ -131,6 +134,8 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             pg_getarg(fcinfo, 8),
         );
         limits::check_name(pg_getarg::<&str>(fcinfo, 10), "key");
+        let group_key = if grouped { pg_getarg::<&str>(fcinfo, 11) } else { None };
+        limits::check_name(group_key, "group_key");
         let payload_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
         let args = [
             nullable_arg(fcinfo, 0),
@@ -144,6 +149,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             options.due_ms.into_datum(),
             pg_getarg::<i32>(fcinfo, 9).unwrap_or(0).into_datum(),
             nullable_arg(fcinfo, 10),
+            if grouped { nullable_arg(fcinfo, 11) } else { None },
         ];
         (payload_type, !pg_arg_is_null(fcinfo, 10), args)
     };
@@ -162,16 +168,19 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
                 ("@jobs@", &jobs()),
                 ("@payload_as_text@", if jsonb { "::pg_catalog.text" } else { "" }),
                 ("@keyed_only@", if keyed { "" } else { "--" }),
+                ("@group_key@", if grouped { ", group_key" } else { "" }),
+                ("@group_key_value@", if grouped { ", $12" } else { "" }),
             ],
         )
     };
     let (int4, int8) = (pg_sys::INT4OID, pg_sys::INT8OID);
     let insert = Statement {
-        shape: Shape { name: "enqueue", variant: i64::from(keyed) * 2 + i64::from(jsonb) },
+        shape: Shape { name: "enqueue", variant: i64::from(grouped) * 4 + i64::from(keyed) * 2 + i64::from(jsonb) },
         text: &insert_text,
-        types: &[pg_sys::TEXTOID, payload_type, int8, int4, int4, int4, int4, int8, int8, int4, pg_sys::TEXTOID],
+        types: &[pg_sys::TEXTOID, payload_type, int8, int4, int4, int4, int4, int8, int8, int4, pg_sys::TEXTOID, pg_sys::TEXTOID]
+            [..if grouped { 12 } else { 11 }],
     };
-    if statements::run(function, &insert, &args) == 1 {
+    if statements::run(function, &insert, &args[..if grouped { 12 } else { 11 }]) == 1 {
         // SAFETY: the INSERT returned its row.
         return unsafe { statements::finish_with_first_row() };
     }

@@ -80,6 +80,8 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
             .hint("Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload."),
         "keys_count" => Refusal::new(invalid, format!("keys has {v0} elements for {v1} payloads"))
             .hint("Give one key (or NULL) per payload."),
+        "group_keys_count" => Refusal::new(invalid, format!("group_keys has {v0} elements for {v1} payloads"))
+            .hint("Give one group key (or NULL) per payload."),
         "key_finished" => key_finished(&v0, &v1),
         "ids_null" => Refusal::new(invalid, "ids must not be null"),
         "attempts_count" => Refusal::new(invalid, format!("attempts has {v0} tokens for {v1} ids"))

@@ -7,6 +7,7 @@
 
 use crate::clock::now_ms;
 use crate::errors;
+use crate::flow;
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
@@ -25,6 +26,9 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
     let (function, args) =
         unsafe { (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum()]) };
     statements::connect();
+    // Before the UPDATE: reading the settings may run a statement, which
+    // would replace the UPDATE's result.
+    let frees_slots = flow::some_queue_counts_claims(function);
     if args[0].is_some() {
         let text = || statements::fill(COMPLETE, &[("@jobs@", &statements::in_schema_of(function, "jobs"))]);
         let complete = Statement {
@@ -33,6 +37,12 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
             types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID],
         };
         if statements::run(function, &complete, &args) == 1 {
+            if frees_slots {
+                // SAFETY: the UPDATE returned the completed row and its queue.
+                if let Some(queue) = unsafe { statements::value::<String>(0, 2) } {
+                    flow::claim_ended(&queue);
+                }
+            }
             // SAFETY: the UPDATE returned the completed row.
             return unsafe { statements::finish_with_first_row() };
         }

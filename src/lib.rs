@@ -7,7 +7,8 @@
 //! bound and default), the background worker and its duties. The calls made
 //! for every job (rq_enqueue, rq_claim, rq_complete) are C functions that run
 //! kept plans through `statements`; the rest of a job's life, the duties and
-//! the views are SQL. README's "Layout" has the whole map.
+//! the views are SQL; flow control (src/flow.rs, sql/flow.sql) is
+//! obeyed inside the claim. README's "Layout" has the whole map.
 
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ mod enqueue;
 mod errors;
 mod events;
 mod finish;
+mod flow;
 mod ids;
 mod limits;
 mod privileges;
@@ -69,7 +71,20 @@ extension_sql_file!("../sql/claim.sql", name = "claim", requires = ["schema", li
 extension_sql_file!(
     "../sql/finish.sql",
     name = "finish",
-    requires = ["schema", backoff::rq_backoff, errors::rq_raise_cannot, errors::rq_refuse, limits::rq_check_arrays, events::rq_job_ready_again]
+    requires = [
+        "schema",
+        backoff::rq_backoff,
+        errors::rq_raise_cannot,
+        errors::rq_refuse,
+        limits::rq_check_arrays,
+        events::rq_job_ready_again,
+        flow::rq_claim_ended
+    ]
+);
+extension_sql_file!(
+    "../sql/flow.sql",
+    name = "flow",
+    requires = ["claim", clock::rq_now_ms, flow::rq_check_limits, flow::rq_wake_claims]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",
@@ -84,13 +99,13 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/observe.sql",
     name = "observe",
-    requires = ["schema", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
+    requires = ["schema", "flow", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
 );
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"]);
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "flow", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/duties.sql",

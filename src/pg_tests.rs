@@ -775,8 +775,8 @@ mod tests {
              JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
         assert_eq!(
             one::<i64>(&format!("SELECT count(*) {of_extension}")),
-            3,
-            "rq_enqueue (text and jsonb) and rq_enqueue_batch(text, text[], …)"
+            4,
+            "rq_enqueue (text and jsonb), rq_enqueue_batch(text, text[], …) and the turn trigger rq_job_turn"
         );
         let unpinned: i64 = one(&format!(
             "SELECT count(*) {of_extension} \

@@ -19,8 +19,8 @@ use std::ffi::{CStr, CString, c_char};
 /// and batch size, complete, enqueue). Past this, calls plan every time.
 const MAX_KEPT_PLANS: usize = 32;
 
-/// The most arguments a statement takes (the keyed enqueue's 11).
-const MAX_ARGS: usize = 11;
+/// The most arguments a statement takes (the enqueue's 12).
+const MAX_ARGS: usize = 12;
 
 /// Which statement a kept plan runs: its name and, for statements written
 /// in several shapes (a claim's queue filter and batch size), which shape.
@@ -277,6 +277,13 @@ pub unsafe fn finish_with_first_row() -> pg_sys::Datum {
         finish();
         row
     }
+}
+
+/// Whether the jobs table beside `function` has a column `column`: a table
+/// made by an older version of the extension, not yet updated, may not.
+pub fn jobs_have(function: pg_sys::Oid, column: &CStr) -> bool {
+    // SAFETY: catalog lookups by OID and name, inside a transaction.
+    unsafe { pg_sys::get_attnum(crate::privileges::jobs_of(function), column.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
 }
 
 /// Frees the last SPI result: for a loop that runs statements until one

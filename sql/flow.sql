@@ -1,0 +1,401 @@
+-- Flow control inside the claim: paused queues, a queue's concurrency and
+-- rate limits, and fair groups. Every claim through rq_claim obeys them, so
+-- every worker in every language does, with no coordinator. Claims made
+-- outside raquel's functions (the Python library's dequeue, a hand-written
+-- UPDATE) know nothing of them.
+--
+-- A queue has flow control while it has a row here. Each backend keeps the
+-- settings in memory, so a queue without a row costs a claim nothing more
+-- (src/flow.rs); the table's trigger tells every backend at commit when the
+-- settings change.
+CREATE TABLE queue_limits (
+    queue             text    NOT NULL,
+    -- No claim takes the queue's jobs while it is paused.
+    paused            boolean NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs claimed at once.
+    max_claimed       integer,
+    -- At most `rate` claims per `per`, as a token bucket: it holds up to
+    -- `rate` tokens, starts full and gains rate/per continuously; each job
+    -- claimed takes one.
+    rate              integer,
+    per               interval,
+    -- At most this many claimed jobs of one group at once.
+    group_max_claimed integer,
+    -- The queue has had jobs with a group_key: claims take turns among its
+    -- groups. Set by the first such job (rq_job_turn).
+    grouped           boolean NOT NULL DEFAULT false,
+    -- The state the limits keep, written by claims under the row's lock:
+    -- the jobs claimed under max_claimed (those still claimed count), and
+    -- the tokens left at tokens_at (ms).
+    claimed           uuid[]  NOT NULL DEFAULT '{}',
+    tokens            double precision,
+    tokens_at         bigint,
+
+    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
+    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
+    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
+    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
+);
+
+COMMENT ON TABLE queue_limits IS
+    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
+
+-- pg_dump keeps the settings (the state columns come along; they only ever
+-- hold back claims for jobs that are no longer claimed, which count for nothing).
+SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
+
+-- Every backend's copy of the settings is dropped when a change to them
+-- commits (src/flow.rs). The claims' own writes to the state columns do not
+-- fire it. It runs no SQL, but its Rust sits beside code that does
+-- (src/flow.rs), and every such function pins its search_path.
+CREATE FUNCTION rq_queue_limits_changed() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
+CREATE TRIGGER queue_limits_changed
+    AFTER INSERT OR DELETE OR TRUNCATE
+       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
+    ON queue_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
+
+-- A grouped job's turn, set as it is inserted (however it is enqueued):
+-- one past its group's last ready job's turn, and never before the turn the
+-- queue's claims have reached at its priority (its first due grouped job's),
+-- so that a group that was idle takes its turn next rather than catching up
+-- on turns it missed. Claims go by priority, then turn: the groups take
+-- turns, a group with a million jobs and a group with ten side by side.
+-- It runs as the extension's owner: a role that may only INSERT jobs may
+-- not read the table the turn comes from.
+CREATE FUNCTION rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+BEGIN
+    NEW.turn := greatest(
+        (SELECT j.turn + 1 FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.group_key = NEW.group_key
+           AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL AND j.turn IS NOT NULL
+         ORDER BY j.turn DESC
+         LIMIT 1),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER jobs_grouped
+    BEFORE INSERT ON jobs
+    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL AND NEW.status IN ('queued', 'failed'))
+    EXECUTE FUNCTION rq_job_turn();
+
+-- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
+-- waiting. Idempotent; a queue may be paused before it has jobs.
+CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+-- Lets claims take a paused queue's jobs again, and wakes its waiting
+-- claims at commit. Idempotent.
+CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_wake_claims(queue);
+        settings := @extschema@.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
+    END IF;
+    RETURN settings;
+END
+$$;
+
+-- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
+-- bad argument), so an error changes nothing. A limit lowered below what is
+-- claimed now holds back new claims until enough jobs end; a limit raised
+-- or removed wakes the queue's waiting claims at commit.
+CREATE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM @extschema@.rq_wake_claims(queue);
+    RETURN @extschema@.rq_tidy_queue_limits(queue, settings);
+END
+$$;
+
+-- A row that no longer sets anything is deleted, so that the queue's claims
+-- go back to the plain claim; returns the row as it was.
+CREATE FUNCTION rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.queue_limits l
+    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
+      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
+    SELECT $2;
+$$;
+
+-- The plain claim (src/claim.rs), which knows no flow settings: what
+-- rq_claim_flow calls for what the settings allow. Not for workers, whose
+-- claims must go through rq_claim to obey the settings.
+CREATE FUNCTION rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
+
+-- rq_claim's claim for queues that have flow settings (src/claim.rs), with
+-- rq_claim's arguments checked. Queues NULL means any queue.
+--
+-- Each queue with settings is claimed from on its own: a paused one not at
+-- all; a limited one under its row's lock (FOR UPDATE, held until the
+-- claiming transaction ends; several are locked at once, in name order),
+-- which makes its claims one at a time and lets each read what the ones
+-- before it committed: how many of the jobs claimed under max_claimed are
+-- still claimed, and the tokens left. The queues
+-- without settings are claimed from together, by the plain claim. The
+-- order in which the queues with settings and the rest take their turn to
+-- fill the batch starts at a random one, so that none of them always goes
+-- first. For any queue, the queues without settings are the ones with
+-- ready jobs (one probe of the ready index for each).
+CREATE FUNCTION rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wanted   integer := batch;
+    limited  text[];
+    others   text[];
+    first    integer;
+    member   integer;
+    settings @extschema@.queue_limits;
+    now_ms   bigint;
+    allow    integer;
+    live     uuid[];
+    bucket   double precision;
+    got      uuid[];
+    job      @extschema@.jobs;
+BEGIN
+    IF queues IS NULL THEN
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
+        others := ARRAY(
+            WITH RECURSIVE ready_queues AS (
+                (SELECT j.queue FROM @extschema@.jobs j
+                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
+                 ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM @extschema@.jobs j
+                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
+                        ORDER BY j.queue LIMIT 1)
+                FROM ready_queues r WHERE r.queue IS NOT NULL
+            )
+            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
+    ELSE
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
+        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
+                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
+    END IF;
+    -- A claim on several limited queues locks their rows up front, in name
+    -- order: two such claims never wait for each other in a circle, however
+    -- their turns below are ordered.
+    IF cardinality(limited) > 1 THEN
+        PERFORM FROM @extschema@.queue_limits l
+        WHERE l.queue = ANY (limited) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+        ORDER BY l.queue
+        FOR UPDATE;
+    END IF;
+    first := floor(random() * (cardinality(limited) + 1))::integer;
+    FOR turn IN 0 .. cardinality(limited) LOOP
+        EXIT WHEN wanted <= 0;
+        member := (first + turn) % (cardinality(limited) + 1) + 1;
+        IF member > cardinality(limited) THEN
+            CONTINUE WHEN cardinality(others) = 0;
+            FOR job IN SELECT * FROM @extschema@.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+                wanted := wanted - 1;
+                RETURN NEXT job;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+        CONTINUE WHEN NOT FOUND OR settings.paused;
+        allow := wanted;
+        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
+            PERFORM FROM @extschema@.queue_limits l WHERE l.queue = limited[member] FOR UPDATE;
+            -- read again by a new statement, which sees what the claims
+            -- that held the lock before committed
+            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+            CONTINUE WHEN NOT FOUND OR settings.paused;
+            now_ms := @extschema@.rq_now_ms();
+            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+            IF settings.max_claimed IS NOT NULL THEN
+                allow := least(allow, settings.max_claimed - cardinality(live));
+            END IF;
+            IF settings.rate IS NOT NULL THEN
+                bucket := least(settings.rate::double precision,
+                    coalesce(settings.tokens, settings.rate)
+                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                allow := least(allow, floor(bucket)::integer);
+            END IF;
+            CONTINUE WHEN allow <= 0;
+        END IF;
+        got := '{}';
+        FOR job IN
+            SELECT * FROM @extschema@.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+        LOOP
+            got := got || job.id;
+            RETURN NEXT job;
+        END LOOP;
+        IF settings.grouped AND cardinality(got) < allow THEN
+            FOR job IN
+                SELECT * FROM @extschema@.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                                                        lease_ms, settings.group_max_claimed)
+            LOOP
+                got := got || job.id;
+                RETURN NEXT job;
+            END LOOP;
+        END IF;
+        wanted := wanted - cardinality(got);
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
+            UPDATE @extschema@.queue_limits l
+            SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE live || got END,
+                tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE bucket - cardinality(got) END,
+                tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE now_ms END
+            WHERE l.queue = limited[member];
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- A grouped queue's claim of its grouped jobs (its jobs without a group go
+-- first, by the plain claim: rq_claim_flow). Jobs come in the fair order:
+-- priority, then turn, then scheduled time and id. With group_max_claimed,
+-- each candidate's group is locked for the rest of the transaction
+-- (pg_try_advisory_xact_lock on the queue's and the group's hashes; a group
+-- another claim holds is passed over) and its claimed jobs counted by a new
+-- statement, which sees every claim of the group committed before; the
+-- walk takes one job per group, and walks again while it finds some. Its
+-- cost grows with the jobs of the groups it passes over (those at their
+-- limit), not with the number of groups.
+CREATE FUNCTION rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms    bigint := @extschema@.rq_now_ms();
+    wanted    integer := batch;
+    tried     text[];
+    found_one boolean;
+    candidate record;
+    job       @extschema@.jobs;
+BEGIN
+    IF group_max_claimed IS NULL THEN
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT wanted
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            FROM ready WHERE j.id = ready.id
+            RETURNING j.*
+        )
+        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
+        RETURN;
+    END IF;
+    <<walks>>
+    LOOP
+        tried := '{}';
+        found_one := false;
+        FOR candidate IN
+            SELECT j.id, j.group_key FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT 1000
+        LOOP
+            CONTINUE WHEN candidate.group_key = ANY (tried);
+            tried := tried || candidate.group_key;
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
+            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key = candidate.group_key
+                             AND c.status = 'claimed') >= group_max_claimed;
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
+            RETURNING j.* INTO job;
+            CONTINUE WHEN NOT FOUND;
+            RETURN NEXT job;
+            found_one := true;
+            wanted := wanted - 1;
+            EXIT walks WHEN wanted = 0;
+        END LOOP;
+        EXIT WHEN NOT found_one;
+    END LOOP;
+END
+$$;

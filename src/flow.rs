@@ -1,0 +1,269 @@
+//! Flow control (declared in sql/flow.sql): paused queues, concurrency and
+//! rate limits, and fair groups, all obeyed inside `rq_claim`.
+//!
+//! A queue has flow control when it has a row in the `queue_limits` table.
+//! Every claim must know whether its queues do, and most never will, so each
+//! backend keeps the table's settings in memory: a queue without a row then
+//! costs a claim one hash lookup, and its claim is the plain claim statement
+//! (src/claim.rs). A change to the settings invalidates every backend's copy
+//! at commit, the way PostgreSQL invalidates its own caches: the table's
+//! statement trigger sends a relcache invalidation for the table, and the
+//! callback registered here drops the copy. The state a limit keeps (the
+//! jobs claimed under max_claimed, the rate's tokens) is not in the copy; the
+//! claim reads it under the queue's row lock (rq_claim_flow).
+
+use crate::errors::Refusal;
+use crate::limits;
+use crate::privileges;
+use crate::statements::{self, Shape, Statement};
+use crate::waiters;
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// What a claim needs to know of one queue's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// max_claimed or group_max_claimed: a job that ends frees a slot, and a
+    /// waiting claim must hear of it.
+    pub counts_claims: bool,
+    /// With a rate: how often a token comes (ms), so how long a claim that
+    /// found none waits before it looks again.
+    pub token_every_ms: Option<i64>,
+    /// The queue has fair groups, whose jobs scheduled for later the plain
+    /// claim's next-due statement does not see.
+    pub grouped: bool,
+}
+
+thread_local! {
+    /// The settings of each queue with a row, or None until (re)loaded.
+    static SETTINGS: RefCell<Option<HashMap<String, Settings>>> = const { RefCell::new(None) };
+    /// The table the copy was read from: its invalidations drop the copy.
+    static TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
+    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Drops the copy when the table (or every relation: InvalidOid) is
+/// invalidated. Runs while invalidations are processed: it only forgets.
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_invalidated(_arg: pg_sys::Datum, relation: pg_sys::Oid) {
+    if relation == pg_sys::InvalidOid || relation == TABLE.get() {
+        SETTINGS.with(|s| s.borrow_mut().take());
+    }
+}
+
+/// Calls `f` with the settings of every queue that has any, read from the
+/// table in the schema of `function` when the copy was dropped. Connected to
+/// SPI. A database whose raquel predates the table (one not yet updated)
+/// has no settings, and is asked again next time.
+fn with_settings<T>(function: pg_sys::Oid, f: impl FnOnce(&HashMap<String, Settings>) -> T) -> T {
+    if !CALLBACK_REGISTERED.get() {
+        // SAFETY: registers a callback that lives as long as the backend.
+        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(relation_invalidated), pg_sys::Datum::from(0)) };
+        CALLBACK_REGISTERED.set(true);
+    }
+    let loaded = SETTINGS.with(|s| s.borrow().is_some());
+    if !loaded {
+        let (table, settings) = load(function);
+        TABLE.set(table);
+        if table == pg_sys::InvalidOid {
+            return f(&settings);
+        }
+        SETTINGS.with(|s| *s.borrow_mut() = Some(settings));
+    }
+    SETTINGS.with(|s| f(s.borrow().as_ref().expect("loaded above")))
+}
+
+fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
+    let table_name = statements::in_schema_of(function, "queue_limits");
+    // SAFETY: to_regclass takes a text and returns a regclass or NULL.
+    let table = unsafe {
+        pgrx::direct_function_call::<pg_sys::Oid>(pg_sys::to_regclass, &[table_name.as_str().into_datum()])
+    };
+    let Some(table) = table else { return (pg_sys::InvalidOid, HashMap::new()) };
+    let text = || {
+        statements::fill(
+            "SELECT l.queue, l.max_claimed IS NOT NULL OR l.group_max_claimed IS NOT NULL,
+                    (extract(epoch FROM l.per) * 1000 / l.rate)::bigint, l.grouped
+             FROM @queue_limits@ l",
+            &[("@queue_limits@", &table_name)],
+        )
+    };
+    let statement = Statement { shape: Shape { name: "queue_limits", variant: 0 }, text: &text, types: &[] };
+    let rows = statements::run_once(&statement, &[]);
+    let mut settings = HashMap::with_capacity(rows as usize);
+    for row in 0..rows as usize {
+        // SAFETY: the query returned `rows` rows of these four columns.
+        let (queue, counts_claims, token_every_ms, grouped) = unsafe {
+            (
+                statements::value::<String>(row, 1).unwrap_or_default(),
+                statements::value::<bool>(row, 2).unwrap_or(false),
+                statements::value::<i64>(row, 3),
+                statements::value::<bool>(row, 4).unwrap_or(false),
+            )
+        };
+        settings.insert(queue, Settings { counts_claims, token_every_ms: token_every_ms.map(|ms| ms.max(1)), grouped });
+    }
+    statements::free_result();
+    (table, settings)
+}
+
+/// The flow settings that bear on a claim of `queues` (None: any queue), or
+/// None when none of its queues has any: the plain claim serves it.
+/// `poll_ms` is how long a waiting claim may sleep before it looks again
+/// without a wake-up: until the next token of a rate, or a second when a
+/// slot that a finish outside raquel's verbs frees, or a grouped job
+/// scheduled for later, would not wake it.
+pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S>]>) -> Option<ClaimFlow> {
+    with_settings(function, |settings| {
+        if settings.is_empty() {
+            return None;
+        }
+        let mut flow = ClaimFlow { poll_ms: None };
+        let mut any = false;
+        let mut consider = |s: &Settings| {
+            any = true;
+            let poll = match (s.token_every_ms, s.counts_claims || s.grouped) {
+                (Some(ms), _) => Some(ms.min(LOOK_AGAIN_MS)),
+                (None, true) => Some(LOOK_AGAIN_MS),
+                (None, false) => None,
+            };
+            flow.poll_ms = match (flow.poll_ms, poll) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        };
+        match queues {
+            None => settings.values().for_each(&mut consider),
+            Some(queues) => queues.iter().flatten().filter_map(|q| settings.get(q.as_ref())).for_each(&mut consider),
+        }
+        any.then_some(flow)
+    })
+}
+
+/// A waiting claim on a queue with a concurrency limit or fair groups looks
+/// again this often even when nothing wakes it: a job finished by the Python
+/// library or a hand-written UPDATE frees a slot without raquel's verbs
+/// hearing of it, and a grouped job scheduled for later is not among the
+/// plain claim's next-due jobs (sql/claim.next_due.sql).
+const LOOK_AGAIN_MS: i64 = 1000;
+
+pub struct ClaimFlow {
+    pub poll_ms: Option<i64>,
+}
+
+/// Whether any queue limits claims: only then must a finish look at its
+/// job's queue. Connected to SPI.
+pub fn some_queue_counts_claims(function: pg_sys::Oid) -> bool {
+    with_settings(function, |s| s.values().any(|s| s.counts_claims))
+}
+
+/// A job of `queue` stopped being claimed: when the queue limits claims,
+/// a waiting claim of it is woken at commit to take the freed slot. Looks
+/// only at the settings in memory (it runs no statement, which would
+/// replace the caller's SPI result); had they just been dropped, the
+/// waiting claim finds the slot when it looks again (`LOOK_AGAIN_MS`).
+pub fn claim_ended(queue: &str) {
+    let counts = SETTINGS.with(|s| s.borrow().as_ref().and_then(|s| s.get(queue)).is_some_and(|s| s.counts_claims));
+    if counts {
+        waiters::note_ready(queue, 1);
+    }
+}
+
+/// For the SQL verbs that end a claim (sql/finish.sql, sql/lifecycle.sql,
+/// sql/duties.sql): what `claim_ended` does for rq_complete. Only for a role
+/// that may update jobs, which could have ended the claim itself.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    require_update(function, "rq_claim_ended");
+    if let Some(queue) = queue {
+        statements::connect();
+        if some_queue_counts_claims(function) {
+            claim_ended(queue);
+        }
+        statements::finish();
+    }
+}
+
+/// Wakes, at commit, every waiting claim of `queue`: rq_resume's, and
+/// rq_set_limits' when it raises or removes a limit.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_wake_claims(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
+    // SAFETY: fcinfo is this call's own.
+    require_update(unsafe { statements::called_function(fcinfo) }, "rq_wake_claims");
+    if let Some(queue) = queue {
+        waiters::note_ready(queue, i64::from(i32::MAX));
+    }
+}
+
+fn require_update(function: pg_sys::Oid, name: &str) {
+    if !privileges::may_update(privileges::jobs_of(function)) {
+        Refusal::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("{name} is for roles that may update the jobs table"),
+        )
+        .raise()
+    }
+}
+
+/// The longest `per` of a rate: a day.
+const MAX_PER_MS: i64 = 86_400_000;
+
+/// Checks rq_set_limits' arguments (22023 naming the bad one); returns
+/// `per` in ms. Called before anything changes.
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_limits(
+    queue: Option<&str>,
+    max_claimed: Option<i32>,
+    rate: Option<i32>,
+    per: Option<Interval>,
+    group_max_claimed: Option<i32>,
+) -> Option<i64> {
+    limits::check_queue(queue);
+    for (name, value) in [("max_claimed", max_claimed), ("rate", rate), ("group_max_claimed", group_max_claimed)] {
+        if let Some(value) = value.filter(|v| *v < 1) {
+            Refusal::invalid_parameter(format!("{name} must be at least 1, got {value}"))
+                .hint(format!("Pass NULL to remove the limit, or pause the queue with rq_pause('{}').", queue.unwrap_or_default()))
+                .raise()
+        }
+    }
+    let per_ms = per.map(|per| crate::durations::interval_ms_within(per, "per", 1, MAX_PER_MS));
+    if rate.is_some() && per_ms.is_none() {
+        Refusal::invalid_parameter("per must not be null when a rate is given")
+            .hint("A rate is so many claims per interval, for example rate => 50, per => '1 second'.")
+            .raise()
+    }
+    per_ms
+}
+
+// rq_queue_limits_changed() RETURNS trigger: the statement trigger of the
+// queue_limits table, for any change to the settings (sql/flow.sql).
+function_info_v1!(pg_finfo_rq_queue_limits_changed);
+
+/// # Safety
+/// Called by the function manager, as a trigger or (by mistake) by hand.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_queue_limits_changed(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the context is checked to be TriggerData before it is used as
+    // one; its relation is valid for this call.
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
+            Refusal::new(
+                PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+                "rq_queue_limits_changed() runs only as the queue_limits table's trigger",
+            )
+            .raise()
+        }
+        let trigger = context as *mut pg_sys::TriggerData;
+        // Sent to every backend (this one too) when the transaction commits.
+        pg_sys::CacheInvalidateRelcacheByRelid((*(*trigger).tg_relation).rd_id);
+    }
+    pg_sys::Datum::from(0)
+}
