@@ -620,6 +620,62 @@ SELECT count(*) = 0 AS empty_ids_complete_nothing FROM rq_complete_batch('{}');
 SELECT count(*) = 0 AS empty_queues_claim_nothing FROM rq_claim('{}');
 SELECT pg_temp.outcome('00000', :'SQLSTATE') AS after_the_edges;
 
+--------------------------------------------------------------------------
+-- Flow control (sql/flow.sql): queue names, limits below one, a rate
+-- without an interval or with one that is not positive or past a day; a
+-- group key too long, group keys that do not pair with the payloads or are
+-- not a list; rq_claim_ready's batch, lease and names.
+SELECT queue FROM rq_set_limits(NULL, max_claimed => 1);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('', max_claimed => 1);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits(:'name1001', max_claimed => 1);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', max_claimed => 0);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', max_claimed => -5);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', rate => 0);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', rate => 10, per => NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', rate => 10, per => '0 seconds');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', rate => 10, per => '-1 second');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', rate => 10, per => '2 days');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_set_limits('q', group_max_claimed => 0);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_pause(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_pause('');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_resume(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT queue FROM rq_resume(:'name1200');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', 'x', group_key => :'name1001');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', '{}'::jsonb, group_key => :'name3200');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue_batch('q', ARRAY['a', 'b'], group_keys => ARRAY['g']);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[:'name1001']);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[['g']]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 0, 1000);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 1, 0);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_claim_ready(ARRAY[NULL], 'w', 1, 1000);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_claim_ready(ARRAY['q'], :'name1001', 1, 1000);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+-- A refused call leaves no flow settings behind.
+SELECT count(*) AS queue_limits_rows FROM queue_limits;
+
 -- The server is up, and the table is as it was before this file: empty.
 DELETE FROM jobs WHERE id IN (SELECT id FROM baseline);
 SELECT count(*) AS jobs_left FROM jobs;

@@ -1488,6 +1488,15 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     }
     su.one("SELECT id FROM rq_enqueue('wq-later', 'later', delay => '1 hour')");
     su.one("SELECT id FROM rq_enqueue('later', 'later', delay => '1 hour')");
+    // flow control: a limited, rate-limited queue with fair groups for each,
+    // and a paused one (sql/flow.sql)
+    for p in ["su", "wq"] {
+        su.ok(&format!("SELECT rq_set_limits('{p}-flow', max_claimed => 5, rate => 100, per => '1 second', group_max_claimed => 1)"));
+        su.one(&format!("SELECT id FROM rq_enqueue('{p}-flow', 'plain')"));
+        su.one(&format!("SELECT id FROM rq_enqueue('{p}-flow', 'g1', group_key => 'g1')"));
+        su.one(&format!("SELECT id FROM rq_enqueue_batch('{p}-flow', ARRAY['g2', 'g3'], group_keys => ARRAY['g2', 'g3'])"));
+        su.ok(&format!("SELECT rq_pause('{p}-paused')"));
+    }
 
     // claims and everything after, as the superuser and as the worker role
     for (p, v) in [("su", &mut su), ("wq", &mut work)] {
@@ -1508,6 +1517,10 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-wait'], worker => 'w', wait => '1 second')"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-nothing'], wait => '200 milliseconds')"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-later', 'later'], batch => 3, wait => '200 milliseconds')"));
+        // through the flow settings: the plain job, then the groups, one each
+        v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-flow'], worker => 'w', batch => 2)"));
+        v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-flow', '{p}-paused'], worker => 'w', wait => '200 milliseconds')"));
+        v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-paused'], worker => 'w', wait => '100 milliseconds')"));
         v.run("SELECT id FROM rq_claim(ARRAY['hq'], lease => '-1 minute')", "22023");
         v.run("SELECT id FROM rq_claim(ARRAY['hq'], batch => 0)", "22023");
 
@@ -1624,6 +1637,20 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_job_events", "SELECT rq_job_events()", "*"),
         ("rq_drop_started", "SELECT rq_drop_started()", "*"),
         ("rq_job_ready_again", "SELECT rq_job_ready_again('hq', 0, NULL)", "*"),
+        ("rq_check_limits", "SELECT rq_check_limits('hq', 1, 5, '1 second', 1)", "00000"),
+        ("rq_check_limits", "SELECT rq_check_limits('hq', 0, NULL, NULL, NULL)", "22023"),
+        ("rq_set_limits", "SELECT rq_set_limits('hq-limits', 2, 10, '1 second', 1)", "00000"),
+        ("rq_pause", "SELECT rq_pause('hq-limits')", "00000"),
+        ("rq_resume", "SELECT rq_resume('hq-limits')", "00000"),
+        ("rq_tidy_queue_limits", "SELECT rq_tidy_queue_limits('hq-none', NULL)", "00000"),
+        ("rq_claim_ended", "SELECT rq_claim_ended('hq-limits')", "00000"),
+        ("rq_wake_claims", "SELECT rq_wake_claims('hq-limits')", "00000"),
+        ("rq_claim_ready", "SELECT id FROM rq_claim_ready(ARRAY['hq'], 'w', 1, 1000)", "00000"),
+        ("rq_claim_flow", "SELECT id FROM rq_claim_flow(ARRAY['hq-limits'], 'w', 1, 1000)", "00000"),
+        ("rq_claim_fair", "SELECT id FROM rq_claim_fair('hq-limits', 'w', 1, 1000, 1)", "00000"),
+        ("rq_claim_fair", "SELECT id FROM rq_claim_fair('hq-limits', 'w', 1, 1000, NULL)", "00000"),
+        ("rq_queue_limits_changed", "SELECT rq_queue_limits_changed()", "*"),
+        ("rq_job_turn", "SELECT rq_job_turn()", "*"),
         ("rq_enqueue_trigger", "SELECT rq_enqueue_trigger()", "*"),
     ] {
         if names.iter().any(|n| n == name) {

@@ -1,6 +1,7 @@
-//! ALTER EXTENSION raquel UPDATE from 0.1.0 (sql/raquel--0.1.0.sql, the
-//! released install script) to this version, on a database with jobs in
-//! every status and a worker session that holds a claim across the update.
+//! ALTER EXTENSION raquel UPDATE from each released version (0.1.0 and
+//! 0.2.0: sql/raquel--<version>.sql, the released install scripts) to this
+//! version, on a database with jobs in every status and a worker session
+//! that holds a claim across the update.
 
 use raquel_client_tests::{connect, eventually};
 
@@ -10,10 +11,10 @@ fn catalog(client: &mut postgres::Client) -> Vec<String> {
     client.query(CATALOG, &[]).unwrap().iter().map(|row| row.get(0)).collect()
 }
 
-/// Every job, every column, as JSON text, in id order.
+/// Every job, every column an older version has, as JSON text, in id order.
 fn jobs(client: &mut postgres::Client) -> Vec<(String, String)> {
     client
-        .query("SELECT id::text, to_jsonb(j)::text FROM jobs j ORDER BY id", &[])
+        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn')::text FROM jobs j ORDER BY id", &[])
         .unwrap()
         .iter()
         .map(|row| (row.get(0), row.get(1)))
@@ -42,7 +43,7 @@ fn current_version(client: &mut postgres::Client) -> String {
 }
 
 #[test]
-fn the_update_path_from_0_1_0_is_known() {
+fn the_update_paths_from_released_versions_are_known() {
     let mut c = connect("postgres");
     let version = current_version(&mut c);
     assert_ne!(version, "0.1.0");
@@ -56,24 +57,34 @@ fn the_update_path_from_0_1_0_is_known() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert!(paths.contains(&format!("0.1.0 -> {version}: 0.1.0--{version}")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with(&format!("0.1.0 -> {version}: 0.1.0--"))), "{paths:?}");
+    assert!(paths.contains(&format!("0.2.0 -> {version}: 0.2.0--{version}")), "{paths:?}");
 }
 
 #[test]
 fn an_install_of_0_1_0_updates_in_place_to_what_a_fresh_install_is() {
+    updates_in_place_to_what_a_fresh_install_is("0.1.0");
+}
+
+#[test]
+fn an_install_of_0_2_0_updates_in_place_to_what_a_fresh_install_is() {
+    updates_in_place_to_what_a_fresh_install_is("0.2.0");
+}
+
+fn updates_in_place_to_what_a_fresh_install_is(from: &str) {
     let mut fresh = new_database("rq_upgrade_fresh");
     fresh.batch_execute("CREATE EXTENSION raquel").unwrap();
 
     let db = "rq_upgrade_old";
     let mut c = new_database(db);
     let version = current_version(&mut c);
-    c.batch_execute("CREATE EXTENSION raquel VERSION '0.1.0'").unwrap();
-    assert_eq!(one(&mut c, "SELECT extversion FROM pg_extension WHERE extname = 'raquel'"), "0.1.0");
+    c.batch_execute(&format!("CREATE EXTENSION raquel VERSION '{from}'")).unwrap();
+    assert_eq!(one(&mut c, "SELECT extversion FROM pg_extension WHERE extname = 'raquel'"), from);
 
     // The background worker leaves an install of another version alone and
     // says what to do; the job past its max_age shows that it did nothing.
     let advice = format!(
-        "the extension in database \"{db}\" is version 0.1.0, the library is {version}; \
+        "the extension in database \"{db}\" is version {from}, the library is {version}; \
          run ALTER EXTENSION raquel UPDATE there"
     );
     let log_before = server_log().len();
@@ -81,10 +92,16 @@ fn an_install_of_0_1_0_updates_in_place_to_what_a_fresh_install_is() {
     c.batch_execute("SELECT rq_worker_wake()").unwrap();
     assert!(eventually(15, || server_log()[log_before..].contains(&advice)), "the worker's advice is logged");
 
-    // The 0.1.0 functions run on this library, the waiting claim's loop
-    // (rq_claim_waiting and the symbols it calls, src/compat_0_1.rs) too.
-    let waited = c.query("SELECT * FROM rq_claim_waiting(ARRAY['none'], 'w', 1, '1 minute', 50)", &[]).unwrap();
-    assert!(waited.is_empty());
+    // The old version's functions run on this library: 0.1.0's waiting
+    // claim's loop (rq_claim_waiting and the symbols it calls,
+    // src/compat_0_1.rs), and the claim and enqueue statements on a table
+    // without the columns of later versions.
+    let waiting = if from == "0.1.0" {
+        "SELECT * FROM rq_claim_waiting(ARRAY['none'], 'w', 1, '1 minute', 50)"
+    } else {
+        "SELECT * FROM rq_claim(ARRAY['none'], 'w', 1, '1 minute', '50 milliseconds')"
+    };
+    assert!(c.query(waiting, &[]).unwrap().is_empty());
 
     // Jobs in every status, made by the 0.1.0 functions.
     c.batch_execute(
@@ -144,6 +161,16 @@ fn an_install_of_0_1_0_updates_in_place_to_what_a_fresh_install_is() {
         .unwrap()
         .get(0);
     assert_eq!(next, "{\"json\": true}", "the higher priority first");
+
+    // (e) What this version adds works on the updated install: a limit, and a
+    // grouped job.
+    c.batch_execute(
+        "SELECT rq_set_limits('limited', max_claimed => 1);
+         SELECT rq_enqueue('limited', 'one'); SELECT rq_enqueue('limited', 'two', group_key => 'g');",
+    )
+    .unwrap();
+    let claimed = c.query("SELECT * FROM rq_claim(ARRAY['limited'], 'w', 10)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1, "max_claimed holds on the updated install");
 
     // (d) The background worker serves the updated database without a restart.
     assert!(

@@ -1,0 +1,506 @@
+//! Flow control inside rq_claim (issue 11), across real sessions claiming at
+//! once: a paused queue is passed over by every kind of claim until it
+//! resumes, and its resume wakes a waiting claim; max_claimed caps a queue's
+//! claimed jobs and a freed slot wakes a waiting claim; a rate limit bounds
+//! claims over time; groups take turns, so a small group is not starved by a
+//! big one, and group_max_claimed = 1 runs each group's jobs one at a time,
+//! in enqueue order; rq_set_limits refuses bad arguments and changes nothing.
+//!
+//! Times here only tell a wake-up from a timeout and bound a rate; speed is
+//! the benchmark's business.
+
+use postgres::Client;
+use raquel_client_tests::{connect, fresh_db, sqlstate};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// How many of queue 'q''s jobs are claimed now.
+const CLAIMED_Q: &str = "SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 'claimed'";
+
+fn enqueue(c: &mut Client, queue: &str, n: i64) {
+    let made: i64 = c
+        .query_one("SELECT count(rq_enqueue($1, i::text)) FROM generate_series(1, $2::bigint) i", &[&queue, &n])
+        .unwrap()
+        .get(0);
+    assert_eq!(made, n);
+}
+
+fn count(c: &mut Client, condition: &str) -> i64 {
+    c.query_one(&format!("SELECT count(*) FROM jobs WHERE {condition}"), &[]).unwrap().get(0)
+}
+
+/// The queue of each job a claim on `queues` (an SQL expression) returns.
+fn claim_queues(c: &mut Client, queues: &str, batch: i32) -> Vec<String> {
+    c.query(&format!("SELECT queue FROM rq_claim({queues}, batch => $1)"), &[&batch])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Runs a one-bigint `query` over and over on its own connection until
+/// stopped, and gives back every value it saw.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<BTreeSet<i64>>,
+}
+
+impl Sampler {
+    fn start(db: &str, query: &'static str) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (db, stopped) = (db.to_string(), stop.clone());
+        let handle = thread::spawn(move || {
+            let mut c = connect(&db);
+            let mut seen = BTreeSet::new();
+            while !stopped.load(Ordering::Relaxed) {
+                seen.insert(c.query_one(query, &[]).unwrap().get::<_, i64>(0));
+            }
+            seen
+        });
+        Sampler { stop, handle }
+    }
+
+    fn stop(self) -> BTreeSet<i64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().expect("sampler panicked")
+    }
+}
+
+/// One claim a worker made: the ticket it took right after the claim
+/// returned, and the jobs it got as (id, group_key, payload).
+struct Claim {
+    ticket: u64,
+    jobs: Vec<(String, Option<String>, String)>,
+}
+
+/// Runs `workers` threads on `queue` until it has no queued job left: each
+/// claims up to `batch` jobs (autocommit), holds them for `hold(ticket)`,
+/// completes them. Returns every claim that got jobs.
+fn drain(db: &str, queue: &'static str, workers: usize, batch: i32, hold: fn(u64) -> Duration) -> Vec<Claim> {
+    let tickets = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..workers)
+        .map(|n| {
+            let (db, tickets) = (db.to_string(), tickets.clone());
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                let worker = format!("w{n}");
+                let mut mine = Vec::new();
+                loop {
+                    let rows = c
+                        .query(
+                            "SELECT id::text, group_key, payload \
+                             FROM rq_claim(ARRAY[$1::text], worker => $2, batch => $3)",
+                            &[&queue, &worker, &batch],
+                        )
+                        .unwrap();
+                    let ticket = tickets.fetch_add(1, Ordering::SeqCst);
+                    if rows.is_empty() {
+                        // nothing left, or the limit is reached: only the first ends the work
+                        if count(&mut c, &format!("queue = '{queue}' AND status = 'queued'")) == 0 {
+                            break;
+                        }
+                        thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    let jobs: Vec<(String, Option<String>, String)> =
+                        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+                    thread::sleep(hold(ticket));
+                    let ids: Vec<&str> = jobs.iter().map(|j| j.0.as_str()).collect();
+                    let completed: i64 = c
+                        .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                        .unwrap()
+                        .get(0);
+                    assert_eq!(completed as usize, ids.len());
+                    mine.push(Claim { ticket, jobs });
+                }
+                mine
+            })
+        })
+        .collect();
+    handles.into_iter().flat_map(|h| h.join().expect("worker panicked")).collect()
+}
+
+fn assert_each_job_once(claims: &[Claim], expected: usize) {
+    let ids: Vec<&String> = claims.iter().flat_map(|c| c.jobs.iter().map(|j| &j.0)).collect();
+    let distinct: HashSet<&String> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), expected, "claims across all workers");
+    assert_eq!(distinct.len(), expected, "no job handed out twice");
+}
+
+/// Starts a waiting claim on queue 'q' (wait 20 s) on its own connection; a
+/// job it gets it completes at once. Yields the job's id and when it came.
+fn waiting_claim(db: &str) -> JoinHandle<(Option<String>, Instant)> {
+    let db = db.to_string();
+    thread::spawn(move || {
+        let mut c = connect(&db);
+        let row = c.query_opt("SELECT id::text FROM rq_claim(ARRAY['q'], wait => '20 seconds')", &[]).unwrap();
+        let got = Instant::now();
+        let id: Option<String> = row.map(|r| r.get(0));
+        if let Some(id) = &id {
+            c.batch_execute(&format!("SELECT rq_complete('{id}')")).unwrap();
+        }
+        (id, got)
+    })
+}
+
+/// Waits until `n` sessions sleep in a waiting claim (as in waiting.rs).
+fn wait_for_sleepers(db: &str, n: i64) {
+    let mut c = connect(db);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sleeping: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Extension' AND query LIKE '%wait =>%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if sleeping >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{n} waiting claims did not start");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_paused_queue_is_not_claimed_until_it_resumes() {
+    let db = fresh_db("flow_pause");
+    let mut c = connect(&db);
+    // paused before it has any job, and twice: no error, still paused
+    for _ in 0..2 {
+        assert!(c.query_one("SELECT paused FROM rq_pause('q')", &[]).unwrap().get::<_, bool>(0));
+    }
+    // enqueueing still works; q's jobs are the older ones, so only the pause
+    // makes a claim pass them by
+    enqueue(&mut c, "q", 3);
+    enqueue(&mut c, "other", 2);
+    assert_eq!(count(&mut c, "queue = 'q' AND status = 'queued'"), 3);
+
+    assert_eq!(claim_queues(&mut c, "ARRAY['q']", 10), Vec::<String>::new(), "the paused queue alone");
+    assert_eq!(claim_queues(&mut c, "ARRAY['q', 'other']", 1), ["other"], "several queues");
+    assert_eq!(claim_queues(&mut c, "NULL", 1), ["other"], "any queue");
+    assert_eq!(claim_queues(&mut c, "ARRAY['q', 'other']", 10), Vec::<String>::new());
+    assert_eq!(claim_queues(&mut c, "NULL", 10), Vec::<String>::new());
+    assert_eq!(count(&mut c, "queue = 'q' AND status = 'queued'"), 3, "the paused queue's jobs wait");
+
+    for _ in 0..2 {
+        assert!(!c.query_one("SELECT paused FROM rq_resume('q')", &[]).unwrap().get::<_, bool>(0));
+    }
+    assert_eq!(claim_queues(&mut c, "ARRAY['q']", 10), ["q", "q", "q"], "resumed: its jobs are claimed");
+}
+
+#[test]
+fn resuming_wakes_a_claim_waiting_on_the_paused_queue() {
+    let db = fresh_db("flow_resume_wakes");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_pause('q')").unwrap();
+    let id: String = c.query_one("SELECT id::text FROM rq_enqueue('q', 'x')", &[]).unwrap().get(0);
+    let started = Instant::now();
+    let waiter = waiting_claim(&db);
+    wait_for_sleepers(&db, 1);
+    // the job is ready but its queue is paused: the claim keeps waiting
+    thread::sleep(Duration::from_millis(500));
+    assert!(!waiter.is_finished(), "a waiting claim took a paused queue's job");
+    c.batch_execute("SELECT rq_resume('q')").unwrap();
+    let (got, at) = waiter.join().unwrap();
+    assert_eq!(got, Some(id));
+    let took = at.duration_since(started);
+    assert!(took < Duration::from_secs(5), "woken by the resume, not at the end of its wait ({took:?})");
+}
+
+#[test]
+fn max_claimed_holds_across_eight_sessions() {
+    let db = fresh_db("flow_max_claimed");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 3)").unwrap();
+    enqueue(&mut c, "q", 400);
+    let sampler = Sampler::start(&db, CLAIMED_Q);
+    let claims = drain(&db, "q", 8, 1, |_| Duration::from_millis(2));
+    let seen = sampler.stop();
+    assert!(seen.iter().all(|&n| n <= 3), "at most 3 claimed at once, saw {seen:?}");
+    assert!(seen.contains(&3), "eight workers reached the limit, saw {seen:?}");
+    assert_each_job_once(&claims, 400);
+    assert_eq!(count(&mut c, "queue = 'q' AND status = 'success' AND attempts = 1"), 400);
+}
+
+#[test]
+fn max_claimed_cuts_batch_claims_short() {
+    let db = fresh_db("flow_max_claimed_batch");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 3)").unwrap();
+    enqueue(&mut c, "q", 200);
+    let sampler = Sampler::start(&db, CLAIMED_Q);
+    let claims = drain(&db, "q", 8, 5, |_| Duration::from_millis(2));
+    let seen = sampler.stop();
+    let sizes: BTreeSet<usize> = claims.iter().map(|c| c.jobs.len()).collect();
+    assert!(sizes.iter().all(|&n| n <= 3), "a batch of 5 takes at most the 3 slots, got sizes {sizes:?}");
+    assert!(seen.iter().all(|&n| n <= 3), "at most 3 claimed at once, saw {seen:?}");
+    assert_each_job_once(&claims, 200);
+    assert_eq!(count(&mut c, "queue = 'q' AND status = 'success' AND attempts = 1"), 200);
+}
+
+#[test]
+fn a_rate_limit_bounds_claims_over_ten_seconds() {
+    let db = fresh_db("flow_rate");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('r', rate => 50, per => '1 second')").unwrap();
+    enqueue(&mut c, "r", 2000);
+    let started = Instant::now();
+    let workers: Vec<_> = (0..4)
+        .map(|n| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                let batch: i32 = if n % 2 == 0 { 1 } else { 10 };
+                while started.elapsed() < Duration::from_secs(10) {
+                    let ids: Vec<String> = c
+                        .query("SELECT id::text FROM rq_claim(ARRAY['r'], batch => $1)", &[&batch])
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    if !ids.is_empty() {
+                        c.query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker panicked");
+    }
+    // Every claim happened within `window`: a full bucket plus the refill
+    // over the window, 550 for exactly 10 s (a claim that ends a few ms late
+    // may earn one more token, hence the measured window).
+    let window = started.elapsed();
+    let bound = 50 + (50.0 * window.as_secs_f64()) as i64;
+    let taken = count(&mut c, "queue = 'r' AND status <> 'queued'");
+    assert!(taken <= bound, "{taken} claimed in {window:?}, at most {bound} allowed");
+    assert!(taken >= 400, "only {taken} claimed in {window:?}: the rate was not reached");
+}
+
+#[test]
+fn a_small_group_is_not_starved_by_a_million_jobs_of_another() {
+    let db = fresh_db("flow_fair");
+    let mut c = connect(&db);
+    // A plain INSERT takes its turns too. A million rows take a while; the
+    // point is that B's turns do not depend on how many A has queued.
+    c.batch_execute(
+        "INSERT INTO jobs (queue, payload, group_key) \
+         SELECT 'fair', i::text, 'A' FROM generate_series(1, 1000000) i",
+    )
+    .unwrap();
+    c.batch_execute("SELECT rq_enqueue('fair', 'b' || i, group_key => 'B') FROM generate_series(1, 10) i")
+        .unwrap();
+    let groups: Vec<String> = (0..20)
+        .map(|_| c.query_one("SELECT group_key FROM rq_claim(ARRAY['fair'])", &[]).unwrap().get(0))
+        .collect();
+    assert_eq!(groups.iter().filter(|g| *g == "B").count(), 10, "B's jobs take turns with A's: {groups:?}");
+}
+
+#[test]
+fn ungrouped_jobs_go_before_grouped_ones_of_the_same_priority() {
+    let db = fresh_db("flow_ungrouped");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_enqueue_batch('mix', ARRAY['a1', 'a2'], group_keys => ARRAY['A', 'A'])").unwrap();
+    c.batch_execute("SELECT rq_enqueue('mix', 'plain')").unwrap();
+    let first: String = c.query_one("SELECT payload FROM rq_claim(ARRAY['mix'])", &[]).unwrap().get(0);
+    assert_eq!(first, "plain", "the younger ungrouped job goes first");
+}
+
+#[test]
+fn group_max_claimed_one_runs_each_groups_jobs_one_at_a_time_in_order() {
+    let db = fresh_db("flow_group_serial");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('g', group_max_claimed => 1)").unwrap();
+    // Interleaved across groups, through each way in: rq_enqueue,
+    // rq_enqueue_batch's group_keys, and a plain INSERT.
+    for seq in 0..30 {
+        c.batch_execute(&format!(
+            "SELECT rq_enqueue('g', 'g0:{seq}', group_key => 'g0'); \
+             SELECT rq_enqueue('g', 'g1:{seq}', group_key => 'g1'); \
+             SELECT rq_enqueue_batch('g', ARRAY['g2:{seq}', 'g3:{seq}'], group_keys => ARRAY['g2', 'g3']); \
+             INSERT INTO jobs (queue, payload, group_key) VALUES ('g', 'g4:{seq}', 'g4')"
+        ))
+        .unwrap();
+    }
+    let sampler = Sampler::start(
+        &db,
+        "SELECT coalesce(max(n), 0) FROM (SELECT count(*) n FROM jobs \
+         WHERE queue = 'g' AND status = 'claimed' GROUP BY group_key) s",
+    );
+    let claims = drain(&db, "g", 6, 1, |ticket| Duration::from_millis(1 + ticket % 3));
+    let seen = sampler.stop();
+    assert!(seen.iter().all(|&n| n <= 1), "at most one claimed job per group, saw {seen:?}");
+    assert_each_job_once(&claims, 150);
+
+    // A group's next job is claimed only after its last one completed, so
+    // the tickets order each group's claims.
+    let mut runs: HashMap<String, Vec<(u64, u32)>> = HashMap::new();
+    for claim in &claims {
+        for (_, group, payload) in &claim.jobs {
+            let (g, seq) = payload.split_once(':').unwrap();
+            assert_eq!(group.as_deref(), Some(g), "{payload}'s group");
+            runs.entry(g.to_string()).or_default().push((claim.ticket, seq.parse().unwrap()));
+        }
+    }
+    assert_eq!(runs.len(), 5);
+    for (group, mut run) in runs {
+        run.sort();
+        let order: Vec<u32> = run.iter().map(|r| r.1).collect();
+        assert_eq!(order, (0..30).collect::<Vec<u32>>(), "group {group} ran in enqueue order");
+    }
+}
+
+#[test]
+fn a_freed_slot_wakes_the_waiting_claims_one_after_another() {
+    let db = fresh_db("flow_slot_wakes");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 1)").unwrap();
+    c.batch_execute("SELECT rq_enqueue('q', 'held')").unwrap();
+    let held: String = c.query_one("SELECT id::text FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
+    let sampler = Sampler::start(&db, CLAIMED_Q);
+    let waiters: Vec<_> = (0..3).map(|_| waiting_claim(&db)).collect();
+    wait_for_sleepers(&db, 3);
+    // Jobs come, but the only slot is held: the waiters take nothing and
+    // sleep on. Then each freed slot must reach a waiter: the held job's
+    // completion the first, each waiter's own completion the next.
+    c.batch_execute("SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(waiters.iter().all(|w| !w.is_finished()), "a waiting claim went past max_claimed");
+    wait_for_sleepers(&db, 3);
+    let freed = Instant::now();
+    c.batch_execute(&format!("SELECT rq_complete('{held}')")).unwrap();
+    let results: Vec<_> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+    let seen = sampler.stop();
+
+    let ids: HashSet<&String> = results.iter().filter_map(|(id, _)| id.as_ref()).collect();
+    assert_eq!(ids.len(), 3, "each waiter got a job of its own: {results:?}");
+    assert!(!ids.contains(&held));
+    for (_, at) in &results {
+        let took = at.duration_since(freed);
+        assert!(took < Duration::from_secs(10), "a waiter was not woken by a freed slot ({took:?})");
+    }
+    assert!(seen.iter().all(|&n| n <= 1), "one claimed at a time, saw {seen:?}");
+    assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 4, "nothing claimed twice");
+}
+
+#[test]
+fn a_batch_under_max_claimed_takes_the_highest_priorities() {
+    let db = fresh_db("flow_priorities");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 2)").unwrap();
+    // the low priority's jobs are older: only their priority puts them last
+    c.batch_execute("SELECT rq_enqueue_batch('q', ARRAY['l1', 'l2', 'l3'], priority => 0)").unwrap();
+    c.batch_execute("SELECT rq_enqueue_batch('q', ARRAY['h1', 'h2', 'h3'], priority => 5)").unwrap();
+    let priorities: Vec<i32> = c
+        .query("SELECT priority FROM rq_claim(ARRAY['q'], batch => 10)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(priorities, [5, 5]);
+}
+
+#[test]
+fn bad_limits_are_refused_and_change_nothing() {
+    let db = fresh_db("flow_bad_limits");
+    let mut c = connect(&db);
+    let row = c
+        .query_one(
+            "SELECT max_claimed, rate, group_max_claimed, paused FROM rq_set_limits('q', \
+             max_claimed => 5, rate => 10, per => '2 seconds', group_max_claimed => 2)",
+            &[],
+        )
+        .unwrap();
+    let limits: (Option<i32>, Option<i32>, Option<i32>, bool) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(limits, (Some(5), Some(10), Some(2), false));
+    c.batch_execute("SELECT rq_pause('p')").unwrap();
+
+    let table = |c: &mut Client| -> Vec<String> {
+        c.query("SELECT queue_limits::text FROM queue_limits ORDER BY queue", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let before = table(&mut c);
+    for args in [
+        "'q', max_claimed => 0",
+        "'q', max_claimed => -1",
+        "'q', rate => 0",
+        "'q', rate => 10, per => '0'",
+        "'q', rate => 10, per => '-1 second'",
+        "'q', group_max_claimed => 0",
+        "NULL::text, max_claimed => 3",
+        "'', max_claimed => 3",
+        "'p', max_claimed => 0",
+        "'new', rate => -5",
+    ] {
+        assert_eq!(sqlstate(c.batch_execute(&format!("SELECT rq_set_limits({args})"))), "22023", "rq_set_limits({args})");
+        assert_eq!(table(&mut c), before, "rq_set_limits({args}) changed queue_limits");
+    }
+
+    // NULL removes a limit; setting limits does not resume a paused queue
+    let row = c.query_one("SELECT max_claimed, rate, group_max_claimed FROM rq_set_limits('q', rate => 7)", &[]).unwrap();
+    let limits: (Option<i32>, Option<i32>, Option<i32>) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(limits, (None, Some(7), None));
+    assert!(c.query_one("SELECT paused FROM rq_set_limits('p', max_claimed => 2)", &[]).unwrap().get::<_, bool>(0));
+}
+
+#[test]
+fn claims_on_several_limited_queues_never_deadlock() {
+    // Each claim takes the queues' turns in a random order; their row locks
+    // are taken in name order, so sessions claiming both queues, each
+    // holding its locks until it completes the job, never wait in a circle
+    // (a deadlock would be error 40P01).
+    let db = fresh_db("flow_no_deadlock");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('a', max_claimed => 100); SELECT rq_set_limits('b', rate => 1000000);
+         SELECT rq_set_limits('c', max_claimed => 100, group_max_claimed => 2)",
+    )
+    .unwrap();
+    enqueue(&mut c, "a", 600);
+    enqueue(&mut c, "b", 600);
+    c.batch_execute("SELECT rq_enqueue_batch('c', array_agg(i::text), group_keys => array_agg('g' || i % 5)) FROM generate_series(1, 600) i")
+        .unwrap();
+    let workers: Vec<_> = (0..4)
+        .map(|n| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                let queues = ["ARRAY['a', 'b', 'c']", "ARRAY['c', 'b', 'a']", "NULL", "ARRAY['b', 'a']"][n];
+                let mut done = 0;
+                loop {
+                    let mut t = c.transaction().unwrap();
+                    let ids: Vec<String> = t
+                        .query(&format!("SELECT id::text FROM rq_claim({queues}, 'w{n}', 1)"), &[])
+                        .unwrap_or_else(|e| panic!("worker {n}: {e}"))
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    if ids.is_empty() {
+                        t.commit().unwrap();
+                        break done;
+                    }
+                    for id in &ids {
+                        // the work, holding the claim's locks
+                        t.execute(&format!("SELECT pg_sleep(0.0005), rq_complete('{id}')"), &[])
+                            .unwrap_or_else(|e| panic!("worker {n}: {e}"));
+                    }
+                    t.commit().unwrap();
+                    done += ids.len();
+                }
+            })
+        })
+        .collect();
+    let handled: usize = workers.into_iter().map(|w| w.join().expect("a worker failed")).sum();
+    assert_eq!(handled, 1800, "every job handled once");
+    assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 1800);
+}
