@@ -59,7 +59,8 @@ CREATE TRIGGER queue_limits_changed
     FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
 
 -- A grouped job's turn, set as it is inserted (however it is enqueued):
--- one past its group's last ready job's turn, and never before the turn the
+-- one past its group's last ready job's turn (the last queued or failed
+-- one: two probes of jobs_group_idx), and never before the turn the
 -- queue's claims have reached at its priority (its first due grouped job's),
 -- so that a group that was idle takes its turn next rather than catching up
 -- on turns it missed. Claims go by priority, then turn: the groups take
@@ -74,14 +75,21 @@ DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
 BEGIN
     NEW.turn := greatest(
-        (SELECT j.turn + 1 FROM @extschema@.jobs j
-         WHERE j.queue = NEW.queue AND j.group_key = NEW.group_key
-           AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL AND j.turn IS NOT NULL
-         ORDER BY j.turn DESC
-         LIMIT 1),
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
         (SELECT j.turn FROM @extschema@.jobs j
          WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
-           AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
          ORDER BY j.priority DESC, j.turn
          LIMIT 1),
         1);
@@ -352,7 +360,7 @@ BEGIN
         RETURN QUERY
         WITH ready AS (
             SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
               AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
             ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
             LIMIT wanted
@@ -373,7 +381,7 @@ BEGIN
         found_one := false;
         FOR candidate IN
             SELECT j.id, j.group_key FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NOT NULL
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
               AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
             ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
             LIMIT 1000
@@ -382,8 +390,8 @@ BEGIN
             tried := tried || candidate.group_key;
             CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
             CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
-                           WHERE c.queue = rq_claim_fair.queue AND c.group_key = candidate.group_key
-                             AND c.status = 'claimed') >= group_max_claimed;
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
+                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
             UPDATE @extschema@.jobs j
             SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
                 claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL

@@ -56,6 +56,28 @@ pub fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Waits until `n` sessions sleep in a waiting claim (an rq_claim called
+/// with `wait =>`), at most 10 seconds.
+pub fn wait_for_sleepers(db: &str, n: i64) {
+    let mut c = connect(db);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let sleeping: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Extension' AND query LIKE '%wait =>%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if sleeping >= n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} waiting claims did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Changes server settings with ALTER SYSTEM and reloads (SIGHUP).
 pub fn set_server(settings: &[(&str, &str)]) {
     let mut admin = connect("postgres");

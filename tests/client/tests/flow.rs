@@ -10,7 +10,7 @@
 //! the benchmark's business.
 
 use postgres::Client;
-use raquel_client_tests::{connect, fresh_db, sqlstate};
+use raquel_client_tests::{connect, fresh_db, sqlstate, wait_for_sleepers};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -144,27 +144,6 @@ fn waiting_claim(db: &str) -> JoinHandle<(Option<String>, Instant)> {
         }
         (id, got)
     })
-}
-
-/// Waits until `n` sessions sleep in a waiting claim (as in waiting.rs).
-fn wait_for_sleepers(db: &str, n: i64) {
-    let mut c = connect(db);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let sleeping: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                 AND wait_event_type = 'Extension' AND query LIKE '%wait =>%'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        if sleeping >= n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{n} waiting claims did not start");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! Times here only tell a wake-up from a timeout (a claim that returns a job
 //! well before its wait ends was woken); speed is the benchmark's business.
 
-use raquel_client_tests::{connect, fresh_db, sqlstate};
+use raquel_client_tests::{connect, fresh_db, sqlstate, wait_for_sleepers};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -20,27 +20,6 @@ fn waiting_claim(db: &str, queues: &'static str, wait: &'static str) -> JoinHand
             .unwrap();
         (row.map(|r| r.get(0)), started.elapsed())
     })
-}
-
-/// Waits until `n` sessions sleep in a waiting claim.
-fn wait_for_sleepers(db: &str, n: i64) {
-    let mut c = connect(db);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let sleeping: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                 AND wait_event_type = 'Extension' AND query LIKE '%wait =>%'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        if sleeping >= n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{n} waiting claims did not start");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
