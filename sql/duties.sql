@@ -16,6 +16,7 @@ AS $$
 DECLARE
     now_ms  bigint := @extschema@.rq_now_ms();
     changed bigint;
+    parents uuid[];
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     WITH due AS (
@@ -25,10 +26,14 @@ BEGIN
         ORDER BY j.scheduled_at + j.max_age
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.has_children OR j.key_period IS NOT NULL AS sets_off
     )
-    UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-    FROM due WHERE j.id = due.id;
-    GET DIAGNOSTICS changed = ROW_COUNT;
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO changed, parents FROM expired e;
+    -- what their ends set off (sql/finish.sql)
+    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
 END
 $$;
@@ -81,6 +86,8 @@ DECLARE
     changed bigint;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= @extschema@.rq_now_ms();
     keep_ms := @extschema@.rq_retention_ms(retention);
     IF keep_ms = 0 THEN
         RETURN 0;
@@ -130,6 +137,10 @@ AS $$
          FROM @extschema@.jobs j, (SELECT @extschema@.rq_retention_ms($1) AS ms) keep
          WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep.ms > 0
          ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
          LIMIT 1))
 $$;
 

@@ -3,10 +3,11 @@
 -- script.
 --   $1 queue, $2 payload (text, or jsonb stored as its text), $3 max_age,
 --   $4 max_retry_count, $5 min_retry_delay, $6 max_retry_delay,
---   $7 backoff_base, $8 now, $9 due (all ms), $10 priority, $11 key, $12 group_key
+--   $7 backoff_base, $8 now, $9 due (all ms), $10 priority, $11 key, $12 group_key, $13 key_period (ms)
 --   @jobs@             the jobs table, schema-qualified
 --   @payload_as_text@  `::pg_catalog.text` for a jsonb payload
---   @group_key@, @group_key_value@  the group_key column and $12, or
+--   @group_key@, @group_key_value@  the group_key and key_period columns
+--                      and $12, $13, or
 --                      nothing for the rq_enqueue of a database not yet
 --                      updated to 0.3.0 (11 arguments, no such column)
 --   @keyed_only@       nothing for a job with a key, `--` (the line is left
@@ -21,4 +22,4 @@ INSERT INTO @jobs@ AS j (queue, payload, max_age, max_retry_count, min_retry_del
                          max_retry_delay, backoff_base, enqueued_at, scheduled_at, priority, key@group_key@)
 VALUES ($1, $2@payload_as_text@, $3, $4, $5, $6, $7, $8, $9, $10, $11@group_key_value@)
 @keyed_only@ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed') DO NOTHING
-RETURNING j
+RETURNING j, j.id

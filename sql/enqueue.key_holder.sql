@@ -7,4 +7,4 @@
 --   @shown@  `j`, the whole row, for a caller who may read the table;
 --            otherwise a row of only its id, queue and key
 SELECT @shown@ FROM @jobs@ j
-WHERE j.queue = $1 AND j.key = $2 AND j.status IN ('queued', 'claimed', 'failed')
+WHERE j.queue = $1 AND j.key = $2 AND j.status IN ('queued', 'claimed', 'failed', 'blocked')

@@ -20,7 +20,8 @@ CREATE FUNCTION rq_enqueue_batch(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 -- A producer needs no privilege on the table, only EXECUTE on this function
@@ -48,7 +49,7 @@ BEGIN
         PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
     END IF;
 
-    IF keys IS NULL THEN
+    IF keys IS NULL AND after IS NULL THEN
         RETURN QUERY
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
@@ -59,6 +60,25 @@ BEGIN
         FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
         RETURN;
     END IF;
 
@@ -85,6 +105,8 @@ BEGIN
         RETURNING j.id
     )
     SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
 
     -- The jobs that held keys already: whole for a caller who may read the
     -- table, otherwise only their id, queue and key (src/privileges.rs).
@@ -97,13 +119,13 @@ BEGIN
             END).*
     FROM @extschema@.jobs j
     WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
-      AND j.status IN ('queued', 'claimed', 'failed') AND NOT j.id = ANY (new_ids);
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
 
     SELECT k.key INTO missing FROM unnest(keys) AS k (key)
     WHERE k.key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM @extschema@.jobs j
         WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
-          AND j.status IN ('queued', 'claimed', 'failed'))
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
         PERFORM @extschema@.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
@@ -123,19 +145,22 @@ CREATE FUNCTION rq_enqueue_batch(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 END
 $$;
 
 -- One job: one INSERT. With a key that an unfinished job of the queue
 -- holds, that job comes back instead of a new one. A group_key puts the job
--- in a fair group of its queue (sql/flow.sql).
+-- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
+-- those jobs (sql/workflows.sql). With a key_period, a job of this key that
+-- ended less than key_period ago comes back too (sql/finish.sql).
 CREATE FUNCTION rq_enqueue(
     queue           text        DEFAULT 'default',
     payload         text        DEFAULT NULL,
@@ -148,7 +173,9 @@ CREATE FUNCTION rq_enqueue(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -168,7 +195,9 @@ CREATE FUNCTION rq_enqueue(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp

@@ -2,12 +2,14 @@
 -- is not part of the install script.
 --   $1 id uuid, $2 attempt integer (the fencing token, or null), $3 now (ms)
 --   @jobs@  the jobs table, schema-qualified
--- The row comes back whole (`RETURNING j`), as the function's result, and
--- its queue, for flow control (src/flow.rs). When nothing matches,
+-- The row comes back whole (`RETURNING j`), as the function's result, with
+-- its queue, for flow control (src/flow.rs), and whether its end sets
+-- something off (rq_job_ended, sql/finish.sql: children waiting, a key held
+-- for a period; @sets_off@ is nothing on a table not yet updated to 0.3.0). When nothing matches,
 -- rq_raise_cannot says why.
 UPDATE @jobs@ j
 SET status = 'success', finished_at = $3, lease_expires_at = NULL
 WHERE j.id = $1
   AND j.status = 'claimed'
   AND ($2 IS NULL OR j.attempts = $2)
-RETURNING j, j.queue
+RETURNING j, j.queue@sets_off@

@@ -52,6 +52,10 @@ BEGIN
     ELSE
         -- a slot freed under a concurrency limit (src/flow.rs)
         PERFORM @extschema@.rq_claim_ended(job.queue);
+        IF job.has_children OR job.key_period IS NOT NULL THEN
+            -- exhausted: what its end sets off (rq_job_ended)
+            PERFORM @extschema@.rq_job_ended(job.id);
+        END IF;
     END IF;
     RETURN job;
 END
@@ -103,6 +107,37 @@ BEGIN
     END IF;
     -- slots freed under concurrency limits (src/flow.rs)
     PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    -- what their ends set off (rq_job_ended)
+    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
     RETURN QUERY SELECT * FROM unnest(done);
+END
+$$;
+
+-- What a job's end sets off, for the verbs that end a job whose
+-- has_children or key_period says there is something: the jobs waiting for
+-- it are released or cancelled (sql/workflows.sql), and a key enqueued with
+-- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- A job of another status is left alone.
+CREATE FUNCTION rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at, j.has_children INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF ended.has_children THEN
+        PERFORM @extschema@.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, @extschema@.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
 END
 $$;

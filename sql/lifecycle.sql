@@ -89,7 +89,8 @@ BEGIN
 END
 $$;
 
--- Any unfinished job (queued, claimed, failed) becomes cancelled, for good.
+-- Any unfinished job (queued, claimed, failed, blocked) becomes cancelled,
+-- for good, and so do the jobs blocked waiting for it (sql/workflows.sql).
 -- A worker still working on a cancelled job finds out when it completes it:
 -- that is an error (55000), since the job is no longer claimed.
 CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
@@ -101,13 +102,17 @@ DECLARE
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'cancelled', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
-    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed')
+    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
     PERFORM @extschema@.rq_claim_ended(job.queue);
+    IF job.has_children OR job.key_period IS NOT NULL THEN
+        -- what its end sets off (sql/finish.sql)
+        PERFORM @extschema@.rq_job_ended(job.id);
+    END IF;
     RETURN job;
 END
 $$;

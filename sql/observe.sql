@@ -7,7 +7,7 @@
 -- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
 CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
-               failed bigint, expired bigint, exhausted bigint, cancelled bigint,
+               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
                ready bigint, oldest_ready_age interval,
                paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer)
 LANGUAGE sql VOLATILE
@@ -23,6 +23,7 @@ AS $$
                count(*) FILTER (WHERE j.status = 'expired') AS expired,
                count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
                count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
                count(*) FILTER (WHERE r.ready) AS ready,
                (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
         FROM @extschema@.jobs j
@@ -36,6 +37,7 @@ AS $$
     SELECT coalesce(c.queue, l.queue),
            coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
            coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.blocked, 0),
            coalesce(c.ready, 0), c.oldest_ready_age,
            coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed
     FROM counts c

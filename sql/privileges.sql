@@ -4,19 +4,23 @@
 -- its key taken shows a producer only the job's id, queue and key:
 -- src/privileges.rs). Workers run the claim and finish verbs with their own
 -- rights: a worker role needs SELECT and UPDATE on jobs and on the state
--- columns of queue_limits, and nothing else. What starts work in the server
+-- columns of queue_limits, SELECT and DELETE on job_dependencies (a job it
+-- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
+-- key_holds (a job it ends may hold its key), and nothing else. What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
 -- extension's owner), rq_worker_wake, and the trigger functions.
 
 REVOKE EXECUTE ON FUNCTION
-    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
-    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
     rq_worker_wake(),
     rq_enqueue_trigger(), rq_job_events(), rq_drop_started(),
-    rq_job_turn(), rq_queue_limits_changed()
+    rq_job_turn(), rq_queue_limits_changed(),
+    rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    rq_fire_schedules(integer)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -40,10 +44,10 @@ BEGIN
     END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION
-        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
-        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
         %1$s.rq_enqueue_trigger()
         TO %2$s', '@extschema@', role);
 END
@@ -68,6 +72,8 @@ BEGIN
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END
 $$;
 

@@ -12,7 +12,22 @@
 --   roles that could run them may run the new ones.
 -- * Grouped jobs have two indexes of their own; the two ready indexes of the
 --   plain claim leave them out, so they are rebuilt with that predicate.
--- * rq_stats shows each queue's flow settings, so its result type changes.
+-- * rq_stats shows each queue's flow settings and its blocked jobs, so its
+--   result type changes.
+-- * Workflows (issue 12, sql/workflows.sql): rq_enqueue(..., after) and
+--   rq_enqueue_batch(..., after) make jobs that stay in the new status
+--   `blocked` until their parents succeed; the table job_dependencies holds
+--   the pending edges; jobs get blocked_by and has_children; the verbs that
+--   end a job (and the expire duty, and the new duty rq_settle_workflows)
+--   release or cancel the jobs waiting for it; the key index counts a
+--   blocked job as unfinished, so it is rebuilt.
+-- * Keys held for a period (issue 12): rq_enqueue(..., key_period); jobs get
+--   key_period, the table key_holds keeps a key after its job ended, and the
+--   verbs that end a job call rq_job_ended; rq_prune deletes old holds.
+-- * Recurring jobs (issue 12, sql/schedules.sql): the table schedules,
+--   rq_schedule, rq_unschedule, rq_pause_schedule, rq_resume_schedule, the
+--   view rq_schedules, and the duty rq_fire_schedules; rq_next_duty_ms
+--   tells the worker when the next schedule is due.
 -- * The verbs that end a claim wake the waiting claims of a queue with a
 --   concurrency limit (rq_claim_ended).
 -- Nothing here rewrites the table (the two new columns are NULL) or touches
@@ -47,25 +62,450 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
 
+CREATE FUNCTION "rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+
+CREATE FUNCTION "rq_cron_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"from_ms" bigint, /* Option < i64 > */
+	"until_ms" bigint, /* Option < i64 > */
+	"keep" INT /* Option < i32 > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_slots_wrapper';
+
+CREATE FUNCTION "rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+
+CREATE FUNCTION "rq_check_schedule"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_wrapper';
+
 -- The columns of fair groups (sql/schema.sql).
-ALTER TABLE jobs ADD COLUMN group_key text, ADD COLUMN turn bigint;
+ALTER TABLE jobs ADD COLUMN group_key text, ADD COLUMN turn bigint,
+    ADD COLUMN blocked_by integer NOT NULL DEFAULT 0, ADD COLUMN has_children boolean NOT NULL DEFAULT false,
+    ADD COLUMN key_period bigint;
+-- Keys held after their job ended: a job enqueued with a key and a
+-- key_period leaves a row here when it ends, and until `until` (ms) an
+-- enqueue of that queue and key gets that job back (src/enqueue.rs). The
+-- prune duty deletes the rows whose time is up.
+CREATE TABLE key_holds (
+    queue  text   NOT NULL,
+    key    text   NOT NULL,
+    job_id uuid   NOT NULL,
+    until  bigint NOT NULL,
+    CONSTRAINT key_holds_pkey PRIMARY KEY (queue, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
+
+-- the new status of workflows
+ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN
+    ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked'));
 
 -- The plain claim's ready indexes leave grouped jobs out; grouped jobs have
 -- their own (sql/schema.sql).
 DROP INDEX jobs_ready_by_queue_idx;
 DROP INDEX jobs_ready_idx;
+-- A blocked job holds its key (sql/workflows.sql).
+DROP INDEX jobs_key_idx;
 CREATE INDEX jobs_ready_by_queue_idx
     ON jobs (queue, priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed') AND group_key IS NULL;
 CREATE INDEX jobs_ready_idx
     ON jobs (priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed') AND priority >= -2147483648 AND group_key IS NULL;
+CREATE UNIQUE INDEX jobs_key_idx ON jobs (queue, key)
+    WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed', 'blocked');
 CREATE INDEX jobs_ready_fair_idx
     ON jobs (queue, priority DESC, turn, scheduled_at, id)
     WHERE group_key IS NOT NULL AND status IN ('queued', 'failed');
 CREATE INDEX jobs_group_idx
     ON jobs (queue, group_key, status, turn)
     WHERE group_key IS NOT NULL AND status IN ('queued', 'failed', 'claimed');
+
+-- Recurring jobs: sql/schedules.sql as it stands.
+CREATE TABLE schedules (
+    name            text    NOT NULL,
+    cron            text    NOT NULL,
+    timezone        text    NOT NULL DEFAULT 'UTC',
+    queue           text    NOT NULL,
+    payload         text,
+    -- Slots missed while no round ran (the server down): 'none' skips
+    -- them, 'last' runs once for them, 'all' runs each, the last 1000.
+    catch_up        text    NOT NULL DEFAULT 'last',
+    enabled         boolean NOT NULL DEFAULT true,
+    -- the options of rq_enqueue, as the jobs table keeps them (ms)
+    max_age         bigint,
+    max_retry_count integer,
+    min_retry_delay integer,
+    max_retry_delay integer,
+    backoff_base    integer,
+    priority        integer NOT NULL DEFAULT 0,
+    -- the next slot not yet enqueued, and the last one enqueued (ms)
+    next_run_at     bigint,
+    last_run_at     bigint,
+    last_job_id     uuid,
+
+    CONSTRAINT schedules_pkey PRIMARY KEY (name),
+    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
+);
+
+COMMENT ON TABLE schedules IS
+    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('schedules', '');
+
+-- The duty's walk: enabled schedules by their next slot.
+CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
+
+-- Creates or replaces a schedule. Its next slot is the first after now; a
+-- replaced schedule keeps its history (last_run_at, last_job_id). Every
+-- argument is checked first (22023), so an error changes nothing.
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM @extschema@.rq_check_schedule(rq_schedule.name, rq_schedule.catch_up);
+    SELECT * INTO o FROM @extschema@.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := @extschema@.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM @extschema@.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM @extschema@.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The same with a JSON payload, stored as its text.
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         jsonb,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN @extschema@.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+END
+$$;
+
+-- Deletes a schedule; whether there was one. Its jobs stay.
+CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
+    SELECT count(*) > 0 FROM gone
+$$;
+
+-- Stops a schedule firing; resuming it starts again at the first slot after
+-- now (the slots in between are not run, whatever its catch_up). An unknown
+-- name is error P0002.
+CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE @extschema@.rq_cron_next(s.cron, s.timezone, @extschema@.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM @extschema@.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
+END
+$$;
+
+-- Schedules for people: instants as timestamptz.
+CREATE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       @extschema@.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       @extschema@.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id
+FROM @extschema@.schedules s;
+
+-- The background worker's duty: enqueues the due slots of up to `batch`
+-- schedules; how many jobs it enqueued. A slot is on time when a round
+-- reaches it within a minute; older ones were missed (the server was down,
+-- or the schedule was created with a slot in the past) and follow catch_up.
+-- A schedule another session holds locked is left to it.
+CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := @extschema@.rq_now_ms();
+    grace_ms constant bigint := 60000;
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        due := @extschema@.rq_cron_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                         CASE schedule.catch_up WHEN 'all' THEN 1000 ELSE 1 END);
+        IF schedule.catch_up = 'none' THEN
+            due := ARRAY(SELECT d FROM unnest(due) d WHERE now_ms - d <= grace_ms);
+        END IF;
+        job_id := NULL;
+        FOREACH slot IN ARRAY due LOOP
+            SELECT j.id INTO job_id FROM @extschema@.rq_enqueue(schedule.queue, schedule.payload,
+                at => @extschema@.rq_ms_to_timestamptz(slot),
+                max_age => @extschema@.rq_ms_to_interval(schedule.max_age),
+                max_retry_count => schedule.max_retry_count,
+                min_retry_delay => @extschema@.rq_ms_to_interval(schedule.min_retry_delay),
+                max_retry_delay => @extschema@.rq_ms_to_interval(schedule.max_retry_delay),
+                backoff_base => @extschema@.rq_ms_to_interval(schedule.backoff_base),
+                priority => schedule.priority,
+                key => format('rq_schedule:%s@%s', schedule.name, slot)) j;
+            enqueued := enqueued + 1;
+        END LOOP;
+        UPDATE @extschema@.schedules s
+        SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+            last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+            last_job_id = coalesce(job_id, s.last_job_id)
+        WHERE s.name = schedule.name;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+-- Workflows: sql/workflows.sql as it stands.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
+);
+
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
+
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
+
+-- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
+-- for the jobs `after`: blocked while any of those is unfinished, queued as
+-- they were if all succeeded already, cancelled if one ended otherwise.
+-- For the enqueue functions (which run as the extension's owner).
+--
+-- The parents are locked FOR SHARE: a parent's end that is under way is
+-- waited for and then seen; one that comes later waits for this
+-- transaction, and then sees its edges (rq_parent_ended runs after the
+-- UPDATE that ended the parent, with a new snapshot).
+CREATE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
+BEGIN
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    SELECT coalesce(a.id::text, 'NULL') INTO missing FROM unnest(after) a (id)
+    WHERE a.id IS NULL OR NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
+    END IF;
+    -- the parents as they are once no end of theirs is under way
+    PERFORM FROM @extschema@.jobs p WHERE p.id = ANY (after) ORDER BY p.id FOR SHARE;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
+    END IF;
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
+    END IF;
+    UPDATE @extschema@.jobs p SET has_children = true WHERE p.id = ANY (pending) AND NOT p.has_children;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
+END
+$$;
+
+-- A job with children ended: on success, each child waits for one parent
+-- fewer and is queued (waking a waiting claim at commit) when none is
+-- left; on any other end, every blocked descendant is cancelled. Called by
+-- the verbs that end a job that has children (has_children), and by the
+-- background worker for parents that ended some other way (rq_settle_workflows).
+CREATE FUNCTION rq_parent_ended(parent uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms   bigint := @extschema@.rq_now_ms();
+    ended    record;
+    released record;
+BEGIN
+    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
+    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
+        RETURN;
+    END IF;
+    IF ended.status = 'success' THEN
+        FOR released IN
+            WITH edges AS (
+                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
+            )
+            UPDATE @extschema@.jobs c
+            SET blocked_by = c.blocked_by - 1,
+                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
+            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status
+        LOOP
+            IF released.status = 'queued' THEN
+                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    WITH RECURSIVE descendants AS (
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        UNION
+        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+    ), cancelled AS (
+        UPDATE @extschema@.jobs c
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
+        RETURNING c.id
+    )
+    DELETE FROM @extschema@.job_dependencies d
+    WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c);
+END
+$$;
+
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM @extschema@.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
 
 -- Flow control: sql/flow.sql as it stands.
 CREATE TABLE queue_limits (
@@ -493,7 +933,8 @@ CREATE FUNCTION rq_enqueue_batch(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 -- A producer needs no privilege on the table, only EXECUTE on this function
@@ -521,7 +962,7 @@ BEGIN
         PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
     END IF;
 
-    IF keys IS NULL THEN
+    IF keys IS NULL AND after IS NULL THEN
         RETURN QUERY
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
@@ -532,6 +973,25 @@ BEGIN
         FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
         RETURN;
     END IF;
 
@@ -558,6 +1018,8 @@ BEGIN
         RETURNING j.id
     )
     SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
 
     -- The jobs that held keys already: whole for a caller who may read the
     -- table, otherwise only their id, queue and key (src/privileges.rs).
@@ -570,13 +1032,13 @@ BEGIN
             END).*
     FROM @extschema@.jobs j
     WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
-      AND j.status IN ('queued', 'claimed', 'failed') AND NOT j.id = ANY (new_ids);
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
 
     SELECT k.key INTO missing FROM unnest(keys) AS k (key)
     WHERE k.key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM @extschema@.jobs j
         WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
-          AND j.status IN ('queued', 'claimed', 'failed'))
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
         PERFORM @extschema@.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
@@ -596,13 +1058,14 @@ CREATE FUNCTION rq_enqueue_batch(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 END
 $$;
 
@@ -618,7 +1081,9 @@ CREATE FUNCTION rq_enqueue(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -636,7 +1101,9 @@ CREATE FUNCTION rq_enqueue(
     backoff_base    interval    DEFAULT NULL,
     priority        integer     DEFAULT 0,
     key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -647,7 +1114,7 @@ AS 'MODULE_PATHNAME', 'rq_enqueue_c';
 DROP FUNCTION rq_stats();
 CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
-               failed bigint, expired bigint, exhausted bigint, cancelled bigint,
+               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
                ready bigint, oldest_ready_age interval,
                paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer)
 LANGUAGE sql VOLATILE
@@ -663,6 +1130,7 @@ AS $$
                count(*) FILTER (WHERE j.status = 'expired') AS expired,
                count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
                count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
                count(*) FILTER (WHERE r.ready) AS ready,
                (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
         FROM @extschema@.jobs j
@@ -676,6 +1144,7 @@ AS $$
     SELECT coalesce(c.queue, l.queue),
            coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
            coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.blocked, 0),
            coalesce(c.ready, 0), c.oldest_ready_age,
            coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed
     FROM counts c
@@ -684,7 +1153,9 @@ AS $$
 $$;
 
 -- The verbs that end a claim wake a limited queue's waiting claims
--- (sql/finish.sql, sql/lifecycle.sql).
+-- (sql/finish.sql, sql/lifecycle.sql); they, and the expire duty, see to
+-- the jobs waiting for the job they end (sql/workflows.sql); rq_cancel
+-- cancels a blocked job too.
 CREATE OR REPLACE FUNCTION rq_fail(
     id          uuid,
     error       text    DEFAULT NULL,
@@ -723,6 +1194,10 @@ BEGIN
     ELSE
         -- a slot freed under a concurrency limit (src/flow.rs)
         PERFORM @extschema@.rq_claim_ended(job.queue);
+        IF job.has_children OR job.key_period IS NOT NULL THEN
+            -- exhausted: what its end sets off (rq_job_ended)
+            PERFORM @extschema@.rq_job_ended(job.id);
+        END IF;
     END IF;
     RETURN job;
 END
@@ -770,6 +1245,8 @@ BEGIN
     END IF;
     -- slots freed under concurrency limits (src/flow.rs)
     PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    -- what their ends set off (rq_job_ended)
+    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
     RETURN QUERY SELECT * FROM unnest(done);
 END
 $$;
@@ -783,14 +1260,135 @@ DECLARE
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'cancelled', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
-    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed')
+    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed}');
+        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
     PERFORM @extschema@.rq_claim_ended(job.queue);
+    IF job.has_children OR job.key_period IS NOT NULL THEN
+        -- what its end sets off (sql/finish.sql)
+        PERFORM @extschema@.rq_job_ended(job.id);
+    END IF;
     RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    changed bigint;
+    parents uuid[];
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    WITH due AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.has_children OR j.key_period IS NOT NULL AS sets_off
+    )
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO changed, parents FROM expired e;
+    -- what their ends set off (sql/finish.sql)
+    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep.ms
+         FROM @extschema@.jobs j, (SELECT @extschema@.rq_retention_ms($1) AS ms) keep
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep.ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1))
+$$;
+
+CREATE OR REPLACE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= @extschema@.rq_now_ms();
+    keep_ms := @extschema@.rq_retention_ms(retention);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- A value, not rq_now_ms() in the condition: a volatile call cannot bound
+    -- the index scan, which then read the index of every finished job (2.6 s
+    -- a round with 10 million of them, measured).
+    cutoff := @extschema@.rq_now_ms() - keep_ms;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+CREATE FUNCTION rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at, j.has_children INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF ended.has_children THEN
+        PERFORM @extschema@.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, @extschema@.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
 END
 $$;
 
@@ -799,14 +1397,16 @@ $$;
 -- worker helper grants the state of queue limits too, and the roles it
 -- made workers before get that now.
 REVOKE EXECUTE ON FUNCTION
-    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
-    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
     rq_worker_wake(),
     rq_enqueue_trigger(), rq_job_events(), rq_drop_started(),
-    rq_job_turn(), rq_queue_limits_changed()
+    rq_job_turn(), rq_queue_limits_changed(),
+    rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    rq_fire_schedules(integer)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -828,10 +1428,10 @@ BEGIN
     END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION
-        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text),
-        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
-        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]),
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
         %1$s.rq_enqueue_trigger()
         TO %2$s', '@extschema@', role);
 END
@@ -852,6 +1452,8 @@ BEGIN
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END
 $$;
 
@@ -866,11 +1468,11 @@ BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s',
             CASE grant_row.name
                 WHEN 'rq_enqueue' THEN
-                    '@extschema@.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text), '
-                    || '@extschema@.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text)'
+                    '@extschema@.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval), '
+                    || '@extschema@.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)'
                 ELSE
-                    '@extschema@.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[]), '
-                    || '@extschema@.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[])'
+                    '@extschema@.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]), '
+                    || '@extschema@.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])'
             END,
             CASE WHEN grant_row.grantee = 0 THEN 'PUBLIC' ELSE grant_row.grantee::regrole::text END);
     END LOOP;
@@ -883,6 +1485,8 @@ BEGIN
     LOOP
         EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON @extschema@.queue_limits TO %s',
                        grant_row.grantee::regrole);
+        EXECUTE format('GRANT SELECT, DELETE ON @extschema@.job_dependencies TO %s', grant_row.grantee::regrole);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON @extschema@.key_holds TO %s', grant_row.grantee::regrole);
     END LOOP;
 END
 $$;

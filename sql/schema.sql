@@ -41,10 +41,20 @@ CREATE TABLE jobs (
     -- (rq_job_turn). Claims on a grouped queue take turns from group to group.
     group_key        text,
     turn             bigint,
+    -- Workflows (sql/workflows.sql): how many of a blocked job's parents
+    -- have not ended yet, and whether some job waits for this one (the
+    -- verbs that end a job then see to its children). Only raquel's
+    -- functions write them; a CHECK on blocked_by would cost every claim
+    -- and complete 15 000 instructions (bench/instructions).
+    blocked_by       integer NOT NULL DEFAULT 0,
+    has_children     boolean NOT NULL DEFAULT false,
+    -- With a key: how long after the job ends its key still gives it back
+    -- (rq_enqueue's key_period, ms; sql/finish.sql keeps the hold).
+    key_period       bigint,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id),
     CONSTRAINT jobs_status_check CHECK (status IN
-        ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted')),
+        ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked')),
     CONSTRAINT jobs_max_age_check CHECK (max_age > 0),
     CONSTRAINT jobs_max_retry_count_check CHECK (max_retry_count >= 0),
     CONSTRAINT jobs_retry_delays_check CHECK (
@@ -105,9 +115,10 @@ CREATE INDEX jobs_group_idx
     WHERE group_key IS NOT NULL AND status IN ('queued', 'failed', 'claimed');
 
 -- At most one unfinished job per queue and key; rq_enqueue's ON CONFLICT
--- names this index's columns and predicate.
+-- names this index's columns, and a condition that implies its predicate
+-- (a new job is queued; it may be blocked at once, sql/workflows.sql).
 CREATE UNIQUE INDEX jobs_key_idx ON jobs (queue, key)
-    WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed');
+    WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed', 'blocked');
 
 -- The duties' indexes (sql/duties.sql), each of just the rows a duty is
 -- after, so that a table of millions of finished jobs costs a round nothing.
@@ -131,3 +142,16 @@ CREATE INDEX jobs_finished_idx ON jobs (finished_at)
 
 -- pg_dump keeps the jobs, not just the empty table the extension creates.
 SELECT pg_catalog.pg_extension_config_dump('jobs', '');
+
+-- Keys held after their job ended: a job enqueued with a key and a
+-- key_period leaves a row here when it ends, and until `until` (ms) an
+-- enqueue of that queue and key gets that job back (src/enqueue.rs). The
+-- prune duty deletes the rows whose time is up.
+CREATE TABLE key_holds (
+    queue  text   NOT NULL,
+    key    text   NOT NULL,
+    job_id uuid   NOT NULL,
+    until  bigint NOT NULL,
+    CONSTRAINT key_holds_pkey PRIMARY KEY (queue, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('key_holds', '');

@@ -18,6 +18,14 @@ use pgrx::prelude::*;
 
 const INSERT: &str = include_str!("../sql/enqueue.insert.sql");
 const KEY_HOLDER: &str = include_str!("../sql/enqueue.key_holder.sql");
+/// A job of the key that ended less than its key_period ago (sql/schema.sql,
+/// key_holds), shown as the key holder is.
+const PERIOD_HOLDER: &str = "SELECT @shown@ FROM @schema@key_holds h JOIN @schema@jobs j ON j.id = h.job_id \
+    WHERE h.queue = $1 AND h.key = $2 AND h.until > $3";
+/// A new job that runs after others: held for them (sql/workflows.sql), then
+/// read again by a statement of its own, which sees what the first did.
+const HOLD: &str = "SELECT @schema@rq_hold_for_parents(ARRAY[$1], $2)";
+const READ_AGAIN: &str = "SELECT j FROM @schema@jobs j WHERE j.id = $1";
 /// The key holder as a caller who may not read the table sees it.
 const REDACTED: &str = "pg_catalog.json_populate_record(NULL::@jobs@, \
     pg_catalog.json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))";
@@ -107,9 +115,22 @@ fn rq_job_options(
     ))
 }
 
+/// Makes the new job `id` wait for the jobs `after` (sql/workflows.sql) and
+/// returns it as it is then: blocked, queued or cancelled.
+fn hold_for_parents(function: pg_sys::Oid, id: Option<pg_sys::Datum>, after: pg_sys::Datum) -> pg_sys::Datum {
+    let schema = statements::in_schema_of(function, "");
+    let (hold_text, read_text) = (|| statements::fill(HOLD, &[("@schema@", &schema)]), || statements::fill(READ_AGAIN, &[("@schema@", &schema)]));
+    let hold = Statement { shape: Shape { name: "hold", variant: 0 }, text: &hold_text, types: &[pg_sys::UUIDOID, pg_sys::UUIDARRAYOID] };
+    let read = Statement { shape: Shape { name: "read_again", variant: 0 }, text: &read_text, types: &[pg_sys::UUIDOID] };
+    statements::run_once(&hold, &[id, Some(after)]);
+    statements::run_once(&read, &[id]);
+    // SAFETY: the statement returned the job's row (it was inserted just now).
+    unsafe { statements::finish_with_first_row() }
+}
+
 // rq_enqueue(queue, payload text or jsonb, at, delay, max_age,
 // max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority,
-// key, group_key) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
+// key, group_key, after, key_period) RETURNS jobs. See sql/enqueue.sql: both overloads are this function,
 // SECURITY DEFINER with a pinned search_path.
 function_info_v1!(pg_finfo_rq_enqueue_c);
 
@@ -119,9 +140,18 @@ function_info_v1!(pg_finfo_rq_enqueue_c);
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
-    // The rq_enqueue of a database not yet updated to 0.3.0 has no group_key.
+    // The rq_enqueue of a database not yet updated to 0.3.0 has no group_key,
+    // after nor key_period.
     // SAFETY: fcinfo is this call's own.
     let grouped = unsafe { (*fcinfo).nargs } > 11;
+    // SAFETY: argument 12, when declared, is the uuid[] of the jobs to wait for.
+    let after = if unsafe { (*fcinfo).nargs } > 12 { unsafe { nullable_arg(fcinfo, 12) } } else { None };
+    // SAFETY: argument 13, when declared, is the key_period interval.
+    let key_period_ms = if unsafe { (*fcinfo).nargs } > 13 {
+        unsafe { pg_getarg::<Interval>(fcinfo, 13) }.map(|period| interval_ms_within(period, "key_period", 1, CENTURY_MS))
+    } else {
+        None
+    };
     let (payload_type, keyed, args) = unsafe {
         let options = check(
             pg_getarg::<&str>(fcinfo, 0),
@@ -150,9 +180,15 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             pg_getarg::<i32>(fcinfo, 9).unwrap_or(0).into_datum(),
             nullable_arg(fcinfo, 10),
             if grouped { nullable_arg(fcinfo, 11) } else { None },
+            key_period_ms.and_then(|ms| ms.into_datum()),
         ];
         (payload_type, !pg_arg_is_null(fcinfo, 10), args)
     };
+    if key_period_ms.is_some() && !keyed {
+        Refusal::invalid_parameter("key_period needs a key")
+            .hint("key_period says how long after a job of that key ended enqueueing the key again gives that job back.")
+            .raise()
+    }
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
     // The statements' texts are made only when a plan is prepared: the
@@ -168,8 +204,8 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
                 ("@jobs@", &jobs()),
                 ("@payload_as_text@", if jsonb { "::pg_catalog.text" } else { "" }),
                 ("@keyed_only@", if keyed { "" } else { "--" }),
-                ("@group_key@", if grouped { ", group_key" } else { "" }),
-                ("@group_key_value@", if grouped { ", $12" } else { "" }),
+                ("@group_key@", if grouped { ", group_key, key_period" } else { "" }),
+                ("@group_key_value@", if grouped { ", $12, $13" } else { "" }),
             ],
         )
     };
@@ -177,10 +213,31 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     let insert = Statement {
         shape: Shape { name: "enqueue", variant: i64::from(grouped) * 4 + i64::from(keyed) * 2 + i64::from(jsonb) },
         text: &insert_text,
-        types: &[pg_sys::TEXTOID, payload_type, int8, int4, int4, int4, int4, int8, int8, int4, pg_sys::TEXTOID, pg_sys::TEXTOID]
-            [..if grouped { 12 } else { 11 }],
+        types: &[pg_sys::TEXTOID, payload_type, int8, int4, int4, int4, int4, int8, int8, int4, pg_sys::TEXTOID, pg_sys::TEXTOID, int8]
+            [..if grouped { 13 } else { 11 }],
     };
-    if statements::run(function, &insert, &args[..if grouped { 12 } else { 11 }]) == 1 {
+    // The key's job that ended less than key_period ago, when there is one.
+    let readable = || privileges::caller_may_read(privileges::jobs_of(function));
+    if key_period_ms.is_some() {
+        let shown = if readable() { "j" } else { REDACTED };
+        let schema = statements::in_schema_of(function, "");
+        let text = || statements::fill(PERIOD_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs()), ("@schema@", &schema)]);
+        let holder = Statement {
+            shape: Shape { name: "period_holder", variant: i64::from(shown == "j") },
+            text: &text,
+            types: &[pg_sys::TEXTOID, pg_sys::TEXTOID, int8],
+        };
+        if statements::run(function, &holder, &[args[0], args[10], args[7]]) == 1 {
+            // SAFETY: the statement returned the holder's row.
+            return unsafe { statements::finish_with_first_row() };
+        }
+    }
+    if statements::run(function, &insert, &args[..if grouped { 13 } else { 11 }]) == 1 {
+        if let Some(after) = after {
+            // SAFETY: the INSERT returned its row and its id.
+            let id = unsafe { statements::value::<pgrx::Uuid>(0, 2) };
+            return hold_for_parents(function, id.into_datum(), after);
+        }
         // SAFETY: the INSERT returned its row.
         return unsafe { statements::finish_with_first_row() };
     }
@@ -189,7 +246,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     }
     // The holder whole for a caller who may read the table, otherwise only
     // its id, queue and key (src/privileges.rs).
-    let readable = privileges::caller_may_read(privileges::jobs_of(function));
+    let readable = readable();
     let shown = if readable { "j" } else { REDACTED };
     // @shown@ first: the @jobs@ in what it puts in is filled in after it.
     let holder_text = || statements::fill(KEY_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs())]);

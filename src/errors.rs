@@ -80,6 +80,11 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
             .hint("Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload."),
         "keys_count" => Refusal::new(invalid, format!("keys has {v0} elements for {v1} payloads"))
             .hint("Give one key (or NULL) per payload."),
+        "cron_never" => Refusal::new(invalid, format!("cron pattern '{v0}' never fires in time zone {v1}"))
+            .hint("A day that does not exist, such as the 30th of February, has no slots."),
+        "schedule_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("there is no schedule named {v0}")),
+        "after_unknown" => Refusal::new(invalid, format!("after names no job: {v0}"))
+            .hint("A job can run after jobs that exist (enqueued before it, finished or not)."),
         "group_keys_count" => Refusal::new(invalid, format!("group_keys has {v0} elements for {v1} payloads"))
             .hint("Give one group key (or NULL) per payload."),
         "key_finished" => key_finished(&v0, &v1),

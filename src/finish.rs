@@ -13,6 +13,8 @@ use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
 
 const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
+/// A completed job whose end sets something off (sql/finish.sql).
+const JOB_ENDED: &str = "SELECT @schema@rq_job_ended($1)";
 
 // rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
 function_info_v1!(pg_finfo_rq_complete_c);
@@ -30,9 +32,19 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
     // would replace the UPDATE's result.
     let frees_slots = flow::some_queue_counts_claims(function);
     if args[0].is_some() {
-        let text = || statements::fill(COMPLETE, &[("@jobs@", &statements::in_schema_of(function, "jobs"))]);
+        // a table not yet updated to 0.3.0 has no workflows
+        let workflows = statements::jobs_have(function, c"has_children");
+        let text = || {
+            statements::fill(
+                COMPLETE,
+                &[
+                    ("@jobs@", &statements::in_schema_of(function, "jobs")),
+                    ("@sets_off@", if workflows { ", j.has_children OR j.key_period IS NOT NULL" } else { "" }),
+                ],
+            )
+        };
         let complete = Statement {
-            shape: Shape { name: "complete", variant: 0 },
+            shape: Shape { name: "complete", variant: i64::from(workflows) },
             text: &text,
             types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID],
         };
@@ -42,6 +54,16 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
                 if let Some(queue) = unsafe { statements::value::<String>(0, 2) } {
                     flow::claim_ended(&queue);
                 }
+            }
+            // SAFETY: the UPDATE returned the completed row, its queue and whether it sets something off.
+            if workflows && unsafe { statements::value::<bool>(0, 3) } == Some(true) {
+                // SAFETY: as above.
+                let row = unsafe { statements::first_row_copied() };
+                let text = || statements::fill(JOB_ENDED, &[("@schema@", &statements::in_schema_of(function, ""))]);
+                let released = Statement { shape: Shape { name: "job_ended", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
+                statements::run(function, &released, &args[..1]);
+                statements::finish();
+                return row;
             }
             // SAFETY: the UPDATE returned the completed row.
             return unsafe { statements::finish_with_first_row() };

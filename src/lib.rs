@@ -40,6 +40,7 @@ mod flow;
 mod ids;
 mod limits;
 mod privileges;
+mod schedules;
 mod settings;
 mod statements;
 mod waiters;
@@ -81,6 +82,7 @@ extension_sql_file!(
         flow::rq_claim_ended
     ]
 );
+extension_sql_file!("../sql/workflows.sql", name = "workflows", requires = ["schema", events::rq_job_ready_again, errors::rq_refuse, limits::rq_check_arrays, limits::rq_check_batch]);
 extension_sql_file!(
     "../sql/flow.sql",
     name = "flow",
@@ -105,12 +107,26 @@ extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"])
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "flow", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
+);
+extension_sql_file!(
+    "../sql/schedules.sql",
+    name = "schedules",
+    requires = [
+        "enqueue",
+        schedules::rq_cron_next,
+        schedules::rq_cron_slots,
+        schedules::rq_schedule_due,
+        schedules::rq_check_schedule,
+        clock::rq_ms_to_timestamptz,
+        clock::rq_ms_to_interval,
+        limits::rq_check_batch
+    ]
 );
 extension_sql_file!(
     "../sql/duties.sql",
     name = "duties",
-    requires = ["finish", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
+    requires = ["finish", "schedules", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
 
 /// True in processes of a server that preloaded the library (children of the

@@ -19,8 +19,8 @@ use std::ffi::{CStr, CString, c_char};
 /// and batch size, complete, enqueue). Past this, calls plan every time.
 const MAX_KEPT_PLANS: usize = 32;
 
-/// The most arguments a statement takes (the enqueue's 12).
-const MAX_ARGS: usize = 12;
+/// The most arguments a statement takes (the enqueue's 13).
+const MAX_ARGS: usize = 13;
 
 /// Which statement a kept plan runs: its name and, for statements written
 /// in several shapes (a claim's queue filter and batch size), which shape.
@@ -267,15 +267,25 @@ pub unsafe fn return_rows(fcinfo: pg_sys::FunctionCallInfo) {
 /// # Safety
 /// Connected to SPI, and the last result has at least one row.
 pub unsafe fn finish_with_first_row() -> pg_sys::Datum {
+    // SAFETY: per the contract above.
+    let row = unsafe { first_row_copied() };
+    finish();
+    row
+}
+
+/// The first column of the first row of the last SPI result, copied into
+/// the memory of the caller of SPI_connect: it outlives later statements and
+/// `finish`.
+///
+/// # Safety
+/// Connected to SPI, and the last result has at least one row.
+pub unsafe fn first_row_copied() -> pg_sys::Datum {
     // SAFETY: per the contract above, the last result has a first row.
     unsafe {
         let table = pg_sys::SPI_tuptable;
         let mut isnull = false;
         let row = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut isnull);
-        // SPI_datumTransfer copies into the memory of the caller of SPI_connect.
-        let row = pg_sys::SPI_datumTransfer(row, false, -1);
-        finish();
-        row
+        pg_sys::SPI_datumTransfer(row, false, -1)
     }
 }
 

@@ -435,8 +435,10 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
 
     let batch = settings::batch_size();
     let duties = [
+        ("schedule", format!("SELECT {schema}.rq_fire_schedules({batch})")),
         ("expire", format!("SELECT {schema}.rq_expire({batch})")),
         ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
+        ("settle", format!("SELECT {schema}.rq_settle_workflows({batch})")),
         (
             "prune",
             format!("SELECT {schema}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),

@@ -676,6 +676,21 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- A refused call leaves no flow settings behind.
 SELECT count(*) AS queue_limits_rows FROM queue_limits;
 
+--------------------------------------------------------------------------
+-- Workflows (sql/workflows.sql): parents that name no job, NULL parents,
+-- parents not given as a list.
+SELECT status FROM rq_enqueue('q', 'x', after => ARRAY['00000000-0000-7000-8000-0000000000ff']::uuid[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', 'x', after => ARRAY[NULL]::uuid[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', 'x', after => ARRAY[[:'queued']]::uuid[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], after => ARRAY['00000000-0000-7000-8000-0000000000ff']::uuid[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', 'x', after => ARRAY[:'queued', NULL]::uuid[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) AS job_dependencies_rows FROM job_dependencies;
+
 -- The server is up, and the table is as it was before this file: empty.
 DELETE FROM jobs WHERE id IN (SELECT id FROM baseline);
 SELECT count(*) AS jobs_left FROM jobs;

@@ -1496,6 +1496,12 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-flow', 'g1', group_key => 'g1')"));
         su.one(&format!("SELECT id FROM rq_enqueue_batch('{p}-flow', ARRAY['g2', 'g3'], group_keys => ARRAY['g2', 'g3'])"));
         su.ok(&format!("SELECT rq_pause('{p}-paused')"));
+        // a key held for a period after its job ends
+        su.one(&format!("SELECT id FROM rq_enqueue('{p}-period', 'p', key => 'k', key_period => '1 hour')"));
+        // a workflow: a parent, and a child that runs after it
+        let parent = su.one(&format!("SELECT id FROM rq_enqueue('{p}-parent', 'parent')"));
+        su.one(&format!("SELECT id FROM rq_enqueue('{p}-child', 'child', after => ARRAY['{parent}']::uuid[])"));
+        su.one(&format!("SELECT id FROM rq_enqueue_batch('{p}-child', ARRAY['c2'], after => ARRAY['{parent}']::uuid[])"));
     }
 
     // claims and everything after, as the superuser and as the worker role
@@ -1517,6 +1523,11 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-wait'], worker => 'w', wait => '1 second')"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-nothing'], wait => '200 milliseconds')"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-later', 'later'], batch => 3, wait => '200 milliseconds')"));
+        // a job with a key_period ends: its key is held
+        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-period'], worker => 'w')))"));
+        // a parent's completion releases its children
+        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w')))"));
+        v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-child'], worker => 'w', batch => 2)"));
         // through the flow settings: the plain job, then the groups, one each
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-flow'], worker => 'w', batch => 2)"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-flow', '{p}-paused'], worker => 'w', wait => '200 milliseconds')"));
@@ -1651,6 +1662,20 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_claim_fair", "SELECT id FROM rq_claim_fair('hq-limits', 'w', 1, 1000, NULL)", "00000"),
         ("rq_queue_limits_changed", "SELECT rq_queue_limits_changed()", "*"),
         ("rq_job_turn", "SELECT rq_job_turn()", "*"),
+        ("rq_settle_workflows", "SELECT rq_settle_workflows()", "00000"),
+        ("rq_job_ended", "SELECT rq_job_ended('00000000-0000-7000-8000-000000000000')", "00000"),
+        ("rq_cron_next", "SELECT rq_cron_next('*/5 * * * * *', 'Europe/Berlin', 0)", "00000"),
+        ("rq_cron_slots", "SELECT rq_cron_slots('@hourly', 'UTC', 0, 7200000, 10)", "00000"),
+        ("rq_check_schedule", "SELECT rq_check_schedule('s', 'all')", "00000"),
+        ("rq_schedule_due", "SELECT rq_schedule_due(0)", "00000"),
+        ("rq_schedule", "SELECT rq_schedule('hq-schedule', '* * * * * *', 'hq-scheduled', 'p', max_age => '1 hour')", "00000"),
+        ("rq_schedule", "SELECT rq_schedule('hq-schedule-json', '@hourly', 'hq-scheduled', '{}'::jsonb)", "00000"),
+        ("rq_pause_schedule", "SELECT rq_pause_schedule('hq-schedule-json')", "00000"),
+        ("rq_resume_schedule", "SELECT rq_resume_schedule('hq-schedule-json')", "00000"),
+        ("rq_unschedule", "SELECT rq_unschedule('hq-schedule-json')", "00000"),
+        ("rq_fire_schedules", "SELECT pg_sleep(1.1), rq_fire_schedules()", "00000"),
+        ("rq_hold_for_parents", "SELECT rq_hold_for_parents('{}', '{}')", "00000"),
+        ("rq_parent_ended", "SELECT rq_parent_ended('00000000-0000-7000-8000-000000000000')", "00000"),
         ("rq_enqueue_trigger", "SELECT rq_enqueue_trigger()", "*"),
     ] {
         if names.iter().any(|n| n == name) {

@@ -14,7 +14,7 @@ fn catalog(client: &mut postgres::Client) -> Vec<String> {
 /// Every job, every column an older version has, as JSON text, in id order.
 fn jobs(client: &mut postgres::Client) -> Vec<(String, String)> {
     client
-        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn')::text FROM jobs j ORDER BY id", &[])
+        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn' - 'blocked_by' - 'has_children' - 'key_period')::text FROM jobs j ORDER BY id", &[])
         .unwrap()
         .iter()
         .map(|row| (row.get(0), row.get(1)))
@@ -162,8 +162,8 @@ fn updates_in_place_to_what_a_fresh_install_is(from: &str) {
         .get(0);
     assert_eq!(next, "{\"json\": true}", "the higher priority first");
 
-    // (e) What this version adds works on the updated install: a limit, and a
-    // grouped job.
+    // (e) What this version adds works on the updated install: a limit, a
+    // grouped job, a job that runs after another.
     c.batch_execute(
         "SELECT rq_set_limits('limited', max_claimed => 1);
          SELECT rq_enqueue('limited', 'one'); SELECT rq_enqueue('limited', 'two', group_key => 'g');",
@@ -171,6 +171,10 @@ fn updates_in_place_to_what_a_fresh_install_is(from: &str) {
     .unwrap();
     let claimed = c.query("SELECT * FROM rq_claim(ARRAY['limited'], 'w', 10)", &[]).unwrap();
     assert_eq!(claimed.len(), 1, "max_claimed holds on the updated install");
+    // and a workflow: a job that runs after the one still queued
+    let parent = one(&mut c, "SELECT id::text FROM jobs WHERE queue = 'limited' AND status = 'queued'");
+    let child = one(&mut c, &format!("SELECT status FROM rq_enqueue('after', 'c', after => ARRAY['{parent}']::uuid[])"));
+    assert_eq!(child, "blocked");
 
     // (d) The background worker serves the updated database without a restart.
     assert!(
