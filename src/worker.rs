@@ -82,6 +82,13 @@ const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
 /// however often it is called.
 const MIN_ROUND_GAP: Duration = Duration::from_secs(1);
 
+/// Planned visits (a lease that ends, a job that expires, a schedule's slot)
+/// start at most this often: often enough that a per-second schedule's
+/// visits fall on its slots rather than a second after the last visit, and
+/// seldom enough that a flood of deadlines costs at most two housekeeping
+/// workers a second.
+const MIN_VISIT_GAP: Duration = Duration::from_millis(500);
+
 /// A served database with nothing noted is visited at least this often:
 /// for what no backend notes (a claim made outside rq_claim, by the Python
 /// library, or any row written by hand), and the retention. A visit costs
@@ -175,12 +182,18 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     let mut databases: HashMap<pg_sys::Oid, Database> = HashMap::new();
     let mut no_slot_warned = false;
     let mut last_round = std::time::Instant::now();
-    while sleep_until_next_round(next_visit(&databases), last_round) {
+    // the last round that started a housekeeping worker: the gap between
+    // rounds counts from it, so that a round that only looked at the notes
+    // does not put off a visit planned just after it
+    let mut last_visits = last_round;
+    while sleep_until_next_round(next_visit(&databases), last_round, last_visits) {
         last_round = std::time::Instant::now();
         // a new retention applies at each database's next round
         reload_settings_if_asked();
         if settings::worker_enabled() {
-            run_round(&mut databases, &mut no_slot_warned);
+            if run_round(&mut databases, &mut no_slot_warned) {
+                last_visits = last_round;
+            }
         } else {
             // forget what we knew: when switched back on, look at every database
             databases.clear();
@@ -204,20 +217,28 @@ fn next_visit(databases: &HashMap<pg_sys::Oid, Database>) -> Option<i64> {
 
 /// Sleeps until the next look: `raquel.worker_interval` from the last round
 /// (when the notes of backends are taken), sooner when a database's visit
-/// is planned sooner, or when a `CREATE EXTENSION` asks for a recheck (but
-/// never sooner than MIN_ROUND_GAP after the last round). Our own
+/// is planned sooner (but never sooner than MIN_VISIT_GAP after the last
+/// round that visited a database), or when a `CREATE EXTENSION` asks for a
+/// recheck (never sooner than MIN_ROUND_GAP after the last round). Our own
 /// housekeeping workers set the latch too (the postmaster tells the
 /// launcher when they start and stop), so a wake-up alone is no reason to
 /// start a round. False on SIGTERM or postmaster death.
-fn sleep_until_next_round(next_visit_ms: Option<i64>, last_round: std::time::Instant) -> bool {
+fn sleep_until_next_round(next_visit_ms: Option<i64>, last_round: std::time::Instant, last_visits: std::time::Instant) -> bool {
     loop {
         let (interval, elapsed) = (settings::worker_interval(), last_round.elapsed());
-        // no round starts sooner than this, whatever asks for one
+        // no round starts sooner than MIN_ROUND_GAP after the last one when
+        // a CREATE EXTENSION asks, nor a planned visit sooner than
+        // MIN_VISIT_GAP after the last round that visited a database
         let gap_left = MIN_ROUND_GAP.min(interval).saturating_sub(elapsed);
+        let visit_gap_left = MIN_VISIT_GAP.min(interval).saturating_sub(last_visits.elapsed());
         let mut wait = interval.saturating_sub(elapsed);
         if let Some(visit) = next_visit_ms {
-            let until_visit = Duration::from_millis(visit.saturating_sub(now_ms()).max(0) as u64);
-            wait = wait.min(until_visit.max(gap_left));
+            // a millisecond past the visit: a latch timeout may end a little
+            // early, and a round that found the visit not yet due would put
+            // it off by MIN_ROUND_GAP (measured: slots of a schedule fired
+            // 0.6 to 0.9 s late)
+            let until_visit = Duration::from_millis((visit.saturating_sub(now_ms()) + 1).max(0) as u64);
+            wait = wait.min(until_visit.max(visit_gap_left));
         }
         if RECHECK_REQUESTED.get().load(Ordering::SeqCst) {
             wait = wait.min(gap_left);
@@ -249,16 +270,17 @@ fn reload_settings_if_asked() {
 
 /// One round: every served database whose visit is due, or that backends
 /// noted something due in, gets its duties run once.
-fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mut bool) {
+/// Whether it started a housekeeping worker.
+fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mut bool) -> bool {
     let listed = list_databases();
     databases.retain(|oid, _| listed.iter().any(|(listed_oid, _)| listed_oid == oid));
     let recheck = RECHECK_REQUESTED.get().swap(false, Ordering::SeqCst);
     let notes = deadlines::take();
-    let now = now_ms();
     debug1!("raquel launcher: round over {} databases", listed.len());
+    let mut visited = false;
     for (oid, name) in listed {
         if shutdown_requested() {
-            return;
+            return visited;
         }
         if !settings::serves_database(&name) {
             // forgotten, so that its planned visit wakes nobody
@@ -272,13 +294,14 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
         let due = match db.found {
             Found::NoExtension => recheck,
             Found::Unknown => true,
-            Found::Extension => db.next_visit_ms <= now,
+            Found::Extension => db.next_visit_ms <= now_ms(),
         };
         if !due {
             continue;
         }
         debug1!("raquel launcher: looking after database \"{name}\" ({:?})", db.found);
         let started = now_ms();
+        visited = true;
         match run_housekeeping(oid, &name) {
             Some((found, next_due)) => {
                 db.found = found;
@@ -302,6 +325,7 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
             None => {}
         }
     }
+    visited
 }
 
 /// The connectable databases, from the shared catalog (the way autovacuum's

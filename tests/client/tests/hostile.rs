@@ -1674,6 +1674,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_resume_schedule", "SELECT rq_resume_schedule('hq-schedule-json')", "00000"),
         ("rq_unschedule", "SELECT rq_unschedule('hq-schedule-json')", "00000"),
         ("rq_fire_schedules", "SELECT pg_sleep(1.1), rq_fire_schedules()", "00000"),
+        // no schedule left firing on the shared server
+        ("rq_pause_schedule", "SELECT rq_pause_schedule('hq-schedule')", "00000"),
         ("rq_hold_for_parents", "SELECT rq_hold_for_parents('{}', '{}')", "00000"),
         ("rq_parent_ended", "SELECT rq_parent_ended('00000000-0000-7000-8000-000000000000')", "00000"),
         ("rq_enqueue_trigger", "SELECT rq_enqueue_trigger()", "*"),
