@@ -1,7 +1,9 @@
 """A raquel worker in Python (psycopg 3).
 
-Claims one job at a time from a queue and completes it in the same
-transaction as its own work, so database-only work happens exactly once.
+Works one job at a time from a queue, one round trip a job: each
+transaction does the job in hand's work, then completes it (or fails it)
+and claims the next in one call (rq_complete_and_claim), so database-only
+work commits exactly once, with its completion.
 When the queue is empty its claim waits (no polling) until an enqueue
 commits or a scheduled job falls due.
 
@@ -35,25 +37,35 @@ def main():
 
     with psycopg.connect(dsn) as conn:
         idle_since = time.monotonic()
+        job = None  # the job in hand: (id, attempt, payload)
         while True:
+            # One transaction, one round trip a job: the work of the job in
+            # hand, then its completion (or failure) and the claim of the
+            # next. With nothing ready, the claim waits up to a second for a
+            # job to be committed (or fall due) before it returns none.
             with conn.transaction():
-                # With nothing ready, the claim waits up to a second for a
-                # job to be committed (or fall due) before it returns none.
-                job = conn.execute(
-                    "SELECT id, attempts, payload FROM rq_claim(ARRAY[%s], worker => %s, wait => '1 second')",
-                    (args.queue, args.worker),
-                ).fetchone()
-                if job is not None:
+                if job is None:
+                    job = conn.execute(
+                        "SELECT id, attempts, payload FROM rq_complete_and_claim(NULL, NULL, ARRAY[%s], %s,"
+                        " wait => '1 second')",
+                        (args.queue, args.worker),
+                    ).fetchone()
+                else:
                     job_id, attempt, payload = job
                     try:
                         with conn.transaction():  # a savepoint: the work's writes go if it fails
                             handle(payload)
-                        conn.execute("SELECT rq_complete(%s, attempt => %s)", (job_id, attempt))
+                        job = conn.execute(
+                            "SELECT id, attempts, payload FROM rq_complete_and_claim(%s, %s, ARRAY[%s], %s,"
+                            " wait => '1 second')",
+                            (job_id, attempt, args.queue, args.worker),
+                        ).fetchone()
                     except Exception as error:
-                        conn.execute(
-                            "SELECT rq_fail(%s, %s, %s, attempt => %s)",
-                            (job_id, str(error), repr(error), attempt),
-                        )
+                        job = conn.execute(
+                            "SELECT id, attempts, payload FROM rq_fail_and_claim(%s, %s, %s, %s, ARRAY[%s], %s,"
+                            " wait => '1 second')",
+                            (job_id, str(error), repr(error), attempt, args.queue, args.worker),
+                        ).fetchone()
             if job is not None:
                 idle_since = time.monotonic()
             elif args.idle_exit is not None and time.monotonic() - idle_since >= args.idle_exit:

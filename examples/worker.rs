@@ -1,7 +1,9 @@
 //! A raquel worker in Rust (the `postgres` crate).
 //!
-//! Claims one job at a time from a queue and completes it in the same
-//! transaction as its own work, so database-only work happens exactly once.
+//! Works one job at a time from a queue, one round trip a job: each
+//! transaction does the job in hand's work, then completes it (or fails it)
+//! and claims the next in one call (rq_complete_and_claim), so database-only
+//! work commits exactly once, with its completion.
 //! When the queue is empty its claim waits (no polling) until an enqueue
 //! commits or a scheduled job falls due.
 //!
@@ -28,30 +30,40 @@ pub fn work(dsn: &str, queue: &str, worker: &str, idle_exit: Option<Duration>) -
 
     let mut handled = 0;
     let mut idle_since = Instant::now();
+    // The job in hand: its id, attempt (the fencing token) and payload.
+    let mut in_hand: Option<(String, i32, Option<String>)> = None;
     loop {
+        // One transaction, one round trip a job: the work of the job in
+        // hand, then its completion (or failure) and the claim of the next.
+        // With nothing ready, the claim waits up to a second for a job to
+        // be committed (or fall due) before it returns none.
         let mut tx = client.transaction()?;
-        // With nothing ready, the claim waits up to a second for a job to be
-        // committed (or fall due) before it returns none.
-        let job = tx.query_opt(
-            "SELECT id::text, attempts, payload FROM rq_claim(ARRAY[$1], worker => $2, wait => '1 second')",
-            &[&queue, &worker],
-        )?;
-        if let Some(job) = job {
-            let (id, attempt, payload): (String, i32, Option<String>) = (job.get(0), job.get(1), job.get(2));
-            match handle(payload.as_deref()) {
-                Ok(()) => tx.execute("SELECT rq_complete($1::text::uuid, attempt => $2)", &[&id, &attempt])?,
-                Err(error) => tx.execute(
-                    "SELECT rq_fail($1::text::uuid, $2, attempt => $3)",
-                    &[&id, &error, &attempt],
-                )?,
-            };
-            tx.commit()?;
-            handled += 1;
-            idle_since = Instant::now();
-            continue;
-        }
+        let next = match in_hand.take() {
+            None => tx.query_opt(
+                "SELECT id::text, attempts, payload FROM rq_complete_and_claim(NULL, NULL, ARRAY[$1], $2, wait => '1 second')",
+                &[&queue, &worker],
+            )?,
+            Some((id, attempt, payload)) => {
+                handled += 1;
+                match handle(payload.as_deref()) {
+                    Ok(()) => tx.query_opt(
+                        "SELECT id::text, attempts, payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY[$3], $4, \
+                         wait => '1 second')",
+                        &[&id, &attempt, &queue, &worker],
+                    )?,
+                    Err(error) => tx.query_opt(
+                        "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, NULL, $3, ARRAY[$4], $5, \
+                         wait => '1 second')",
+                        &[&id, &error, &attempt, &queue, &worker],
+                    )?,
+                }
+            }
+        };
         tx.commit()?;
-        if idle_exit.is_some_and(|limit| idle_since.elapsed() >= limit) {
+        in_hand = next.map(|job| (job.get(0), job.get(1), job.get(2)));
+        if in_hand.is_some() {
+            idle_since = Instant::now();
+        } else if idle_exit.is_some_and(|limit| idle_since.elapsed() >= limit) {
             return Ok(handled);
         }
     }

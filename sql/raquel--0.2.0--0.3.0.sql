@@ -24,6 +24,8 @@
 -- * Keys held for a period (issue 12): rq_enqueue(..., key_period); jobs get
 --   key_period, the table key_holds keeps a key after its job ended, and the
 --   verbs that end a job call rq_job_ended; rq_prune deletes old holds.
+-- * A worker's loop in one round trip (issue 13): rq_complete_and_claim
+--   and rq_fail_and_claim.
 -- * Recurring jobs (issue 12, sql/schedules.sql): the table schedules,
 --   rq_schedule, rq_unschedule, rq_pause_schedule, rq_resume_schedule, the
 --   view rq_schedules, and the duty rq_fire_schedules; rq_next_duty_ms
@@ -1389,6 +1391,44 @@ BEGIN
         VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, @extschema@.rq_now_ms()) + ended.key_period)
         ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
     END IF;
+END
+$$;
+
+-- A worker's loop in one round trip (sql/claim.sql).
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT rq_default_lease(),
+    wait    interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_c';
+
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_fail_and_claim.id IS NOT NULL THEN
+        PERFORM @extschema@.rq_fail(rq_fail_and_claim.id, rq_fail_and_claim.error,
+                                    rq_fail_and_claim.error_trace, rq_fail_and_claim.attempt);
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.rq_claim(rq_fail_and_claim.queues, rq_fail_and_claim.worker,
+        rq_fail_and_claim.batch, rq_fail_and_claim.lease, rq_fail_and_claim.wait);
 END
 $$;
 

@@ -258,19 +258,50 @@ function_info_v1!(pg_finfo_rq_claim_c);
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own, with rq_claim's arguments first.
+    unsafe { claim_from_args(fcinfo, 0) }
+}
+
+// rq_complete_and_claim(id uuid, attempt integer, queues text[], worker
+// text, batch integer, lease interval, wait interval) RETURNS SETOF jobs:
+// a worker's loop in one call. See sql/claim.sql.
+function_info_v1!(pg_finfo_rq_complete_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/claim.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: id and attempt first (as
+    // rq_complete's), then rq_claim's arguments.
+    unsafe {
+        if nullable_arg(fcinfo, 0).is_some() {
+            crate::finish::complete_from_args(fcinfo);
+        }
+        claim_from_args(fcinfo, 2)
+    }
+}
+
+/// rq_claim, with its five arguments from argument `first` of `fcinfo` on.
+///
+/// # Safety
+/// `fcinfo` is a call whose arguments `first`.. are rq_claim's, in a
+/// context that accepts a materialized set.
+unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_sys::Datum {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
     let (wait, batch, lease_ms, queues) = unsafe {
         (
-            pg_getarg::<Interval>(fcinfo, 4).map_or(0, |wait| interval_ms_within(wait, "wait", 0, MAX_WAIT_MS)),
-            limits::check_batch(pg_getarg::<i32>(fcinfo, 2)),
-            limits::lease_ms(pg_getarg::<Interval>(fcinfo, 3)),
-            pg_getarg::<Array<&str>>(fcinfo, 0),
+            pg_getarg::<Interval>(fcinfo, first + 4).map_or(0, |wait| interval_ms_within(wait, "wait", 0, MAX_WAIT_MS)),
+            limits::check_batch(pg_getarg::<i32>(fcinfo, first + 2)),
+            limits::lease_ms(pg_getarg::<Interval>(fcinfo, first + 3)),
+            pg_getarg::<Array<&str>>(fcinfo, first),
         )
     };
-    // SAFETY: argument 1 is the worker's name, a text.
-    limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, 1) }, "worker");
-    // SAFETY: argument 0 is a text[] when not null.
-    let lower_bound = unsafe { nullable_arg(fcinfo, 0).map(|queues| array_shape(queues)) }.map(|(dimensions, lower_bound)| {
+    // SAFETY: argument first + 1 is the worker's name, a text.
+    limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, first + 1) }, "worker");
+    // SAFETY: argument `first` is a text[] when not null.
+    let lower_bound = unsafe { nullable_arg(fcinfo, first).map(|queues| array_shape(queues)) }.map(|(dimensions, lower_bound)| {
         limits::check_dimensions(dimensions, "queues");
         lower_bound
     });
@@ -284,8 +315,8 @@ pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> 
     };
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
-    // SAFETY: arguments 0 and 1 exist.
-    let (mut queues_arg, worker_arg) = unsafe { (nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1)) };
+    // SAFETY: arguments first and first + 1 exist.
+    let (mut queues_arg, worker_arg) = unsafe { (nullable_arg(fcinfo, first), nullable_arg(fcinfo, first + 1)) };
     if lower_bound.is_some_and(|bound| bound != 1) {
         // '[5:5]={q}' is a fine one-queue array, but the statement reads
         // $1[1]: hand it the same names from 1.

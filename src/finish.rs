@@ -24,7 +24,19 @@ function_info_v1!(pg_finfo_rq_complete_c);
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own, with the two arguments declared.
+    // SAFETY: fcinfo is this call's own, with the two arguments declared first.
+    unsafe { complete_from_args(fcinfo) }
+}
+
+/// Completes the claimed job of arguments 0 (id) and 1 (attempt) of
+/// `fcinfo`'s call, with what its end sets off; its row, in the caller's
+/// memory. Raises (rq_raise_cannot) when it cannot. For rq_complete and
+/// rq_complete_and_claim (src/claim.rs).
+///
+/// # Safety
+/// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer.
+pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: per the contract above.
     let (function, args) =
         unsafe { (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum()]) };
     statements::connect();

@@ -116,6 +116,73 @@ fn four_workers_claiming_batches_get_each_job_once() {
 }
 
 #[test]
+fn four_workers_looping_in_one_round_trip_handle_each_job_once() {
+    // Each transaction does the work of the job in hand (its own write),
+    // then completes it and claims the next in one call
+    // (rq_complete_and_claim); every tenth job fails once instead
+    // (rq_fail_and_claim), and comes back for a second attempt.
+    let db = fresh_db("rq_it_one_round_trip");
+    connect(&db)
+        .batch_execute("CREATE TABLE done (job_id uuid, attempt int, PRIMARY KEY (job_id, attempt))")
+        .unwrap();
+    enqueue_jobs(&db, "work", JOBS);
+    let handled = run_workers(&db, |name, client| {
+        let mut mine = Vec::new();
+        let mut in_hand: Option<(String, i32, String)> = None;
+        loop {
+            let mut tx = client.transaction().unwrap();
+            let next = match &in_hand {
+                None => tx.query(
+                    "SELECT id::text, attempts, payload FROM rq_complete_and_claim(NULL, NULL, ARRAY['work'], $1)",
+                    &[&name],
+                ),
+                Some((id, attempt, payload)) => {
+                    tx.execute("INSERT INTO done VALUES ($1::text::uuid, $2)", &[id, attempt]).unwrap();
+                    if payload.parse::<i64>().unwrap() % 10 == 0 && *attempt == 1 {
+                        tx.query(
+                            "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, 'once', NULL, $2, \
+                             ARRAY['work'], $3)",
+                            &[id, attempt, &name],
+                        )
+                    } else {
+                        mine.push(id.clone());
+                        tx.query(
+                            "SELECT id::text, attempts, payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY['work'], $3)",
+                            &[id, attempt, &name],
+                        )
+                    }
+                }
+            }
+            .unwrap();
+            tx.commit().unwrap();
+            in_hand = next.first().map(|r| (r.get(0), r.get(1), r.get(2)));
+            if in_hand.is_none() {
+                // the failed ones come back after their retry delay
+                let waiting: i64 = client
+                    .query_one("SELECT count(*) FROM jobs WHERE status IN ('failed', 'queued')", &[])
+                    .unwrap()
+                    .get(0);
+                if waiting == 0 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        mine
+    });
+    assert_each_job_once(&handled, JOBS);
+    let row = connect(&db)
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'success'), max(attempts), (SELECT count(*) FROM done) FROM jobs",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), JOBS, "every job succeeded");
+    assert_eq!(row.get::<_, i32>(1), 2, "the failed ones took a second attempt");
+    assert_eq!(row.get::<_, i64>(2), JOBS + JOBS / 10, "every attempt's own write committed once");
+}
+
+#[test]
 fn a_claim_held_by_one_connection_is_skipped_by_another() {
     let db = fresh_db("rq_it_skip_locked");
     enqueue_jobs(&db, "q", 1);

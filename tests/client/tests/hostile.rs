@@ -1482,7 +1482,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     // jobs for the worker role, which cannot enqueue
     for queue in ["wq-one", "wq-a", "wq-b", "wq-any", "wq-wait", "wq-complete", "wq-complete2", "wq-fail",
         "wq-fail-stale", "wq-resched", "wq-resched-at", "wq-resched-none", "wq-reject", "wq-extend", "wq-batch",
-        "wq-batch", "wq-cancel", "wq-retry"]
+        "wq-batch", "wq-cancel", "wq-retry", "wq-loop", "wq-loop", "wq-loop"]
     {
         su.enqueue(queue);
     }
@@ -1525,6 +1525,18 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-later', 'later'], batch => 3, wait => '200 milliseconds')"));
         // a job with a key_period ends: its key is held
         v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-period'], worker => 'w')))"));
+        // a worker's loop in one round trip: claim, then complete and claim, fail and claim
+        enqueue_for(v, &format!("{p}-loop"));
+        enqueue_for(v, &format!("{p}-loop"));
+        enqueue_for(v, &format!("{p}-loop"));
+        let (first, attempt) = v.claim(&format!("{p}-loop"), "1 minute");
+        let next = v.ok(&format!(
+            "SELECT id, attempts FROM rq_complete_and_claim('{first}', {attempt}, ARRAY['{p}-loop'], 'w', lease => '1 minute')"
+        ));
+        if let Some(row) = next.first() {
+            let (id, attempt) = (row[0].clone().unwrap(), row[1].clone().unwrap());
+            v.ok(&format!("SELECT id FROM rq_fail_and_claim('{id}', 'boom', NULL, {attempt}, ARRAY['{p}-loop'], 'w')"));
+        }
         // a parent's completion releases its children
         v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w')))"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-child'], worker => 'w', batch => 2)"));

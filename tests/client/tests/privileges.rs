@@ -151,6 +151,10 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_enqueue_trigger()",                                      No,  Yes, No,  "SELECT rq_enqueue_trigger()"),
     // -- working the queue: workers
     ("rq_claim(text[],text,int,interval,interval)",               No,  No,  Yes, "SELECT id FROM rq_claim(ARRAY['m'], 'w')"),
+    ("rq_complete_and_claim(uuid,int,text[],text,int,interval,interval)",
+                                                                  No,  No,  Yes, "SELECT id FROM rq_complete_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
+    ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
+                                                                  No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_claim_flow(text[],text,int,bigint)",                     No,  No,  Yes, "SELECT id FROM rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
     ("rq_claim_ready(text[],text,int,bigint)",                    No,  No,  Yes, "SELECT id FROM rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
     ("rq_claim_fair(text,text,int,bigint,int)",                   No,  No,  Yes, "SELECT id FROM rq_claim_fair('m', 'w', 1, 1000, 1)"),
