@@ -68,6 +68,15 @@ impl QueueFilter {
         }
     }
 
+    /// The filter of a claim on this many queues (None: any queue).
+    fn of(queues: Option<usize>) -> QueueFilter {
+        match queues {
+            None => QueueFilter::Any,
+            Some(1) => QueueFilter::One,
+            Some(_) => QueueFilter::Several,
+        }
+    }
+
     /// The priorities the statements look at (sql/claim.priorities*.sql).
     fn priorities(self) -> &'static str {
         if self == QueueFilter::Several { PRIORITIES_SEVERAL } else { PRIORITIES }
@@ -308,11 +317,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
     if let Some(queues) = &queues {
         queues.iter().for_each(limits::check_queue);
     }
-    let filter = match &queues {
-        None => QueueFilter::Any,
-        Some(q) if q.len() == 1 => QueueFilter::One,
-        Some(_) => QueueFilter::Several,
-    };
+    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()));
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
     // SAFETY: arguments first and first + 1 exist.
@@ -385,11 +390,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
             })
             .collect()
     });
-    let filter = match &queues {
-        None => QueueFilter::Any,
-        Some(q) if q.len() == 1 => QueueFilter::One,
-        Some(_) => QueueFilter::Several,
-    };
+    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()));
     // SAFETY: fcinfo is this call's own; argument 1 exists.
     let (function, worker_arg) = unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 1)) };
     let mut claim = Claim {

@@ -97,14 +97,7 @@ fn rq_job_ready_again(
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
     // SAFETY: fcinfo is this call's own.
-    let jobs = privileges::jobs_of(unsafe { statements::called_function(fcinfo) });
-    if !privileges::may_update(jobs) {
-        Refusal::new(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            "rq_job_ready_again is for roles that may update the jobs table",
-        )
-        .raise()
-    }
+    privileges::require_update(unsafe { statements::called_function(fcinfo) }, "rq_job_ready_again");
     if let Some(queue) = queue {
         ready(queue, scheduled_at, max_age);
     }

@@ -178,7 +178,7 @@ pub fn claim_ended(queue: &str) {
 fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
-    require_update(function, "rq_claim_ended");
+    privileges::require_update(function, "rq_claim_ended");
     if let Some(queue) = queue {
         statements::connect();
         if some_queue_counts_claims(function) {
@@ -194,19 +194,9 @@ fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
 #[search_path(pg_catalog, pg_temp)]
 fn rq_wake_claims(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
-    require_update(unsafe { statements::called_function(fcinfo) }, "rq_wake_claims");
+    privileges::require_update(unsafe { statements::called_function(fcinfo) }, "rq_wake_claims");
     if let Some(queue) = queue {
         waiters::note_ready(queue, i64::from(i32::MAX));
-    }
-}
-
-fn require_update(function: pg_sys::Oid, name: &str) {
-    if !privileges::may_update(privileges::jobs_of(function)) {
-        Refusal::new(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("{name} is for roles that may update the jobs table"),
-        )
-        .raise()
     }
 }
 

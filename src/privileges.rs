@@ -32,6 +32,20 @@ pub fn may_update(relation: pg_sys::Oid) -> bool {
     }
 }
 
+/// Refuses (42501) a call of `name`, the function `function`, by a role that
+/// may not update the jobs table beside it: for the helpers that wake
+/// waiting claims or note deadlines, which only a role that could have made
+/// the change itself may ask for.
+pub fn require_update(function: pg_sys::Oid, name: &str) {
+    if !may_update(jobs_of(function)) {
+        crate::errors::Refusal::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("{name} is for roles that may update the jobs table"),
+        )
+        .raise()
+    }
+}
+
 /// The jobs table beside `function` (in the schema it was created in).
 pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: catalog lookups by OID and by name, inside a transaction.
