@@ -16,16 +16,23 @@ use postgres::{Client, NoTls};
 use std::time::{Duration, Instant};
 
 /// The job's work. Here: refuse payloads that say so, accept the rest.
-fn handle(payload: Option<&str>) -> Result<(), String> {
+#[allow(dead_code)] // the client tests and the peers benchmark bring their own
+pub fn handle(payload: Option<&str>) -> Result<(), String> {
     match payload {
         Some("fail") => Err("this payload always fails".into()),
         _ => Ok(()),
     }
 }
 
-/// Works `queue` until it has been idle for `idle_exit` (forever if None);
-/// returns how many jobs it handled.
-pub fn work(dsn: &str, queue: &str, worker: &str, idle_exit: Option<Duration>) -> Result<usize, postgres::Error> {
+/// Works `queue` with `handle` as each job's work until it has been idle for
+/// `idle_exit` (forever if None); returns how many jobs it handled.
+pub fn work(
+    dsn: &str,
+    queue: &str,
+    worker: &str,
+    idle_exit: Option<Duration>,
+    mut handle: impl FnMut(Option<&str>) -> Result<(), String>,
+) -> Result<usize, postgres::Error> {
     let mut client = Client::connect(dsn, NoTls)?;
 
     let mut handled = 0;
@@ -69,11 +76,11 @@ pub fn work(dsn: &str, queue: &str, worker: &str, idle_exit: Option<Duration>) -
     }
 }
 
-#[allow(dead_code)] // the client tests use `work` and not `main`
+#[allow(dead_code)] // the client tests and the peers benchmark use `work` and not `main`
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dsn = std::env::var("RAQUEL_DSN")?;
     let queue = std::env::args().nth(1).unwrap_or_else(|| "default".into());
     let worker = format!("rust-{}", std::process::id());
-    work(&dsn, &queue, &worker, None)?;
+    work(&dsn, &queue, &worker, None, handle)?;
     Ok(())
 }

@@ -39,7 +39,7 @@ fn the_rust_worker_example_works_a_queue() {
     let db = fresh_db("rq_it_example_rust");
     fill_queue(&db);
     let dsn = format!("{} dbname={db}", server_dsn());
-    let handled = worker::work(&dsn, "work", "rust-example", Some(Duration::from_secs(2))).unwrap();
+    let handled = worker::work(&dsn, "work", "rust-example", Some(Duration::from_secs(2)), worker::handle).unwrap();
     assert_eq!(handled, 105);
     assert_queue_worked(&db, "rust-example");
 }
