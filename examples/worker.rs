@@ -1,9 +1,8 @@
 //! A raquel worker in Rust (the `postgres` crate).
 //!
-//! Works one job at a time from a queue, one round trip a job: each
-//! transaction does the job in hand's work, then completes it (or fails it)
-//! and claims the next in one call (rq_complete_and_claim), so database-only
-//! work commits exactly once, with its completion.
+//! Works one job at a time from a queue, one round trip a job: after the job
+//! in hand's work, one call (rq_complete_and_claim, its own transaction)
+//! completes it (or fails it) and claims the next.
 //! When the queue is empty its claim waits (no polling) until an enqueue
 //! commits or a scheduled job falls due.
 //!
@@ -34,39 +33,37 @@ pub fn work(
     mut handle: impl FnMut(Option<&str>) -> Result<(), String>,
 ) -> Result<usize, postgres::Error> {
     let mut client = Client::connect(dsn, NoTls)?;
+    // Prepared once: each job then costs one round trip for the call, with
+    // no parsing or planning of the statement. A NULL id only claims.
+    let complete_and_claim = client.prepare(
+        "SELECT id::text, attempts, payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY[$3], $4, wait => '1 second')",
+    )?;
+    let fail_and_claim = client.prepare(
+        "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, NULL, $3, ARRAY[$4], $5, \
+         wait => '1 second')",
+    )?;
 
     let mut handled = 0;
     let mut idle_since = Instant::now();
     // The job in hand: its id, attempt (the fencing token) and payload.
     let mut in_hand: Option<(String, i32, Option<String>)> = None;
     loop {
-        // One transaction, one round trip a job: the work of the job in
-        // hand, then its completion (or failure) and the claim of the next.
-        // With nothing ready, the claim waits up to a second for a job to
-        // be committed (or fall due) before it returns none.
-        let mut tx = client.transaction()?;
+        // One round trip a job: the work of the job in hand (outside the
+        // database here), then one call, its own transaction, that
+        // completes (or fails) it and claims the next. With nothing ready,
+        // the claim waits up to a second for a job to be committed (or fall
+        // due) before it returns none. Work that writes to the database goes
+        // in a transaction with the call instead, as examples/worker.py does.
         let next = match in_hand.take() {
-            None => tx.query_opt(
-                "SELECT id::text, attempts, payload FROM rq_complete_and_claim(NULL, NULL, ARRAY[$1], $2, wait => '1 second')",
-                &[&queue, &worker],
-            )?,
+            None => client.query_opt(&complete_and_claim, &[&None::<String>, &None::<i32>, &queue, &worker])?,
             Some((id, attempt, payload)) => {
                 handled += 1;
                 match handle(payload.as_deref()) {
-                    Ok(()) => tx.query_opt(
-                        "SELECT id::text, attempts, payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY[$3], $4, \
-                         wait => '1 second')",
-                        &[&id, &attempt, &queue, &worker],
-                    )?,
-                    Err(error) => tx.query_opt(
-                        "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, NULL, $3, ARRAY[$4], $5, \
-                         wait => '1 second')",
-                        &[&id, &error, &attempt, &queue, &worker],
-                    )?,
+                    Ok(()) => client.query_opt(&complete_and_claim, &[&id, &attempt, &queue, &worker])?,
+                    Err(error) => client.query_opt(&fail_and_claim, &[&id, &error, &attempt, &queue, &worker])?,
                 }
             }
         };
-        tx.commit()?;
         in_hand = next.map(|job| (job.get(0), job.get(1), job.get(2)));
         if in_hand.is_some() {
             idle_since = Instant::now();
