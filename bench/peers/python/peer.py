@@ -3,10 +3,10 @@
     PEER_URL=postgresql://postgres@127.0.0.1:54330/peer_x \
         python bench/peers/python/peer.py SYSTEM COMMAND [OPTIONS]
 
-SYSTEM: pgqueuer, procrastinate or raquel-py (the PyPI library raquel).
+SYSTEM: pgqueuer, procrastinate, raquel-py (the PyPI library raquel) or
+raquel-example (the repository's examples/worker.py).
 The protocol (commands, options, output) is bench/peers/README.md's. Each
-system is a class in SYSTEMS below (or a module, see there); a new system is
-one more class and entry:
+system is a class in SYSTEMS below; a new system is one more class and entry:
   describe() -> {"version", "settings"}; run(coro) runs main_async's
   coroutine (the event loop the system's CLI uses); setup(); producer() ->
   (one(seq), many(seqs) or None), sync or async, on one connection; fill(n)
@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 from importlib.metadata import version
+
+from raquel_example import RaquelExample
 
 URL = os.environ.get("PEER_URL", "")
 QUEUE = "bench"
@@ -342,9 +344,8 @@ SYSTEMS = {
     "pgqueuer": Pgqueuer,
     "procrastinate": Procrastinate,
     "raquel-py": RaquelPy,
-    # The repository's examples/worker.py: an entry may also name a module
-    # beside this file whose COMMANDS maps each command to a function(url, args).
-    "raquel-example": "raquel_example",
+    # The repository's examples/worker.py (raquel_example.py, beside this file).
+    "raquel-example": RaquelExample,
 }
 
 
@@ -401,12 +402,8 @@ def main():
     parser.add_argument("--max-seconds", type=float)
     args = parser.parse_args()
     if SYSTEMS.get(args.system) is None:
-        known = ", ".join(name for name, cls in SYSTEMS.items() if cls)
+        known = ", ".join(SYSTEMS)
         sys.exit(f"system {args.system!r} is not in this driver (it has {known})")
-    if isinstance(SYSTEMS[args.system], str):
-        import importlib
-
-        sys.exit(importlib.import_module(SYSTEMS[args.system]).COMMANDS[args.command](URL, args))
     system = SYSTEMS[args.system]()
     if args.command == "describe":
         print(json.dumps(system.describe()))
