@@ -260,8 +260,10 @@ def summary(systems, results):
             return statistics.median(values) if values else None
 
         pick = max if higher_is_better else min
-        best_ours = pick((s for s in ours if median(s) is not None), key=median)
-        best_peer = pick((s for s in peers if median(s) is not None), key=median)
+        best_ours = pick((s for s in ours if median(s) is not None), key=median, default=None)
+        best_peer = pick((s for s in peers if median(s) is not None), key=median, default=None)
+        if best_ours is None or best_peer is None:
+            continue  # no figure on one side (a system without a batch call)
         ratio = median(best_ours) / median(best_peer) if higher_is_better else median(best_peer) / median(best_ours)
         lines.append(f"| {label} | {median(best_ours):,.{0 if higher_is_better else 2}f} ({SYSTEMS[best_ours][0]}) | "
                      f"{median(best_peer):,.{0 if higher_is_better else 2}f} ({SYSTEMS[best_peer][0]}) | {ratio:.2f}× |")
