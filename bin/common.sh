@@ -37,7 +37,7 @@ install_extension() {
   cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
   # The install scripts of released versions (pgrx copies only the update
   # scripts), so that the upgrade test can create an old version.
-  cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
+  cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
   retire_installed_library
   as_root cp -r "$stage"/. /
 }
@@ -68,4 +68,46 @@ CONF
 
 stop_server() {
   "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+# Citus (README "Scaling out with Citus"): start_citus DIR PORT starts a
+# coordinator on PORT and two worker nodes on PORT+1 and PORT+2, each a
+# cluster under DIR with citus and raquel preloaded, and joins them in the
+# database `postgres` (coordinator first, as Citus wants). stop_citus DIR
+# stops them.
+CITUS_NODES=(coordinator worker1 worker2)
+start_citus() {
+  local dir=$1 port=$2 i node
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  for i in 0 1 2; do
+    node=$dir/${CITUS_NODES[$i]}
+    if [ ! -f "$node/data/PG_VERSION" ]; then
+      mkdir -p "$node"
+      [ "$(id -u)" -eq 0 ] && chown postgres: "$node"
+      "${AS_PG[@]}" "$PG_BIN/initdb" -D "$node/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+      cat >>"$node/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $((port + i))
+unix_socket_directories = '$node'
+shared_preload_libraries = 'citus,raquel'
+max_connections = 200
+max_prepared_transactions = 200
+# Citus keeps a maintenance worker per database, beside raquel's own.
+max_worker_processes = 32
+# raquel's jobs table has triggers, which run on its shards.
+citus.enable_unsafe_triggers = on
+log_error_verbosity = verbose
+CONF
+    fi
+    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$node/data" -l "$node/server.log" -w start >/dev/null ||
+      { echo "citus node ${CITUS_NODES[$i]} did not start; its log:" >&2; cat "$node/server.log" >&2; return 1; }
+  done
+}
+
+stop_citus() {
+  local node
+  for node in "${CITUS_NODES[@]}"; do
+    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$1/$node/data" -m fast -w stop >/dev/null 2>&1 || true
+  done
 }

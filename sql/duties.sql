@@ -19,6 +19,9 @@ DECLARE
     parents uuid[];
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
+    IF @extschema@.rq_distributed() THEN
+        RETURN @extschema@.rq_expire_distributed(batch, now_ms);
+    END IF;
     WITH due AS (
         SELECT j.id FROM @extschema@.jobs j
         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
@@ -38,6 +41,31 @@ BEGIN
 END
 $$;
 
+-- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
+-- (SKIP LOCKED: a row some session still holds locked is that session's,
+-- however old its claim), for rq_rescue. On Citus, queue by queue
+-- (sql/distributed.sql).
+CREATE FUNCTION rq_lapsed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF @extschema@.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM @extschema@.rq_lapsed_distributed(batch, now_ms);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
+END
+$$;
+
 -- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
 -- follows the retry rules, exactly as if the worker had called rq_fail. A
 -- claim without lease_expires_at (made by the Python library or by hand) has
@@ -54,13 +82,7 @@ DECLARE
     changed bigint := 0;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
-    FOR job IN
-        SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM @extschema@.rq_lapsed(batch, now_ms) l
     LOOP
         PERFORM @extschema@.rq_fail(job.id,
                         format('lease expired: %s did not finish attempt %s in time',
@@ -87,7 +109,9 @@ DECLARE
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     -- keys whose hold after their job's end is over (sql/schema.sql)
-    DELETE FROM @extschema@.key_holds h WHERE h.until <= @extschema@.rq_now_ms();
+    -- (a value, not a call in the DELETE: Citus refuses volatile calls there)
+    cutoff := @extschema@.rq_now_ms();
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= cutoff;
     keep_ms := @extschema@.rq_retention_ms(retention);
     IF keep_ms = 0 THEN
         RETURN 0;
@@ -96,6 +120,9 @@ BEGIN
     -- the index scan, which then read the index of every finished job (2.6 s
     -- a round with 10 million of them, measured).
     cutoff := @extschema@.rq_now_ms() - keep_ms;
+    IF @extschema@.rq_distributed() THEN
+        RETURN @extschema@.rq_prune_distributed(batch, cutoff);
+    END IF;
     WITH old AS (
         SELECT j.id FROM @extschema@.jobs j
         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
@@ -116,12 +143,16 @@ $$;
 -- each round, and does not come back before then unless a backend notes
 -- something sooner (src/deadlines.rs). Each is the first entry of its
 -- duty's index.
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
 CREATE FUNCTION rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT least(
+DECLARE
+    keep_ms bigint := @extschema@.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
         (SELECT coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
          FROM @extschema@.jobs j
          WHERE j.status = 'claimed'
@@ -133,15 +164,16 @@ AS $$
          WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
          ORDER BY j.scheduled_at + j.max_age
          LIMIT 1),
-        (SELECT j.finished_at + keep.ms
-         FROM @extschema@.jobs j, (SELECT @extschema@.rq_retention_ms($1) AS ms) keep
-         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep.ms > 0
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
          ORDER BY j.finished_at
          LIMIT 1),
         (SELECT s.next_run_at FROM @extschema@.schedules s
          WHERE s.enabled
          ORDER BY s.next_run_at
-         LIMIT 1))
+         LIMIT 1));
+END
 $$;
 
 -- Tell the launcher a database now has the extension; say so when there is

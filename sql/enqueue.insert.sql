@@ -10,6 +10,8 @@
 --                      and $12, $13, or
 --                      nothing for the rq_enqueue of a database not yet
 --                      updated to 0.3.0 (11 arguments, no such column)
+--   @row@              the new row whole: `j`, or `ROW(j.*)::jobs` on Citus
+--                      (src/distributed.rs)
 --   @keyed_only@       nothing for a job with a key, `--` (the line is left
 --                      out) for one without: ON CONFLICT costs a speculative
 --                      insertion that a job without a key does not need
@@ -22,4 +24,4 @@ INSERT INTO @jobs@ AS j (queue, payload, max_age, max_retry_count, min_retry_del
                          max_retry_delay, backoff_base, enqueued_at, scheduled_at, priority, key@group_key@)
 VALUES ($1, $2@payload_as_text@, $3, $4, $5, $6, $7, $8, $9, $10, $11@group_key_value@)
 @keyed_only@ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed') DO NOTHING
-RETURNING j, j.id
+RETURNING @row@, j.id

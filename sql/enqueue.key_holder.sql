@@ -4,7 +4,8 @@
 -- committed while the INSERT waited for it.
 --   $1 queue, $2 key
 --   @jobs@   the jobs table, schema-qualified
---   @shown@  `j`, the whole row, for a caller who may read the table;
+--   @shown@  the whole row (`j`, or `ROW(j.*)::jobs` on Citus), for a
+--            caller who may read the table;
 --            otherwise a row of only its id, queue and key
 SELECT @shown@ FROM @jobs@ j
 WHERE j.queue = $1 AND j.key = $2 AND j.status IN ('queued', 'claimed', 'failed', 'blocked')

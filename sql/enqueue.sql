@@ -44,6 +44,9 @@ BEGIN
     END IF;
     PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
         ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM @extschema@.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+    END IF;
     -- group keys, when given, pair with the payloads by position
     IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
         PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
@@ -114,7 +117,7 @@ BEGIN
     RETURN QUERY
     SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
     UNION ALL
-    SELECT (CASE WHEN may_read THEN j
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
                  ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
             END).*
     FROM @extschema@.jobs j
@@ -211,6 +214,8 @@ CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    payload jsonb;
 BEGIN
     IF TG_LEVEL <> 'ROW' THEN
         PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
@@ -224,12 +229,16 @@ BEGIN
     IF TG_NARGS <> 1 THEN
         PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
-    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+    -- The payload is made first: on Citus, the call may run on the node of
+    -- the queue's shard (sql/distributed.sql), which knows not this table's
+    -- row type, so it gets the value, not the expression.
+    payload := jsonb_build_object(
         'op', TG_OP,
         'schema', TG_TABLE_SCHEMA,
         'table', TG_TABLE_NAME,
         'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END);
+    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], payload);
     IF TG_WHEN = 'BEFORE' THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;

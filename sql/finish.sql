@@ -70,6 +70,8 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
     done @extschema@.jobs[];
     miss record;
 BEGIN
@@ -86,7 +88,7 @@ BEGIN
         SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
     ), completed AS (
         UPDATE @extschema@.jobs j
-        SET status = 'success', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
+        SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
         FROM wanted w
         WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
         RETURNING j AS job

@@ -115,6 +115,7 @@ DECLARE
     settings @extschema@.queue_limits;
 BEGIN
     PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM @extschema@.rq_refuse_distributed('rq_pause');
     INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
     ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
     RETURNING l.* INTO settings;
@@ -169,6 +170,7 @@ DECLARE
     settings @extschema@.queue_limits;
 BEGIN
     PERFORM @extschema@.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM @extschema@.rq_refuse_distributed('rq_set_limits');
     INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
     VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
             CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,

@@ -73,11 +73,13 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
     lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
     job      @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
-    SET lease_expires_at = @extschema@.rq_now_ms() + lease_ms
+    SET lease_expires_at = now_ms + lease_ms
     WHERE j.id = rq_extend.id
       AND j.status = 'claimed'
       AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
@@ -98,10 +100,12 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
-    SET status = 'cancelled', finished_at = @extschema@.rq_now_ms(), lease_expires_at = NULL
+    SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
     WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
@@ -126,10 +130,12 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
-    SET status = 'queued', scheduled_at = @extschema@.rq_now_ms(), finished_at = NULL,
+    SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
         lease_expires_at = NULL, requeues = j.attempts
     WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;

@@ -54,12 +54,17 @@ AS $$
 $$;
 
 -- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
+-- (sql/distributed.sql).
 CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) FROM @extschema@.jobs j
-    WHERE ($1 IS NULL OR j.queue = $1) AND ($2 IS NULL OR j.status = ANY ($2))
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.jobs j
+            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
+              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
+END
 $$;
 
 -- The jobs table as a person reads it: instants as timestamptz, durations as

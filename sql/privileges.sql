@@ -20,7 +20,9 @@ REVOKE EXECUTE ON FUNCTION
     rq_enqueue_trigger(), rq_job_events(), rq_drop_started(),
     rq_job_turn(), rq_queue_limits_changed(),
     rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
-    rq_fire_schedules(integer)
+    rq_fire_schedules(integer),
+    rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
+    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so

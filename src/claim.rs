@@ -21,6 +21,7 @@
 
 use crate::clock::now_ms;
 use crate::deadlines;
+use crate::distributed;
 use crate::flow::{self, ClaimFlow};
 use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
@@ -330,6 +331,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
     // SAFETY: rq_claim returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
     statements::connect();
+    let distributed = distributed::is_distributed(function);
     let names: Option<Vec<Option<&str>>> = queues.as_ref().map(|q| q.iter().collect());
     let mut claim = Claim {
         function,
@@ -340,6 +342,19 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
     };
+    if distributed {
+        if claim.flow.is_some() {
+            distributed::refuse("flow control (a paused, limited or grouped queue)")
+        }
+        let names: Option<Vec<&str>> = names.map(|n| n.into_iter().flatten().collect());
+        // SAFETY: set up as a materialized set above; connected to SPI.
+        let claimed = unsafe { distributed::claim(fcinfo, function, names.as_deref(), worker_arg, batch, lease_ms, wait) };
+        if claimed > 0 {
+            deadlines::note(now_ms().saturating_add(lease_ms));
+        }
+        statements::finish();
+        return pg_sys::Datum::from(0);
+    }
     if wait > 0 {
         claim.queue_names = names.map(|n| n.into_iter().map(|q| q.map(str::to_owned)).collect());
         let hashes = queues.as_ref().map(|q| q.iter().flatten().map(waiters::queue_hash).collect());

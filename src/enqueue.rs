@@ -8,6 +8,7 @@
 //! that job back (sql/enqueue.key_holder.sql).
 
 use crate::clock::now_ms;
+use crate::distributed;
 use crate::durations::{due_ms, interval_ms_within};
 use crate::errors::{self, Refusal};
 use crate::limits::{self, CENTURY_MS, INT_MS};
@@ -20,7 +21,8 @@ const INSERT: &str = include_str!("../sql/enqueue.insert.sql");
 const KEY_HOLDER: &str = include_str!("../sql/enqueue.key_holder.sql");
 /// A job of the key that ended less than its key_period ago (sql/schema.sql,
 /// key_holds), shown as the key holder is.
-const PERIOD_HOLDER: &str = "SELECT @shown@ FROM @schema@key_holds h JOIN @schema@jobs j ON j.id = h.job_id \
+/// (`j.queue = h.queue`: on Citus, a join within one shard.)
+const PERIOD_HOLDER: &str = "SELECT @shown@ FROM @schema@key_holds h JOIN @schema@jobs j ON j.id = h.job_id AND j.queue = h.queue \
     WHERE h.queue = $1 AND h.key = $2 AND h.until > $3";
 /// A new job that runs after others: held for them (sql/workflows.sql), then
 /// read again by a statement of its own, which sees what the first did.
@@ -196,6 +198,12 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     let jobs = || statements::in_schema_of(function, "jobs");
     let jsonb = payload_type == pg_sys::JSONBOID;
     statements::connect();
+    let distributed = distributed::is_distributed(function);
+    if distributed && (after.is_some() || args[11].is_some()) {
+        distributed::refuse("a workflow (after) or a fair group (group_key)")
+    }
+    // The new row whole: `j`, or on Citus `ROW(j.*)::jobs` (src/distributed.rs).
+    let row = distributed::whole_row(function);
 
     let insert_text = || {
         statements::fill(
@@ -206,6 +214,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
                 ("@keyed_only@", if keyed { "" } else { "--" }),
                 ("@group_key@", if grouped { ", group_key, key_period" } else { "" }),
                 ("@group_key_value@", if grouped { ", $12, $13" } else { "" }),
+                ("@row@", &row),
             ],
         )
     };
@@ -219,11 +228,11 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     // The key's job that ended less than key_period ago, when there is one.
     let readable = || privileges::caller_may_read(privileges::jobs_of(function));
     if key_period_ms.is_some() {
-        let shown = if readable() { "j" } else { REDACTED };
+        let shown = if readable() { row.as_str() } else { REDACTED };
         let schema = statements::in_schema_of(function, "");
         let text = || statements::fill(PERIOD_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs()), ("@schema@", &schema)]);
         let holder = Statement {
-            shape: Shape { name: "period_holder", variant: i64::from(shown == "j") },
+            shape: Shape { name: "period_holder", variant: i64::from(shown != REDACTED) },
             text: &text,
             types: &[pg_sys::TEXTOID, pg_sys::TEXTOID, int8],
         };
@@ -233,6 +242,14 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
         }
     }
     if statements::run(function, &insert, &args[..if grouped { 13 } else { 11 }]) == 1 {
+        if distributed {
+            // The jobs table's trigger ran on the shard's node: wake this
+            // node's waiting claims too (src/waiters.rs).
+            // SAFETY: argument 0 is the checked queue name.
+            if let Some(queue) = unsafe { pg_getarg::<&str>(fcinfo, 0) } {
+                crate::waiters::note_ready(queue, 1);
+            }
+        }
         if let Some(after) = after {
             // SAFETY: the INSERT returned its row and its id.
             let id = unsafe { statements::value::<pgrx::Uuid>(0, 2) };
@@ -247,7 +264,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     // The holder whole for a caller who may read the table, otherwise only
     // its id, queue and key (src/privileges.rs).
     let readable = readable();
-    let shown = if readable { "j" } else { REDACTED };
+    let shown = if readable { row.as_str() } else { REDACTED };
     // @shown@ first: the @jobs@ in what it puts in is filled in after it.
     let holder_text = || statements::fill(KEY_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs())]);
     let holder = Statement {

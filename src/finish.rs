@@ -6,6 +6,7 @@
 //! job to say why (src/errors.rs).
 
 use crate::clock::now_ms;
+use crate::distributed;
 use crate::errors;
 use crate::flow;
 use crate::statements::{self, Shape, Statement, nullable_arg};
@@ -37,13 +38,19 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
 /// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer.
 pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: per the contract above.
-    let (function, args) =
-        unsafe { (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum()]) };
+    let (function, mut args) = unsafe {
+        (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum(), None])
+    };
     statements::connect();
+    // On Citus the UPDATE names the job's queue, to run in its shard; a job
+    // no shard has is not there to complete.
+    let distributed = distributed::is_distributed(function);
+    let queue = if distributed { args[0].and_then(|id| distributed::queue_of(function, id)) } else { None };
+    args[3] = queue.as_deref().and_then(|q| q.into_datum());
     // Before the UPDATE: reading the settings may run a statement, which
     // would replace the UPDATE's result.
     let frees_slots = flow::some_queue_counts_claims(function);
-    if args[0].is_some() {
+    if args[0].is_some() && (!distributed || queue.is_some()) {
         // a table not yet updated to 0.3.0 has no workflows
         let workflows = statements::jobs_have(function, c"has_children");
         let text = || {
@@ -52,15 +59,17 @@ pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Da
                 &[
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
                     ("@sets_off@", if workflows { ", j.has_children OR j.key_period IS NOT NULL" } else { "" }),
+                    ("@row@", &distributed::whole_row(function)),
+                    ("@same_queue@", if distributed { "AND j.queue = $4" } else { "" }),
                 ],
             )
         };
         let complete = Statement {
             shape: Shape { name: "complete", variant: i64::from(workflows) },
             text: &text,
-            types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID],
+            types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::TEXTOID][..if distributed { 4 } else { 3 }],
         };
-        if statements::run(function, &complete, &args) == 1 {
+        if statements::run(function, &complete, &args[..if distributed { 4 } else { 3 }]) == 1 {
             if frees_slots {
                 // SAFETY: the UPDATE returned the completed row and its queue.
                 if let Some(queue) = unsafe { statements::value::<String>(0, 2) } {

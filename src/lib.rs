@@ -31,6 +31,7 @@ mod claim;
 mod clock;
 mod compat_0_1;
 mod deadlines;
+mod distributed;
 mod durations;
 mod enqueue;
 mod errors;
@@ -107,7 +108,7 @@ extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"])
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "distributed", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/schedules.sql",
@@ -123,10 +124,11 @@ extension_sql_file!(
         limits::rq_check_batch
     ]
 );
+extension_sql_file!("../sql/distributed.sql", name = "distributed", requires = ["schema"]);
 extension_sql_file!(
     "../sql/duties.sql",
     name = "duties",
-    requires = ["finish", "schedules", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
+    requires = ["finish", "schedules", "distributed", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
 
 /// True in processes of a server that preloaded the library (children of the

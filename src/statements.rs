@@ -121,6 +121,17 @@ fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPI
     })
 }
 
+/// Frees every kept plan: the statements change with the mode
+/// (src/distributed.rs).
+pub fn forget_kept_plans() {
+    KEPT_PLANS.with_borrow_mut(|kept| {
+        for k in kept.drain(..) {
+            // SAFETY: a kept plan, owned by this list alone.
+            check(unsafe { pg_sys::SPI_freeplan(k.plan) }, 0, "SPI_freeplan");
+        }
+    });
+}
+
 fn function_exists(function: pg_sys::Oid) -> bool {
     // SAFETY: a syscache lookup by OID, inside a transaction.
     unsafe {
@@ -139,14 +150,16 @@ fn prepare(statement: &Statement) -> pg_sys::SPIPlanPtr {
     let mut types = statement.types.to_vec();
     // A generic plan from the start: the statements are written so that it
     // is the plan we want, and PostgreSQL need not compare it with custom
-    // plans on the first calls.
+    // plans on the first calls. Not on Citus, which routes a statement by
+    // its parameters' values (src/distributed.rs).
+    let options = if crate::distributed::known() { 0 } else { pg_sys::CURSOR_OPT_GENERIC_PLAN as i32 };
     // SAFETY: text is NUL-terminated, types has as many entries as we pass.
     let plan = unsafe {
         pg_sys::SPI_prepare_cursor(
             text.as_ptr(),
             types.len() as i32,
             types.as_mut_ptr(),
-            pg_sys::CURSOR_OPT_GENERIC_PLAN as i32,
+            options,
         )
     };
     if plan.is_null() {
@@ -302,6 +315,14 @@ pub fn free_result() {
     // SAFETY: SPI_freetuptable takes the current result (or NULL) and
     // forgets it; SPI_tuptable is not read again before the next statement.
     unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) }
+}
+
+/// Frees the last SPI result and forgets it, so that a later `return_rows`
+/// finds nothing to add.
+pub fn forget_result() {
+    free_result();
+    // SAFETY: SPI's global, just freed; nothing reads it before the next statement.
+    unsafe { pg_sys::SPI_tuptable = std::ptr::null_mut() };
 }
 
 /// Column `column` (from 1) of row `row` of the last SPI result.

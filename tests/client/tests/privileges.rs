@@ -192,6 +192,14 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("SELECT on rq_schedules",                                    No,  No,  No,  "SELECT * FROM rq_schedules"),
     ("rq_hold_for_parents(uuid[],uuid[])",                        No,  No,  No,  "SELECT rq_hold_for_parents('{}', '{}')"),
     ("rq_settle_workflows(int)",                                  No,  No,  No,  "SELECT rq_settle_workflows()"),
+    // -- the distributed mode: making it is the owner's; the verbs ask whether it is on
+    ("rq_distribute(int)",                                        No,  No,  No,  "SELECT rq_distribute()"),
+    ("rq_lapsed(int,bigint)",                                     No,  No,  No,  "SELECT * FROM rq_lapsed(1, 0)"),
+    ("rq_expire_distributed(int,bigint)",                         No,  No,  No,  "SELECT rq_expire_distributed(1, 0)"),
+    ("rq_lapsed_distributed(int,bigint)",                         No,  No,  No,  "SELECT * FROM rq_lapsed_distributed(1, 0)"),
+    ("rq_prune_distributed(int,bigint)",                          No,  No,  No,  "SELECT rq_prune_distributed(1, 0)"),
+    ("rq_distributed()",                                          Yes, Yes, Yes, "SELECT rq_distributed()"),
+    ("rq_refuse_distributed(text)",                               Yes, Yes, Yes, "SELECT rq_refuse_distributed('x')"),
     // -- flow settings: the owner's, or roles given INSERT and UPDATE on queue_limits
     ("rq_pause(text)",                                            No,  No,  No,  "SELECT rq_pause('m')"),
     ("rq_resume(text)",                                           No,  No,  No,  "SELECT rq_resume('m')"),

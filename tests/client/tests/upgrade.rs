@@ -58,7 +58,8 @@ fn the_update_paths_from_released_versions_are_known() {
         .map(|row| row.get(0))
         .collect();
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.1.0 -> {version}: 0.1.0--"))), "{paths:?}");
-    assert!(paths.contains(&format!("0.2.0 -> {version}: 0.2.0--{version}")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with(&format!("0.2.0 -> {version}: 0.2.0--"))), "{paths:?}");
+    assert!(paths.contains(&format!("0.3.0 -> {version}: 0.3.0--{version}")), "{paths:?}");
 }
 
 #[test]
@@ -69,6 +70,11 @@ fn an_install_of_0_1_0_updates_in_place_to_what_a_fresh_install_is() {
 #[test]
 fn an_install_of_0_2_0_updates_in_place_to_what_a_fresh_install_is() {
     updates_in_place_to_what_a_fresh_install_is("0.2.0");
+}
+
+#[test]
+fn an_install_of_0_3_0_updates_in_place_to_what_a_fresh_install_is() {
+    updates_in_place_to_what_a_fresh_install_is("0.3.0");
 }
 
 fn updates_in_place_to_what_a_fresh_install_is(from: &str) {

@@ -1,0 +1,733 @@
+-- raquel 0.3.0 → 0.4.0, run by ALTER EXTENSION raquel UPDATE.
+--
+-- What changes, and why (issue 14, the distributed mode on Citus):
+-- * New: rq_distribute(shard_count), which makes the jobs table a Citus
+--   table distributed by queue, rq_distributed(), and the duties' statements
+--   for a distributed table (sql/distributed.sql), with rq_lapsed, the
+--   rescue duty's choice of jobs, in one place for both modes.
+-- * The verbs written in PL/pgSQL that called rq_now_ms() inside an UPDATE
+--   (rq_extend, rq_cancel, rq_retry, rq_complete_batch, the prune of key
+--   holds) take the time into a variable first: Citus refuses volatile
+--   calls inside a statement it sends to a shard. Same result on one server.
+-- * rq_count and rq_next_duty_ms are PL/pgSQL instead of SQL: Citus plans
+--   no SQL function's parameters.
+-- * rq_enqueue_trigger makes the payload before the call (on Citus the call
+--   may run on another node); rq_enqueue_batch returns a key holder with
+--   ROW(j.*)::jobs; rq_pause, rq_set_limits and group keys or `after` in a
+--   batch are refused on a distributed table (0A000).
+-- * The duties rq_expire, rq_rescue and rq_prune go queue by queue on a
+--   distributed table.
+-- The Rust functions keep their signatures; their statements change with
+-- the library. Nothing changes in the tables.
+
+
+-- Distributed mode on Citus (README "Scaling out with Citus"). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- rq_enqueue (both payload types) is then a distributed function of its
+-- queue argument: a call alone in its statement and transaction runs on the
+-- node that holds the queue's shard. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF @extschema@.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows or flow settings'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups or workflows yet.',
+                  HINT = 'Let those jobs finish and remove the queue_limits rows (rq_set_limits, rq_resume) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+    PERFORM create_distributed_function(p.oid::regprocedure, 'queue', colocate_with => '@extschema@.jobs')
+    FROM pg_catalog.pg_proc p
+    WHERE p.proname = 'rq_enqueue' AND p.pronamespace = '@extschema@'::regnamespace;
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF @extschema@.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'README "Scaling out with Citus" lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql calls them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+CREATE FUNCTION rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    held    uuid[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
+        changed := changed + more;
+        -- a key enqueued with a key_period stays held (sql/finish.sql)
+        PERFORM @extschema@.rq_job_ended(h.id) FROM unnest(held) h (id);
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- The claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q text;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+    LOOP
+        RETURN QUERY
+            SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+            LIMIT batch
+            FOR UPDATE SKIP LOCKED;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+
+CREATE OR REPLACE FUNCTION rq_lapsed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF @extschema@.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM @extschema@.rq_lapsed_distributed(batch, now_ms);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    changed bigint;
+    parents uuid[];
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    IF @extschema@.rq_distributed() THEN
+        RETURN @extschema@.rq_expire_distributed(batch, now_ms);
+    END IF;
+    WITH due AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.has_children OR j.key_period IS NOT NULL AS sets_off
+    )
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO changed, parents FROM expired e;
+    -- what their ends set off (sql/finish.sql)
+    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM @extschema@.rq_lapsed(batch, now_ms) l
+    LOOP
+        PERFORM @extschema@.rq_fail(job.id,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL, job.attempts);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    -- (a value, not a call in the DELETE: Citus refuses volatile calls there)
+    cutoff := @extschema@.rq_now_ms();
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= cutoff;
+    keep_ms := @extschema@.rq_retention_ms(retention);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    -- A value, not rq_now_ms() in the condition: a volatile call cannot bound
+    -- the index scan, which then read the index of every finished job (2.6 s
+    -- a round with 10 million of them, measured).
+    cutoff := @extschema@.rq_now_ms() - keep_ms;
+    IF @extschema@.rq_distributed() THEN
+        RETURN @extschema@.rq_prune_distributed(batch, cutoff);
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint := @extschema@.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.jobs j
+            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
+              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM @extschema@.rq_refuse_distributed('rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM @extschema@.rq_refuse_distributed('rq_set_limits');
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM @extschema@.rq_wake_claims(queue);
+    RETURN @extschema@.rq_tidy_queue_limits(queue, settings);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_extend(id uuid, lease interval DEFAULT rq_default_lease(), attempt integer DEFAULT NULL)
+RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
+    job      @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET lease_expires_at = now_ms + lease_ms
+    WHERE j.id = rq_extend.id
+      AND j.status = 'claimed'
+      AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
+    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
+    END IF;
+    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
+    PERFORM @extschema@.rq_claim_ended(job.queue);
+    IF job.has_children OR job.key_period IS NOT NULL THEN
+        -- what its end sets off (sql/finish.sql)
+        PERFORM @extschema@.rq_job_ended(job.id);
+    END IF;
+    RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_retry(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
+        lease_expires_at = NULL, requeues = j.attempts
+    WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    RETURN job;
+EXCEPTION WHEN unique_violation THEN
+    -- an ended job's key was taken by a newer job that is still unfinished
+    PERFORM @extschema@.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    done @extschema@.jobs[];
+    miss record;
+BEGIN
+    IF ids IS NULL THEN
+        PERFORM @extschema@.rq_refuse('ids_null', '{}');
+    END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['ids', 'attempts'], ARRAY[array_ndims(ids), array_ndims(attempts)], NULL);
+    IF attempts IS NOT NULL AND cardinality(attempts) <> cardinality(ids) THEN
+        PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
+    END IF;
+    -- The completed rows are kept as they come out of the UPDATE, not read
+    -- again from the table.
+    WITH wanted AS (
+        SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
+    ), completed AS (
+        UPDATE @extschema@.jobs j
+        SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
+        FROM wanted w
+        WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
+        RETURNING j AS job
+    )
+    SELECT array_agg(c.job ORDER BY (c.job).id) INTO done FROM completed c;
+
+    -- Fewer rows than ids: an id this call could not complete (raise, which
+    -- undoes the rest), or the same id given twice (fine).
+    IF coalesce(cardinality(done), 0) < cardinality(ids) THEN
+        SELECT w.id, w.attempt INTO miss
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE w.id IS NULL OR w.id NOT IN (SELECT d.id FROM unnest(done) d)
+        ORDER BY w.n
+        LIMIT 1;
+        IF FOUND THEN
+            PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
+        END IF;
+    END IF;
+    -- slots freed under concurrency limits (src/flow.rs)
+    PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    -- what their ends set off (rq_job_ended)
+    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
+    RETURN QUERY SELECT * FROM unnest(done);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    payload jsonb;
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM @extschema@.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM @extschema@.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    -- The payload is made first: on Citus, the call may run on the node of
+    -- the queue's shard (sql/distributed.sql), which knows not this table's
+    -- row type, so it gets the value, not the expression.
+    payload := jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END);
+    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], payload);
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+-- A producer needs no privilege on the table, only EXECUTE on this function
+-- (see rq_grant_producer); the pinned search_path keeps a caller's objects
+-- from standing in for ours (every reference in the body is qualified too).
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    o       record;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
+BEGIN
+    SELECT * INTO o FROM @extschema@.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
+        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
+        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    IF payloads IS NULL THEN
+        PERFORM @extschema@.rq_refuse('payloads_null', '{}');
+    END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM @extschema@.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+    END IF;
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
+
+    IF keys IS NULL AND after IS NULL THEN
+        RETURN QUERY
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+        ORDER BY p.n
+        RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
+        RETURN;
+    END IF;
+
+    -- With keys: a key that an unfinished job of this queue already holds
+    -- gives back that job instead of a new one. ON CONFLICT waits for a
+    -- concurrent enqueue of the same key to commit or roll back, so two
+    -- sessions never both insert one. The jobs that were there already are
+    -- read by a second statement, whose fresh snapshot sees a job that such
+    -- a concurrent session just committed.
+    IF cardinality(keys) <> cardinality(payloads) THEN
+        PERFORM @extschema@.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+    END IF;
+    WITH inserted AS (
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, key, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
+        ORDER BY p.n
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
+        DO NOTHING
+        RETURNING j.id
+    )
+    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := @extschema@.rq_caller_may_read('@extschema@.jobs'::regclass);
+    RETURN QUERY
+    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
+    UNION ALL
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
+    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
+
+    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
+    WHERE k.key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM @extschema@.jobs j
+        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+    END IF;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION
+    rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
+    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint)
+FROM PUBLIC;
