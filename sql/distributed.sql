@@ -135,6 +135,7 @@ BEGIN
         )
         SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
         changed := changed + more;
+        PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
         -- a key enqueued with a key_period stays held (sql/finish.sql)
         PERFORM @extschema@.rq_job_ended(h.id) FROM unnest(held) h (id);
     END LOOP;

@@ -17,6 +17,7 @@ DECLARE
     now_ms  bigint := @extschema@.rq_now_ms();
     changed bigint;
     parents uuid[];
+    queues  text[];
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
@@ -32,9 +33,11 @@ BEGIN
     ), expired AS (
         UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
         FROM due WHERE j.id = due.id
-        RETURNING j.id, j.has_children OR j.key_period IS NOT NULL AS sets_off
+        RETURNING j.id, j.queue, j.has_children OR j.key_period IS NOT NULL AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO changed, parents FROM expired e;
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
+    FROM expired e;
+    PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
     -- what their ends set off (sql/finish.sql)
     PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
@@ -80,14 +83,16 @@ DECLARE
     now_ms  bigint := @extschema@.rq_now_ms();
     job     record;
     changed bigint := 0;
+    failed  @extschema@.jobs;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM @extschema@.rq_lapsed(batch, now_ms) l
     LOOP
-        PERFORM @extschema@.rq_fail(job.id,
+        failed := @extschema@.rq_fail(job.id,
                         format('lease expired: %s did not finish attempt %s in time',
                                coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
                         NULL, job.attempts);
+        PERFORM @extschema@.rq_note_metric(failed.queue, 'rescued', NULL);
         changed := changed + 1;
     END LOOP;
     RETURN changed;
@@ -120,6 +125,8 @@ BEGIN
     -- the index scan, which then read the index of every finished job (2.6 s
     -- a round with 10 million of them, measured).
     cutoff := @extschema@.rq_now_ms() - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
     IF @extschema@.rq_distributed() THEN
         RETURN @extschema@.rq_prune_distributed(batch, cutoff);
     END IF;

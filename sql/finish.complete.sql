@@ -6,7 +6,8 @@
 --   @same_queue@  on Citus, `AND j.queue = $4`, the job's queue, so that the
 --           UPDATE runs in one shard (src/distributed.rs); otherwise nothing
 -- The row comes back whole (`RETURNING j`), as the function's result, with
--- its queue, for flow control (src/flow.rs), and whether its end sets
+-- its queue, for flow control (src/flow.rs), when it was claimed, for the
+-- run time (src/metrics.rs), and whether its end sets
 -- something off (rq_job_ended, sql/finish.sql: children waiting, a key held
 -- for a period; @sets_off@ is nothing on a table not yet updated to 0.3.0). When nothing matches,
 -- rq_raise_cannot says why.
@@ -15,4 +16,4 @@ SET status = 'success', finished_at = $3, lease_expires_at = NULL
 WHERE j.id = $1 @same_queue@
   AND j.status = 'claimed'
   AND ($2 IS NULL OR j.attempts = $2)
-RETURNING @row@, j.queue@sets_off@
+RETURNING @row@, j.queue, j.claimed_at@sets_off@

@@ -46,6 +46,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
     END IF;
+    -- the attempt's run time, for the metrics (src/metrics.rs)
+    PERFORM @extschema@.rq_note_metric(job.queue, 'failed', now_ms - job.claimed_at);
     IF job.status = 'failed' THEN
         -- to be retried: wake a waiting claim at commit (src/events.rs)
         PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
@@ -107,8 +109,9 @@ BEGIN
             PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
         END IF;
     END IF;
-    -- slots freed under concurrency limits (src/flow.rs)
+    -- slots freed under concurrency limits (src/flow.rs), and the metrics
     PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    PERFORM @extschema@.rq_note_metric(d.queue, 'succeeded', now_ms - d.claimed_at) FROM unnest(done) d;
     -- what their ends set off (rq_job_ended)
     PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
     RETURN QUERY SELECT * FROM unnest(done);

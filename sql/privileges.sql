@@ -22,7 +22,8 @@ REVOKE EXECUTE ON FUNCTION
     rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
     rq_fire_schedules(integer),
     rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
-    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint)
+    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint),
+    rq_take_metrics(), rq_record_metrics()
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -73,6 +74,7 @@ BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);

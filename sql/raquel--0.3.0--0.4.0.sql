@@ -1,24 +1,31 @@
 -- raquel 0.3.0 → 0.4.0, run by ALTER EXTENSION raquel UPDATE.
 --
--- What changes, and why (issue 14, the distributed mode on Citus):
--- * New: rq_distribute(shard_count), which makes the jobs table a Citus
---   table distributed by queue, rq_distributed(), and the duties' statements
---   for a distributed table (sql/distributed.sql), with rq_lapsed, the
+-- What changes, and why:
+-- * The distributed mode on Citus (issue 14, sql/distributed.sql): new
+--   rq_distribute(shard_count), which makes the jobs table a Citus table
+--   distributed by queue, rq_distributed(), rq_refuse_distributed(), and
+--   the duties' statements for a distributed table, with rq_lapsed, the
 --   rescue duty's choice of jobs, in one place for both modes.
--- * The verbs written in PL/pgSQL that called rq_now_ms() inside an UPDATE
---   (rq_extend, rq_cancel, rq_retry, rq_complete_batch, the prune of key
---   holds) take the time into a variable first: Citus refuses volatile
---   calls inside a statement it sends to a shard. Same result on one server.
--- * rq_count and rq_next_duty_ms are PL/pgSQL instead of SQL: Citus plans
---   no SQL function's parameters.
--- * rq_enqueue_trigger makes the payload before the call (on Citus the call
---   may run on another node); rq_enqueue_batch returns a key holder with
---   ROW(j.*)::jobs; rq_pause, rq_set_limits and group keys or `after` in a
---   batch are refused on a distributed table (0A000).
--- * The duties rq_expire, rq_rescue and rq_prune go queue by queue on a
---   distributed table.
+--   - The verbs written in PL/pgSQL that called rq_now_ms() inside an
+--     UPDATE (rq_extend, rq_cancel, rq_retry, rq_complete_batch, the prune
+--     of key holds) take the time into a variable first: Citus refuses
+--     volatile calls inside a statement it sends to a shard.
+--   - rq_count and rq_next_duty_ms are PL/pgSQL instead of SQL: Citus
+--     plans no SQL function's parameters.
+--   - rq_enqueue_trigger makes the payload before the call (on Citus the
+--     call may run on another node); rq_enqueue_batch returns a key holder
+--     as ROW(j.*)::jobs; rq_pause, rq_set_limits, and group keys or `after`
+--     in a batch are refused on a distributed table (0A000).
+--   - The duties rq_expire, rq_rescue and rq_prune go queue by queue on a
+--     distributed table.
+-- * Metrics over time (issue 15, sql/metrics.sql): the table metrics (one
+--   row per queue and minute), rq_record_metrics (the background worker's
+--   new duty), rq_metrics, rq_prometheus and their helpers. The verbs
+--   written in SQL count what they do (rq_note_metric): rq_fail,
+--   rq_complete_batch, rq_expire, rq_rescue; rq_prune deletes old metrics;
+--   rq_grant_worker grants SELECT on metrics.
 -- The Rust functions keep their signatures; their statements change with
--- the library. Nothing changes in the tables.
+-- the library. The jobs table does not change; no job is rewritten.
 
 
 -- Distributed mode on Citus (README "Scaling out with Citus"). After
@@ -158,6 +165,7 @@ BEGIN
         )
         SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
         changed := changed + more;
+        PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
         -- a key enqueued with a key_period stays held (sql/finish.sql)
         PERFORM @extschema@.rq_job_ended(h.id) FROM unnest(held) h (id);
     END LOOP;
@@ -228,6 +236,228 @@ END
 $$;
 
 
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION "rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION "rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION "rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION "rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+);
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := @extschema@.rq_now_ms();
+    ended   bigint := (@extschema@.rq_now_ms() / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM @extschema@.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = @extschema@.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = @extschema@.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT j.queue, ended, count(*) FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+        GROUP BY j.queue
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, @extschema@.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.5),
+           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.95),
+           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.99),
+           @extschema@.rq_histogram_percentile(m.run_histogram, 0.5),
+           @extschema@.rq_histogram_percentile(m.run_histogram, 0.95),
+           @extschema@.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= @extschema@.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL: jobs by queue and status now, and per queue over the last five
+-- minutes recorded, the events and the wait and run percentiles (seconds).
+CREATE FUNCTION rq_prometheus() RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    out      text := '';
+    r        record;
+    q        text;
+    wait     integer[];
+    run      integer[];
+    fraction double precision;
+    waits    text;
+    runs     text;
+    since    bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+BEGIN
+    out := out || E'# HELP raquel_jobs Jobs in the jobs table by queue and status.\n# TYPE raquel_jobs gauge\n';
+    FOR r IN SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2 ORDER BY 1, 2 LOOP
+        out := out || format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                             @extschema@.rq_prometheus_label(r.queue), r.status, r.n);
+    END LOOP;
+    out := out || E'# HELP raquel_events_5m Events in the last five recorded minutes, by queue.\n# TYPE raquel_events_5m gauge\n';
+    FOR r IN
+        SELECT m.queue, e.event, e.n
+        FROM (SELECT m.queue, sum(m.enqueued) AS enqueued, sum(m.claimed) AS claimed, sum(m.succeeded) AS succeeded,
+                     sum(m.failed) AS failed, sum(m.rescued) AS rescued, sum(m.expired) AS expired
+              FROM @extschema@.metrics m WHERE m.minute >= since GROUP BY m.queue) m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        ORDER BY 1, 2
+    LOOP
+        out := out || format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                             @extschema@.rq_prometheus_label(r.queue), r.event, r.n);
+    END LOOP;
+    -- each metric's lines form one group, as the format asks
+    waits := E'# HELP raquel_wait_seconds Wait from due to claim over the last five recorded minutes.\n# TYPE raquel_wait_seconds gauge\n';
+    runs := E'# HELP raquel_run_seconds Run from claim to end over the last five recorded minutes.\n# TYPE raquel_run_seconds gauge\n';
+    FOR q IN SELECT DISTINCT m.queue FROM @extschema@.metrics m WHERE m.minute >= since ORDER BY 1 LOOP
+        wait := NULL;
+        run := NULL;
+        FOR r IN SELECT m.wait_histogram, m.run_histogram FROM @extschema@.metrics m
+                 WHERE m.queue = q AND m.minute >= since LOOP
+            wait := @extschema@.rq_histogram_add(wait, r.wait_histogram);
+            run := @extschema@.rq_histogram_add(run, r.run_histogram);
+        END LOOP;
+        FOREACH fraction IN ARRAY ARRAY[0.5, 0.95, 0.99] LOOP
+            IF @extschema@.rq_histogram_percentile(wait, fraction) IS NOT NULL THEN
+                waits := waits || format(E'raquel_wait_seconds{queue="%s",quantile="%s"} %s\n',
+                                         @extschema@.rq_prometheus_label(q), fraction,
+                                         @extschema@.rq_histogram_percentile(wait, fraction) / 1000);
+            END IF;
+            IF @extschema@.rq_histogram_percentile(run, fraction) IS NOT NULL THEN
+                runs := runs || format(E'raquel_run_seconds{queue="%s",quantile="%s"} %s\n',
+                                       @extschema@.rq_prometheus_label(q), fraction,
+                                       @extschema@.rq_histogram_percentile(run, fraction) / 1000);
+            END IF;
+        END LOOP;
+    END LOOP;
+    out := out || waits || runs;
+    RETURN out;
+END
+$$;
+
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
+
+
 CREATE OR REPLACE FUNCTION rq_lapsed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
@@ -258,6 +488,7 @@ DECLARE
     now_ms  bigint := @extschema@.rq_now_ms();
     changed bigint;
     parents uuid[];
+    queues  text[];
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
@@ -273,9 +504,11 @@ BEGIN
     ), expired AS (
         UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
         FROM due WHERE j.id = due.id
-        RETURNING j.id, j.has_children OR j.key_period IS NOT NULL AS sets_off
+        RETURNING j.id, j.queue, j.has_children OR j.key_period IS NOT NULL AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO changed, parents FROM expired e;
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
+    FROM expired e;
+    PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
     -- what their ends set off (sql/finish.sql)
     PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
@@ -291,14 +524,16 @@ DECLARE
     now_ms  bigint := @extschema@.rq_now_ms();
     job     record;
     changed bigint := 0;
+    failed  @extschema@.jobs;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM @extschema@.rq_lapsed(batch, now_ms) l
     LOOP
-        PERFORM @extschema@.rq_fail(job.id,
+        failed := @extschema@.rq_fail(job.id,
                         format('lease expired: %s did not finish attempt %s in time',
                                coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
                         NULL, job.attempts);
+        PERFORM @extschema@.rq_note_metric(failed.queue, 'rescued', NULL);
         changed := changed + 1;
     END LOOP;
     RETURN changed;
@@ -328,6 +563,8 @@ BEGIN
     -- the index scan, which then read the index of every finished job (2.6 s
     -- a round with 10 million of them, measured).
     cutoff := @extschema@.rq_now_ms() - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
     IF @extschema@.rq_distributed() THEN
         RETURN @extschema@.rq_prune_distributed(batch, cutoff);
     END IF;
@@ -513,6 +750,55 @@ EXCEPTION WHEN unique_violation THEN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_fail(
+    id          uuid,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL,
+    attempt     integer DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+    job    @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
+        finished_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN now_ms END,
+        scheduled_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN j.scheduled_at
+                            ELSE now_ms + @extschema@.rq_backoff(j.attempts - j.requeues,
+                                    coalesce(j.backoff_base, @extschema@.rq_default_backoff_base()),
+                                    coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay()),
+                                    coalesce(j.max_retry_delay, @extschema@.rq_default_max_retry_delay()))
+                       END,
+        error = rq_fail.error,
+        error_trace = rq_fail.error_trace,
+        lease_expires_at = NULL
+    WHERE j.id = rq_fail.id
+      AND j.status = 'claimed'
+      AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
+    END IF;
+    -- the attempt's run time, for the metrics (src/metrics.rs)
+    PERFORM @extschema@.rq_note_metric(job.queue, 'failed', now_ms - job.claimed_at);
+    IF job.status = 'failed' THEN
+        -- to be retried: wake a waiting claim at commit (src/events.rs)
+        PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    ELSE
+        -- a slot freed under a concurrency limit (src/flow.rs)
+        PERFORM @extschema@.rq_claim_ended(job.queue);
+        IF job.has_children OR job.key_period IS NOT NULL THEN
+            -- exhausted: what its end sets off (rq_job_ended)
+            PERFORM @extschema@.rq_job_ended(job.id);
+        END IF;
+    END IF;
+    RETURN job;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -555,8 +841,9 @@ BEGIN
             PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
         END IF;
     END IF;
-    -- slots freed under concurrency limits (src/flow.rs)
+    -- slots freed under concurrency limits (src/flow.rs), and the metrics
     PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    PERFORM @extschema@.rq_note_metric(d.queue, 'succeeded', now_ms - d.claimed_at) FROM unnest(done) d;
     -- what their ends set off (rq_job_ended)
     PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
     RETURN QUERY SELECT * FROM unnest(done);
@@ -596,6 +883,27 @@ BEGIN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_grant_worker(role regrole) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END
 $$;
 
@@ -729,5 +1037,6 @@ $$;
 
 REVOKE EXECUTE ON FUNCTION
     rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
-    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint)
+    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint),
+    rq_take_metrics(), rq_record_metrics()
 FROM PUBLIC;

@@ -366,6 +366,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
     if unsafe { pg_sys::SPI_processed } > 0 {
         // the rescue duty's deadline, told to the background worker at commit
         deadlines::note(now_ms().saturating_add(lease_ms));
+        crate::metrics::note_claimed_rows();
     }
     // SAFETY: the last SPI result is the claim's rows; still connected.
     unsafe { statements::return_rows(fcinfo) };

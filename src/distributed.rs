@@ -217,6 +217,7 @@ unsafe fn claim_from(
     };
     let rows = statements::run(function, &statement, &[queue.into_datum(), worker, now.into_datum(), lease_ms.into_datum()]);
     if rows > 0 {
+        crate::metrics::note_claimed_rows();
         QUEUES.with_borrow_mut(|remembered| {
             if remembered.len() + rows as usize > REMEMBERED {
                 remembered.clear();

@@ -59,6 +59,7 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
         check_payload_size(column(tuple, desc, c"payload"), queue.unwrap_or_default());
         if let Some(queue) = queue {
             ready(queue, int8(c"scheduled_at"), int8(c"max_age"));
+            crate::metrics::note(queue, crate::metrics::Event::Enqueued, None);
             if settings::notify() {
                 notify(queue);
             }

@@ -70,14 +70,16 @@ pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Da
             types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::TEXTOID][..if distributed { 4 } else { 3 }],
         };
         if statements::run(function, &complete, &args[..if distributed { 4 } else { 3 }]) == 1 {
-            if frees_slots {
-                // SAFETY: the UPDATE returned the completed row and its queue.
-                if let Some(queue) = unsafe { statements::value::<String>(0, 2) } {
-                    flow::claim_ended(&queue);
+            // SAFETY: the UPDATE returned the completed row, its queue and when it was claimed.
+            if let Some(queue) = unsafe { statements::value::<&str>(0, 2) } {
+                if frees_slots {
+                    flow::claim_ended(queue);
                 }
+                let claimed_at = unsafe { statements::value::<i64>(0, 3) };
+                crate::metrics::note(queue, crate::metrics::Event::Succeeded, claimed_at.map(|at| now_ms() - at));
             }
-            // SAFETY: the UPDATE returned the completed row, its queue and whether it sets something off.
-            if workflows && unsafe { statements::value::<bool>(0, 3) } == Some(true) {
+            // SAFETY: the UPDATE returned the completed row, its queue, its claim's time and whether it sets something off.
+            if workflows && unsafe { statements::value::<bool>(0, 4) } == Some(true) {
                 // SAFETY: as above.
                 let row = unsafe { statements::first_row_copied() };
                 let text = || statements::fill(JOB_ENDED, &[("@schema@", &statements::in_schema_of(function, ""))]);

@@ -40,6 +40,7 @@ mod finish;
 mod flow;
 mod ids;
 mod limits;
+mod metrics;
 mod privileges;
 mod schedules;
 mod settings;
@@ -108,7 +109,7 @@ extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"])
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "distributed", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/schedules.sql",
@@ -126,9 +127,14 @@ extension_sql_file!(
 );
 extension_sql_file!("../sql/distributed.sql", name = "distributed", requires = ["schema"]);
 extension_sql_file!(
+    "../sql/metrics.sql",
+    name = "metrics",
+    requires = ["schema", clock::rq_ms_to_timestamptz, metrics::rq_take_metrics, metrics::rq_histogram_add, metrics::rq_histogram_percentile, metrics::rq_note_metric]
+);
+extension_sql_file!(
     "../sql/duties.sql",
     name = "duties",
-    requires = ["finish", "schedules", "distributed", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
+    requires = ["finish", "schedules", "distributed", "metrics", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
 
 /// True in processes of a server that preloaded the library (children of the
@@ -150,6 +156,7 @@ pub extern "C-unwind" fn _PG_init() {
         worker::register();
         waiters::init();
         deadlines::init();
+        metrics::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }
 }

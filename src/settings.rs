@@ -12,6 +12,7 @@ static RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 3600);
 static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(false);
+static METRICS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 pub fn define() {
@@ -62,6 +63,14 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"raquel.metrics",
+        c"Whether the verbs count what they do for the metrics table (src/metrics.rs).",
+        c"On by default; off leaves the metrics table without new rows.",
+        &METRICS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"raquel.max_payload_size",
         c"The largest payload a job may carry, in bytes.",
@@ -101,6 +110,10 @@ pub fn batch_size() -> i32 {
 
 pub fn notify() -> bool {
     NOTIFY.get()
+}
+
+pub fn metrics() -> bool {
+    METRICS.get()
 }
 
 pub fn max_payload_size() -> usize {

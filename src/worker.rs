@@ -459,6 +459,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
 
     let batch = settings::batch_size();
     let duties = [
+        ("metrics", format!("SELECT {schema}.rq_record_metrics()")),
         ("schedule", format!("SELECT {schema}.rq_fire_schedules({batch})")),
         ("expire", format!("SELECT {schema}.rq_expire({batch})")),
         ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),

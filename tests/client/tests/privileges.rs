@@ -199,6 +199,16 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_lapsed_distributed(int,bigint)",                         No,  No,  No,  "SELECT * FROM rq_lapsed_distributed(1, 0)"),
     ("rq_prune_distributed(int,bigint)",                          No,  No,  No,  "SELECT rq_prune_distributed(1, 0)"),
     ("rq_distributed()",                                          Yes, Yes, Yes, "SELECT rq_distributed()"),
+    // -- metrics: recording is the worker's (the owner's); reading is for roles that may read them
+    ("rq_take_metrics()",                                         No,  No,  No,  "SELECT * FROM rq_take_metrics()"),
+    ("rq_record_metrics()",                                       No,  No,  No,  "SELECT rq_record_metrics()"),
+    ("rq_note_metric(text,text,bigint)",                          No,  No,  Yes, "SELECT rq_note_metric('m', 'claimed', 1)"),
+    ("rq_metrics(text,interval)",                                 No,  No,  Yes, "SELECT * FROM rq_metrics()"),
+    ("rq_prometheus()",                                           No,  No,  Yes, "SELECT rq_prometheus()"),
+    ("rq_prometheus_label(text)",                                 Yes, Yes, Yes, "SELECT rq_prometheus_label('m')"),
+    ("rq_histogram_percentile(int[],double precision)",           Yes, Yes, Yes, "SELECT rq_histogram_percentile('{1}', 0.5)"),
+    ("rq_histogram_add(int[],int[])",                             Yes, Yes, Yes, "SELECT rq_histogram_add('{1}', '{2}')"),
+    ("SELECT on metrics",                                         No,  No,  Yes, "SELECT * FROM metrics"),
     ("rq_refuse_distributed(text)",                               Yes, Yes, Yes, "SELECT rq_refuse_distributed('x')"),
     // -- flow settings: the owner's, or roles given INSERT and UPDATE on queue_limits
     ("rq_pause(text)",                                            No,  No,  No,  "SELECT rq_pause('m')"),

@@ -1,0 +1,163 @@
+//! Metrics over time (sql/metrics.sql, src/metrics.rs): what the verbs did,
+//! per queue and minute, recorded by the background worker's duty.
+
+use raquel_client_tests::{connect, eventually, fresh_db, sqlstate};
+use std::thread;
+use std::time::Duration;
+
+/// The sums over every recorded minute of `queue`: enqueued, claimed,
+/// succeeded, failed, rescued, expired. Records first, as the worker does.
+fn sums(c: &mut postgres::Client, queue: &str) -> [i64; 6] {
+    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(enqueued), 0)::bigint, coalesce(sum(claimed), 0)::bigint, coalesce(sum(succeeded), 0)::bigint,
+                    coalesce(sum(failed), 0)::bigint, coalesce(sum(rescued), 0)::bigint, coalesce(sum(expired), 0)::bigint
+             FROM rq_metrics($1, '1 hour')",
+            &[&queue],
+        )
+        .unwrap();
+    [row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5)]
+}
+
+#[test]
+fn each_verb_is_counted_once_per_committed_job() {
+    let db = fresh_db("rq_it_metrics");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_enqueue('m1', i::text) FROM generate_series(1, 8) i;
+         SELECT rq_enqueue_batch('m1', ARRAY['b1']);
+         INSERT INTO jobs (queue, payload) VALUES ('m1', 'a plain insert');",
+    )
+    .unwrap();
+    // rolled back: counts nothing
+    let mut tx = c.transaction().unwrap();
+    tx.batch_execute("SELECT rq_enqueue('m1', 'undone'); SELECT count(*) FROM rq_claim(ARRAY['m1'])").unwrap();
+    tx.rollback().unwrap();
+    let ids: Vec<String> =
+        c.query("SELECT id::text FROM rq_claim(ARRAY['m1'], batch => 6)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    for id in &ids[..4] {
+        c.execute("SELECT rq_complete($1::text::uuid)", &[id]).unwrap();
+    }
+    c.execute("SELECT rq_fail($1::text::uuid, 'boom')", &[&ids[4]]).unwrap();
+    c.execute("SELECT rq_complete_batch(ARRAY[$1::text::uuid])", &[&ids[5]]).unwrap();
+    // two lapsed claims rescued, two jobs expired
+    c.batch_execute(
+        "SELECT rq_enqueue('m2', i::text) FROM generate_series(1, 2) i;
+         SELECT count(*) FROM rq_claim(ARRAY['m2'], batch => 2, lease => '1 ms');
+         SELECT rq_enqueue('m3', 'x', at => now() - interval '1 minute', max_age => '1 second') FROM generate_series(1, 2);",
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(20));
+    c.batch_execute("SELECT rq_rescue(); SELECT rq_expire();").unwrap();
+
+    // the worker may record some of it first: the sums are what counts
+    let want = [("m1", [10, 6, 5, 1, 0, 0]), ("m2", [2, 2, 0, 2, 2, 0]), ("m3", [2, 0, 0, 0, 0, 2])];
+    let mut seen = Vec::new();
+    let all_counted = eventually(10, || {
+        seen = want.iter().map(|(q, _)| sums(&mut c, q)).collect();
+        seen.iter().zip(&want).all(|(got, (_, want))| got == want)
+    });
+    assert!(all_counted, "per queue [enqueued, claimed, succeeded, failed, rescued, expired]: {seen:?}, want {want:?}");
+
+    // a backlog was taken for the minute that ended before the first record
+    let backlog: i64 = c.query_one("SELECT count(*) FROM metrics WHERE backlog IS NOT NULL", &[]).unwrap().get(0);
+    assert!(backlog >= 1, "a backlog row");
+}
+
+#[test]
+fn wait_and_run_times_are_percentiles_of_what_happened() {
+    let db = fresh_db("rq_it_metrics_times");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_enqueue('slow', i::text) FROM generate_series(1, 4) i").unwrap();
+    for _ in 0..4 {
+        let id: String = c.query_one("SELECT id::text FROM rq_claim(ARRAY['slow'])", &[]).unwrap().get(0);
+        thread::sleep(Duration::from_millis(300));
+        c.execute("SELECT rq_complete($1::text::uuid)", &[&id]).unwrap();
+    }
+    // a job due 2 s ago waits about 2 s
+    c.batch_execute("SELECT rq_enqueue('late', 'x', at => now() - interval '2 seconds')").unwrap();
+    c.batch_execute("SELECT count(*) FROM rq_claim(ARRAY['late'])").unwrap();
+    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    let times = |c: &mut postgres::Client, sql: &str| -> Option<f64> {
+        c.query_one(sql, &[]).unwrap().get(0)
+    };
+    let run = times(&mut c, "SELECT rq_histogram_percentile(rq_histogram_add(NULL, run_histogram), 0.5) FROM metrics WHERE queue = 'slow' AND run_histogram <> '{}' LIMIT 1");
+    let run = run.expect("run times recorded");
+    assert!((240.0..=380.0).contains(&run), "300 ms runs read as {run} ms");
+    let wait = times(&mut c, "SELECT max(wait_p50_ms) FROM rq_metrics('late')").expect("a wait recorded");
+    assert!((1600.0..=2800.0).contains(&wait), "a 2 s wait reads as {wait} ms");
+    let quick = times(&mut c, "SELECT max(wait_p99_ms) FROM rq_metrics('slow')").expect("waits recorded");
+    assert!(quick < 1500.0, "jobs claimed as soon as they were due wait little: {quick} ms");
+}
+
+#[test]
+fn rq_prometheus_writes_the_text_format() {
+    let db = fresh_db("rq_it_metrics_prometheus");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_enqueue('mail', 'x'); SELECT rq_enqueue('mail', 'y');
+         SELECT rq_complete(id) FROM rq_claim(ARRAY['mail']) j;
+         SELECT rq_enqueue(E'we\"ird\\\\q', 'z');",
+    )
+    .unwrap();
+    // a transaction of its own: what the one above did is counted at its commit
+    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    let text: String = c.query_one("SELECT rq_prometheus()", &[]).unwrap().get(0);
+    for line in [
+        "# TYPE raquel_jobs gauge",
+        "raquel_jobs{queue=\"mail\",status=\"queued\"} 1",
+        "raquel_jobs{queue=\"mail\",status=\"success\"} 1",
+        "raquel_events_5m{queue=\"mail\",event=\"enqueued\"} 2",
+        "raquel_events_5m{queue=\"mail\",event=\"succeeded\"} 1",
+        "raquel_jobs{queue=\"we\\\"ird\\\\q\",status=\"queued\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("raquel_run_seconds{queue=\"mail\",quantile=\"0.5\"} ")), "{text}");
+    // each metric's lines are one group
+    let names: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split('{').next().unwrap()).collect();
+    let mut groups = names.clone();
+    groups.dedup();
+    let mut distinct = groups.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(groups.len(), distinct.len(), "a metric's lines are split: {groups:?}");
+    // every sample line is `name{labels} number`
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let value = l.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{l}");
+    }
+}
+
+#[test]
+fn old_minutes_go_with_the_retention_and_metrics_off_counts_nothing() {
+    let db = fresh_db("rq_it_metrics_prune");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "INSERT INTO metrics (queue, minute, enqueued) VALUES
+             ('old', (rq_now_ms() / 60000 - 60 * 24 * 30) * 60000, 5),
+             ('new', (rq_now_ms() / 60000 - 5) * 60000, 7);
+         SELECT rq_prune(retention => '1 day');",
+    )
+    .unwrap();
+    let left: Vec<String> = c.query("SELECT queue FROM metrics ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(left, ["new"]);
+
+    c.batch_execute("SET raquel.metrics = off; SELECT rq_enqueue('quiet', 'x'); SELECT rq_record_metrics();").unwrap();
+    let quiet: i64 = c.query_one("SELECT count(*) FROM metrics WHERE queue = 'quiet' AND enqueued > 0", &[]).unwrap().get(0);
+    assert_eq!(quiet, 0);
+    assert_eq!(sqlstate(c.execute("SELECT rq_note_metric('q', 'nonsense', NULL)", &[])), "22023");
+}
+
+#[test]
+fn the_background_worker_records_on_its_own() {
+    let db = fresh_db("rq_it_metrics_worker");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_enqueue('bg', i::text) FROM generate_series(1, 3) i; SELECT rq_worker_wake();").unwrap();
+    let recorded = eventually(20, || {
+        let n: i64 = c.query_one("SELECT coalesce(sum(enqueued), 0)::bigint FROM metrics WHERE queue = 'bg'", &[]).unwrap().get(0);
+        n == 3
+    });
+    assert!(recorded, "the worker's round added the three enqueues to the metrics table");
+}
