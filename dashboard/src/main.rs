@@ -31,8 +31,11 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
     /// allow retry, cancel, pause and resume (off: the page only reads)
-    #[arg(long, default_value_t = false)]
+    #[arg(long, default_value_t = false, conflicts_with = "read_only")]
     read_write: bool,
+    /// only read (the default; says so explicitly)
+    #[arg(long, default_value_t = false)]
+    read_only: bool,
 }
 
 /// What every request needs.
