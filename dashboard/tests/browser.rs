@@ -128,8 +128,15 @@ async fn screenshot(client: &Client, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// The text of the element `css` selects, waiting (up to fantoccini's
+/// default 30 s) for a page that a click is still loading to show it.
 async fn text(client: &Client, css: &str) -> String {
-    client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+    client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+}
+
+/// Clicks the element with id `id`, once the page shows it.
+async fn click(client: &Client, id: &str) {
+    client.wait().for_element(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}")).click().await.unwrap();
 }
 
 async fn texts(client: &Client, css: &str) -> Vec<String> {
@@ -273,13 +280,13 @@ fn retry_clicked_in_the_browser_requeues_the_job_and_forged_posts_do_not() {
         let (_driver, b) = browser().await;
         b.goto(&format!("{base}/jobs/{id}")).await.unwrap();
         assert_eq!(text(&b, "#status").await, "exhausted");
-        b.find(Locator::Id("retry")).await.unwrap().click().await.unwrap();
+        click(&b, "retry").await;
         screenshot(&b, "confirm").await;
-        b.find(Locator::Id("yes")).await.unwrap().click().await.unwrap();
+        click(&b, "yes").await;
         assert_eq!(text(&b, "#status").await, "queued", "the page shows the retried job");
         // retrying it again is refused with the database's reason, and changes nothing
         b.goto(&format!("{base}/jobs/{id}/retry")).await.unwrap();
-        b.find(Locator::Id("yes")).await.unwrap().click().await.unwrap();
+        click(&b, "yes").await;
         assert!(text(&b, "#failure").await.contains("SQLSTATE 55000"));
         b.close().await.unwrap();
     });
@@ -345,8 +352,12 @@ fn the_job_list_pages_through_every_job_once() {
             let ids = texts(&b, "#jobs td.id").await;
             assert!(ids.len() <= 100, "a page holds at most 100 jobs");
             seen.extend(ids);
+            // followed with goto, which returns once the next page has loaded
             match b.find(Locator::Id("next")).await {
-                Ok(next) => next.click().await.unwrap(),
+                Ok(next) => {
+                    let href = next.prop("href").await.unwrap().expect("the link's address");
+                    b.goto(&href).await.unwrap();
+                }
                 Err(_) => break,
             }
         }
