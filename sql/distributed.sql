@@ -33,9 +33,11 @@ $$;
 -- schedules stays a table of the coordinator, whose background worker
 -- fires them; queue_limits and job_dependencies stay empty there, since the
 -- mode refuses flow control and workflows.
--- rq_enqueue (both payload types) is then a distributed function of its
--- queue argument: a call alone in its statement and transaction runs on the
--- node that holds the queue's shard. The jobs table's triggers run on the
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be; and for the verbs, which run one statement in the queue's
+-- shard, delegation would save no round trip. The jobs table's triggers run on the
 -- shards, which Citus allows with citus.enable_unsafe_triggers on every
 -- node (README). Existing jobs move into the shards.
 CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
@@ -74,9 +76,6 @@ BEGIN
     ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
     PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
     PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-    PERFORM create_distributed_function(p.oid::regprocedure, 'queue', colocate_with => '@extschema@.jobs')
-    FROM pg_catalog.pg_proc p
-    WHERE p.proname = 'rq_enqueue' AND p.pronamespace = '@extschema@'::regnamespace;
 END
 $$;
 

@@ -214,8 +214,6 @@ CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    payload jsonb;
 BEGIN
     IF TG_LEVEL <> 'ROW' THEN
         PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
@@ -229,16 +227,12 @@ BEGIN
     IF TG_NARGS <> 1 THEN
         PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
-    -- The payload is made first: on Citus, the call may run on the node of
-    -- the queue's shard (sql/distributed.sql), which knows not this table's
-    -- row type, so it gets the value, not the expression.
-    payload := jsonb_build_object(
+    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
         'op', TG_OP,
         'schema', TG_TABLE_SCHEMA,
         'table', TG_TABLE_NAME,
         'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END);
-    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], payload);
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
     IF TG_WHEN = 'BEFORE' THEN
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;

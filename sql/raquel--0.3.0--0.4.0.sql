@@ -12,8 +12,7 @@
 --     volatile calls inside a statement it sends to a shard.
 --   - rq_count and rq_next_duty_ms are PL/pgSQL instead of SQL: Citus
 --     plans no SQL function's parameters.
---   - rq_enqueue_trigger makes the payload before the call (on Citus the
---     call may run on another node); rq_enqueue_batch returns a key holder
+--   - rq_enqueue_batch returns a key holder
 --     as ROW(j.*)::jobs; rq_pause, rq_set_limits, and group keys or `after`
 --     in a batch are refused on a distributed table (0A000).
 --   - The duties rq_expire, rq_rescue and rq_prune go queue by queue on a
@@ -24,6 +23,9 @@
 --   written in SQL count what they do (rq_note_metric): rq_fail,
 --   rq_complete_batch, rq_expire, rq_rescue; rq_prune deletes old metrics;
 --   rq_grant_worker grants SELECT on metrics.
+-- * rq_hold_for_parents locks the parents FOR NO KEY UPDATE instead of FOR
+--   SHARE: sessions enqueueing children of one parent at once could
+--   deadlock on its row (each held a share lock, then updated it).
 -- The Rust functions keep their signatures; their statements change with
 -- the library. The jobs table does not change; no job is rewritten.
 
@@ -63,9 +65,11 @@ $$;
 -- schedules stays a table of the coordinator, whose background worker
 -- fires them; queue_limits and job_dependencies stay empty there, since the
 -- mode refuses flow control and workflows.
--- rq_enqueue (both payload types) is then a distributed function of its
--- queue argument: a call alone in its statement and transaction runs on the
--- node that holds the queue's shard. The jobs table's triggers run on the
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be; and for the verbs, which run one statement in the queue's
+-- shard, delegation would save no round trip. The jobs table's triggers run on the
 -- shards, which Citus allows with citus.enable_unsafe_triggers on every
 -- node (README). Existing jobs move into the shards.
 CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
@@ -104,9 +108,6 @@ BEGIN
     ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
     PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
     PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-    PERFORM create_distributed_function(p.oid::regprocedure, 'queue', colocate_with => '@extschema@.jobs')
-    FROM pg_catalog.pg_proc p
-    WHERE p.proname = 'rq_enqueue' AND p.pronamespace = '@extschema@'::regnamespace;
 END
 $$;
 
@@ -850,39 +851,54 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rq_enqueue_trigger() RETURNS trigger
-LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    payload jsonb;
+    now_ms  bigint := @extschema@.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
 BEGIN
-    IF TG_LEVEL <> 'ROW' THEN
-        PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
     END IF;
-    IF TG_WHEN = 'INSTEAD OF' THEN
-        PERFORM @extschema@.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    SELECT coalesce(a.id::text, 'NULL') INTO missing FROM unnest(after) a (id)
+    WHERE a.id IS NULL OR NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
-    IF TG_RELID = '@extschema@.jobs'::regclass THEN
-        PERFORM @extschema@.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    -- The parents as they are once no end of theirs is under way. NO KEY
+    -- UPDATE, not SHARE: this transaction updates the rows below
+    -- (has_children), and two enqueues that both held a share lock on a
+    -- parent would each wait for the other to let go of it (a deadlock,
+    -- seen with four sessions enqueueing children of one parent). Enqueues
+    -- of children of one parent take turns on its row instead.
+    PERFORM FROM @extschema@.jobs p WHERE p.id = ANY (after) ORDER BY p.id FOR NO KEY UPDATE;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
     END IF;
-    IF TG_NARGS <> 1 THEN
-        PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
     END IF;
-    -- The payload is made first: on Citus, the call may run on the node of
-    -- the queue's shard (sql/distributed.sql), which knows not this table's
-    -- row type, so it gets the value, not the expression.
-    payload := jsonb_build_object(
-        'op', TG_OP,
-        'schema', TG_TABLE_SCHEMA,
-        'table', TG_TABLE_NAME,
-        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END);
-    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], payload);
-    IF TG_WHEN = 'BEFORE' THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    RETURN NULL;
+    UPDATE @extschema@.jobs p SET has_children = true WHERE p.id = ANY (pending) AND NOT p.has_children;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
 END
 $$;
 

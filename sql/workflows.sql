@@ -25,8 +25,8 @@ SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 -- they were if all succeeded already, cancelled if one ended otherwise.
 -- For the enqueue functions (which run as the extension's owner).
 --
--- The parents are locked FOR SHARE: a parent's end that is under way is
--- waited for and then seen; one that comes later waits for this
+-- The parents are locked (FOR NO KEY UPDATE): a parent's end that is under
+-- way is waited for and then seen; one that comes later waits for this
 -- transaction, and then sees its edges (rq_parent_ended runs after the
 -- UPDATE that ended the parent, with a new snapshot).
 CREATE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
@@ -49,8 +49,13 @@ BEGIN
     IF FOUND THEN
         PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
-    -- the parents as they are once no end of theirs is under way
-    PERFORM FROM @extschema@.jobs p WHERE p.id = ANY (after) ORDER BY p.id FOR SHARE;
+    -- The parents as they are once no end of theirs is under way. NO KEY
+    -- UPDATE, not SHARE: this transaction updates the rows below
+    -- (has_children), and two enqueues that both held a share lock on a
+    -- parent would each wait for the other to let go of it (a deadlock,
+    -- seen with four sessions enqueueing children of one parent). Enqueues
+    -- of children of one parent take turns on its row instead.
+    PERFORM FROM @extschema@.jobs p WHERE p.id = ANY (after) ORDER BY p.id FOR NO KEY UPDATE;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
     ORDER BY p.id LIMIT 1;

@@ -17,12 +17,42 @@ pub fn connect(db: &str) -> Client {
 }
 
 /// Drops and recreates database `name` with the extension created in it.
+/// With RAQUEL_TEST_CITUS_PORTS ("coordinator,worker,…" on 127.0.0.1, the
+/// coordinator being RAQUEL_TEST_DSN's server), the database is made on
+/// every node, the nodes joined in it and the jobs table distributed: the
+/// Citus stage of bin/test runs a subset of the tests that way.
 pub fn fresh_db(name: &str) -> String {
+    let citus: Option<Vec<u16>> = std::env::var("RAQUEL_TEST_CITUS_PORTS")
+        .ok()
+        .map(|ports| ports.split(',').map(|p| p.trim().parse().expect("a port number")).collect());
+    if let Some(ports) = &citus {
+        for &port in &ports[1..] {
+            let node = |db: &str| {
+                Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname={db}"), NoTls)
+                    .unwrap_or_else(|e| panic!("connecting to the worker node on port {port}: {e}"))
+            };
+            let mut admin = node("postgres");
+            admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+            admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+            node(name).batch_execute("CREATE EXTENSION citus").unwrap();
+        }
+    }
     let mut admin = connect("postgres");
     // two calls: several statements in one call would form one transaction
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
     admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-    connect(name).batch_execute("CREATE EXTENSION raquel").unwrap();
+    let mut c = connect(name);
+    if let Some(ports) = &citus {
+        c.batch_execute("CREATE EXTENSION citus").unwrap();
+        c.execute("SELECT citus_set_coordinator_host('127.0.0.1', $1)", &[&i32::from(ports[0])]).unwrap();
+        for &port in &ports[1..] {
+            c.execute("SELECT citus_add_node('127.0.0.1', $1)", &[&i32::from(port)]).unwrap();
+        }
+    }
+    c.batch_execute("CREATE EXTENSION raquel").unwrap();
+    if citus.is_some() {
+        c.batch_execute("SELECT rq_distribute(8)").unwrap();
+    }
     name.to_string()
 }
 

@@ -67,17 +67,16 @@ fn four_workers_complete_every_job_exactly_once() {
     assert_each_job_once(&handled, JOBS);
 
     let mut c = connect(&db);
+    // two statements: on Citus (bin/test's Citus stage) a subquery of a
+    // local table cannot sit in a query of the distributed jobs table
     let row = c
-        .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'success'), count(*), max(attempts), \
-                    (SELECT count(*) FROM done) FROM jobs",
-            &[],
-        )
+        .query_one("SELECT count(*) FILTER (WHERE status = 'success'), count(*), max(attempts) FROM jobs", &[])
         .unwrap();
+    let writes: i64 = c.query_one("SELECT count(*) FROM done", &[]).unwrap().get(0);
     assert_eq!(row.get::<_, i64>(0), JOBS, "every job succeeded");
     assert_eq!(row.get::<_, i64>(1), JOBS, "no job appeared or vanished");
     assert_eq!(row.get::<_, i32>(2), 1, "every job took one attempt");
-    assert_eq!(row.get::<_, i64>(3), JOBS, "every job's own write committed once");
+    assert_eq!(writes, JOBS, "every job's own write committed once");
 }
 
 #[test]
@@ -171,15 +170,12 @@ fn four_workers_looping_in_one_round_trip_handle_each_job_once() {
         mine
     });
     assert_each_job_once(&handled, JOBS);
-    let row = connect(&db)
-        .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'success'), max(attempts), (SELECT count(*) FROM done) FROM jobs",
-            &[],
-        )
-        .unwrap();
+    let mut c = connect(&db);
+    let row = c.query_one("SELECT count(*) FILTER (WHERE status = 'success'), max(attempts) FROM jobs", &[]).unwrap();
+    let writes: i64 = c.query_one("SELECT count(*) FROM done", &[]).unwrap().get(0);
     assert_eq!(row.get::<_, i64>(0), JOBS, "every job succeeded");
     assert_eq!(row.get::<_, i32>(1), 2, "the failed ones took a second attempt");
-    assert_eq!(row.get::<_, i64>(2), JOBS + JOBS / 10, "every attempt's own write committed once");
+    assert_eq!(writes, JOBS + JOBS / 10, "every attempt's own write committed once");
 }
 
 #[test]
