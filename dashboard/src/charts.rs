@@ -65,11 +65,17 @@ pub fn line_chart(title: &str, unit: &str, from_ms: i64, to_ms: i64, series: &[S
     svg += &format!("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{} UTC</text>", WIDTH - 8.0, HEIGHT - 4.0, time(to_ms));
     for (i, s) in series.iter().enumerate() {
         let mut path = String::new();
+        let mut dots = String::new();
         let mut pen_down = false;
-        for &(ms, value) in &s.points {
+        for (i, &(ms, value)) in s.points.iter().enumerate() {
             match value {
                 Some(v) => {
                     path += &format!("{}{:.1},{:.1} ", if pen_down { "L" } else { "M" }, x(ms), y(v));
+                    // a value with no neighbour draws no line: a dot shows it
+                    let next = s.points.get(i + 1).is_some_and(|p| p.1.is_some());
+                    if !pen_down && !next {
+                        dots += &format!("<circle class=\"dot {}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\"/>", escape(s.class), x(ms), y(v));
+                    }
                     pen_down = true;
                 }
                 None => pen_down = false,
@@ -78,6 +84,7 @@ pub fn line_chart(title: &str, unit: &str, from_ms: i64, to_ms: i64, series: &[S
         if !path.is_empty() {
             svg += &format!("<path class=\"line {}\" d=\"{}\"/>", escape(s.class), path.trim_end());
         }
+        svg += &dots;
         // the key, right-aligned on the second line
         let legend_x = WIDTH - 8.0 - (series.len() - i) as f64 * 80.0;
         svg += &format!(
@@ -108,5 +115,6 @@ mod tests {
         assert!(!svg.contains("<b>"));
         let d = svg.split("d=\"").nth(1).unwrap().split('"').next().unwrap();
         assert_eq!(d.matches('M').count(), 2, "{d}");
+        assert_eq!(svg.matches("<circle").count(), 1, "the lone first value is a dot");
     }
 }

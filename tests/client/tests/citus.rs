@@ -194,7 +194,6 @@ fn every_verb_works_on_a_distributed_table() {
         .unwrap()
         .get(0);
     assert!(got <= 1);
-    let _ = first;
 
     // looking: stats, count, queues
     let total: i64 = c.query_one("SELECT sum(total)::bigint FROM rq_stats()", &[]).unwrap().get(0);
