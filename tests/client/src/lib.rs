@@ -17,42 +17,51 @@ pub fn connect(db: &str) -> Client {
 }
 
 /// Drops and recreates database `name` with the extension created in it.
-/// With RAQUEL_TEST_CITUS_PORTS ("coordinator,worker,…" on 127.0.0.1, the
-/// coordinator being RAQUEL_TEST_DSN's server), the database is made on
-/// every node, the nodes joined in it and the jobs table distributed: the
-/// Citus stage of bin/test runs a subset of the tests that way.
+/// With RAQUEL_TEST_CITUS_PORTS set (the coordinator being RAQUEL_TEST_DSN's
+/// server), the database is a distributed one (fresh_citus_db): the Citus
+/// stage of bin/test runs a subset of the tests that way.
 pub fn fresh_db(name: &str) -> String {
-    let citus: Option<Vec<u16>> = std::env::var("RAQUEL_TEST_CITUS_PORTS")
-        .ok()
-        .map(|ports| ports.split(',').map(|p| p.trim().parse().expect("a port number")).collect());
-    if let Some(ports) = &citus {
-        for &port in &ports[1..] {
-            let node = |db: &str| {
-                Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname={db}"), NoTls)
-                    .unwrap_or_else(|e| panic!("connecting to the worker node on port {port}: {e}"))
-            };
-            let mut admin = node("postgres");
-            admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
-            admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-            node(name).batch_execute("CREATE EXTENSION citus").unwrap();
-        }
+    if let Some(ports) = citus_ports() {
+        return fresh_citus_db(name, &ports, 8);
     }
     let mut admin = connect("postgres");
     // two calls: several statements in one call would form one transaction
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
     admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-    let mut c = connect(name);
-    if let Some(ports) = &citus {
-        c.batch_execute("CREATE EXTENSION citus").unwrap();
-        c.execute("SELECT citus_set_coordinator_host('127.0.0.1', $1)", &[&i32::from(ports[0])]).unwrap();
-        for &port in &ports[1..] {
-            c.execute("SELECT citus_add_node('127.0.0.1', $1)", &[&i32::from(port)]).unwrap();
-        }
+    connect(name).batch_execute("CREATE EXTENSION raquel").unwrap();
+    name.to_string()
+}
+
+/// The Citus nodes bin/test's Citus stage started, from
+/// RAQUEL_TEST_CITUS_PORTS ("coordinator,worker,…", all on 127.0.0.1).
+pub fn citus_ports() -> Option<Vec<u16>> {
+    let ports = std::env::var("RAQUEL_TEST_CITUS_PORTS").ok()?;
+    Some(ports.split(',').map(|p| p.trim().parse().expect("a port number in RAQUEL_TEST_CITUS_PORTS")).collect())
+}
+
+/// A connection to database `db` of the Citus node on `port`.
+pub fn connect_to_node(port: u16, db: &str) -> Client {
+    Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname={db}"), NoTls)
+        .unwrap_or_else(|e| panic!("connecting to {db} on the Citus node on port {port}: {e}"))
+}
+
+/// Database `name` made again on every node of `ports` (the coordinator
+/// first), the worker nodes joined to the coordinator in it, raquel created
+/// and its jobs table distributed over `shards` shards.
+pub fn fresh_citus_db(name: &str, ports: &[u16], shards: i32) -> String {
+    for &port in ports {
+        let mut admin = connect_to_node(port, "postgres");
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        connect_to_node(port, name).batch_execute("CREATE EXTENSION citus").unwrap();
+    }
+    let mut c = connect_to_node(ports[0], name);
+    c.execute("SELECT citus_set_coordinator_host('127.0.0.1', $1)", &[&i32::from(ports[0])]).unwrap();
+    for &port in &ports[1..] {
+        c.execute("SELECT citus_add_node('127.0.0.1', $1)", &[&i32::from(port)]).unwrap();
     }
     c.batch_execute("CREATE EXTENSION raquel").unwrap();
-    if citus.is_some() {
-        c.batch_execute("SELECT rq_distribute(8)").unwrap();
-    }
+    c.execute("SELECT rq_distribute($1)", &[&shards]).unwrap();
     name.to_string()
 }
 

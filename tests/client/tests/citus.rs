@@ -1,13 +1,14 @@
 //! The distributed mode on Citus (sql/distributed.sql, src/distributed.rs),
 //! against a real coordinator and two worker nodes that bin/test starts
-//! (bin/common.sh start_citus) and names in RAQUEL_CITUS_PORTS
+//! (bin/common.sh start_citus) and names in RAQUEL_TEST_CITUS_PORTS
 //! ("coordinator,worker1,worker2" on 127.0.0.1). Built only with the
 //! `citus` feature, which bin/test's Citus stage turns on.
 //!
 //! Each test makes its own database on every node, joins the nodes in it
 //! and distributes the jobs table there.
 
-use postgres::{Client, NoTls};
+use postgres::Client;
+use raquel_client_tests::{citus_ports, connect_to_node as connect_to, eventually, fresh_citus_db, sqlstate};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -17,16 +18,7 @@ const CLAIM: &str = include_str!("../../../sql/distributed.claim.sql");
 const SHARDS: i32 = 8;
 
 fn ports() -> Vec<u16> {
-    std::env::var("RAQUEL_CITUS_PORTS")
-        .expect("RAQUEL_CITUS_PORTS is not set: run the Citus stage of bin/test")
-        .split(',')
-        .map(|p| p.trim().parse().expect("a port number"))
-        .collect()
-}
-
-fn connect_to(port: u16, db: &str) -> Client {
-    Client::connect(&format!("host=127.0.0.1 port={port} user=postgres dbname={db}"), NoTls)
-        .unwrap_or_else(|e| panic!("connecting to {db} on port {port}: {e}"))
+    citus_ports().expect("RAQUEL_TEST_CITUS_PORTS is not set: run the Citus stage of bin/test")
 }
 
 /// The coordinator's connection to `db`.
@@ -34,42 +26,9 @@ fn coordinator(db: &str) -> Client {
     connect_to(ports()[0], db)
 }
 
-/// Database `name` on every node, the worker nodes joined to the
-/// coordinator, raquel created and its jobs table distributed.
+/// Database `name` on every node, distributed (fresh_citus_db).
 fn fresh_cluster_db(name: &str) -> String {
-    let ports = ports();
-    for &port in &ports {
-        let mut admin = connect_to(port, "postgres");
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        connect_to(port, name).batch_execute("CREATE EXTENSION citus").unwrap();
-    }
-    let mut c = connect_to(ports[0], name);
-    c.execute("SELECT citus_set_coordinator_host('127.0.0.1', $1)", &[&i32::from(ports[0])]).unwrap();
-    for &port in &ports[1..] {
-        c.execute("SELECT citus_add_node('127.0.0.1', $1)", &[&i32::from(port)]).unwrap();
-    }
-    c.batch_execute("CREATE EXTENSION raquel").unwrap();
-    c.execute("SELECT rq_distribute($1)", &[&SHARDS]).unwrap();
-    name.to_string()
-}
-
-fn sqlstate(result: Result<impl Sized, postgres::Error>) -> String {
-    match result {
-        Ok(_) => "00000".to_string(),
-        Err(e) => e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}")),
-    }
-}
-
-fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    check()
+    fresh_citus_db(name, &ports(), SHARDS)
 }
 
 #[test]
@@ -350,11 +309,20 @@ fn the_duties_handle_each_row_once_from_the_coordinator() {
         let (e, r, p) = run.join().unwrap();
         (expired, rescued, pruned) = (expired + e, rescued + r, pruned + p);
     }
-    // the background worker may have taken some first: count what the table says
-    let count = |c: &mut Client, sql: &str| -> i64 { c.query_one(sql, &[]).unwrap().get(0) };
-    assert_eq!(count(&mut c, "SELECT count(*) FROM jobs WHERE queue LIKE 'e%' AND status = 'expired'"), 40);
-    assert_eq!(count(&mut c, "SELECT count(*) FROM jobs WHERE queue LIKE 'r%' AND status = 'failed' AND attempts = 1"), 30);
-    assert_eq!(count(&mut c, "SELECT count(*) FROM jobs WHERE queue LIKE 'p%'"), 0);
+    // The background worker may have taken rows first, and may still hold
+    // them (the sessions skipped them) until its transaction commits: count
+    // what the table says once it has.
+    let settled = "SELECT count(*) FILTER (WHERE queue LIKE 'e%' AND status = 'expired'),
+                          count(*) FILTER (WHERE queue LIKE 'r%' AND status = 'failed' AND attempts = 1),
+                          count(*) FILTER (WHERE queue LIKE 'p%')
+                   FROM jobs";
+    let mut counts = (0, 0, 0);
+    eventually(20, || {
+        let row = c.query_one(settled, &[]).unwrap();
+        counts = (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2));
+        counts == (40, 30, 0)
+    });
+    assert_eq!(counts, (40, 30, 0), "expired, rescued and left of the pruned");
     assert!(expired <= 40 && rescued <= 30 && pruned <= 20, "no row counted twice: {expired} {rescued} {pruned}");
     let errors: Vec<String> = c
         .query("SELECT DISTINCT error FROM jobs WHERE queue LIKE 'r%'", &[])
