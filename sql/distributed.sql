@@ -142,7 +142,7 @@ BEGIN
 END
 $$;
 
--- The claimed jobs whose lease ran out, locked, for rq_rescue
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
 -- (through rq_lapsed) to fail one by one.
 CREATE FUNCTION rq_lapsed_distributed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
@@ -150,7 +150,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q text;
+    q     text;
+    taken bigint := 0;
+    more  bigint;
 BEGIN
     IF NOT citus_is_coordinator() THEN
         RETURN;
@@ -160,13 +162,16 @@ BEGIN
         WHERE j.status = 'claimed'
           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
     LOOP
+        EXIT WHEN taken >= batch;
         RETURN QUERY
             SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
             WHERE j.queue = q AND j.status = 'claimed'
               AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
             ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
-            LIMIT batch
+            LIMIT batch - taken
             FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
     END LOOP;
 END
 $$;

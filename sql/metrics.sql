@@ -37,7 +37,7 @@ AS $$
 DECLARE
     touched bigint;
     now_ms  bigint := @extschema@.rq_now_ms();
-    ended   bigint := (@extschema@.rq_now_ms() / 60000 - 1) * 60000;
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
     more    bigint;
 BEGIN
     INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,

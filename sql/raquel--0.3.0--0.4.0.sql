@@ -174,7 +174,7 @@ BEGIN
 END
 $$;
 
--- The claimed jobs whose lease ran out, locked, for rq_rescue
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
 -- (through rq_lapsed) to fail one by one.
 CREATE FUNCTION rq_lapsed_distributed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
@@ -182,7 +182,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q text;
+    q     text;
+    taken bigint := 0;
+    more  bigint;
 BEGIN
     IF NOT citus_is_coordinator() THEN
         RETURN;
@@ -192,13 +194,16 @@ BEGIN
         WHERE j.status = 'claimed'
           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
     LOOP
+        EXIT WHEN taken >= batch;
         RETURN QUERY
             SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
             WHERE j.queue = q AND j.status = 'claimed'
               AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
             ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
-            LIMIT batch
+            LIMIT batch - taken
             FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
     END LOOP;
 END
 $$;
@@ -325,7 +330,7 @@ AS $$
 DECLARE
     touched bigint;
     now_ms  bigint := @extschema@.rq_now_ms();
-    ended   bigint := (@extschema@.rq_now_ms() / 60000 - 1) * 60000;
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
     more    bigint;
 BEGIN
     INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
@@ -547,23 +552,23 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := @extschema@.rq_now_ms();
     keep_ms bigint;
     cutoff  bigint;
     changed bigint;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     -- keys whose hold after their job's end is over (sql/schema.sql)
-    -- (a value, not a call in the DELETE: Citus refuses volatile calls there)
-    cutoff := @extschema@.rq_now_ms();
-    DELETE FROM @extschema@.key_holds h WHERE h.until <= cutoff;
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
     keep_ms := @extschema@.rq_retention_ms(retention);
     IF keep_ms = 0 THEN
         RETURN 0;
     END IF;
-    -- A value, not rq_now_ms() in the condition: a volatile call cannot bound
-    -- the index scan, which then read the index of every finished job (2.6 s
-    -- a round with 10 million of them, measured).
-    cutoff := @extschema@.rq_now_ms() - keep_ms;
+    cutoff := now_ms - keep_ms;
     -- the metrics of minutes older than the retention (sql/metrics.sql)
     DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
     IF @extschema@.rq_distributed() THEN

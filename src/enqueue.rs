@@ -203,7 +203,10 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
         distributed::refuse("a workflow (after) or a fair group (group_key)")
     }
     // The new row whole: `j`, or on Citus `ROW(j.*)::jobs` (src/distributed.rs).
-    let row = distributed::whole_row(function);
+    let row = || distributed::whole_row(function);
+    // What a key's holder shows of itself: the row whole for a caller who
+    // may read the table, otherwise only its id, queue and key (src/privileges.rs).
+    let shown = |readable: bool| if readable { row() } else { REDACTED.to_string() };
 
     let insert_text = || {
         statements::fill(
@@ -214,7 +217,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
                 ("@keyed_only@", if keyed { "" } else { "--" }),
                 ("@group_key@", if grouped { ", group_key, key_period" } else { "" }),
                 ("@group_key_value@", if grouped { ", $12, $13" } else { "" }),
-                ("@row@", &row),
+                ("@row@", &row()),
             ],
         )
     };
@@ -228,11 +231,13 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     // The key's job that ended less than key_period ago, when there is one.
     let readable = || privileges::caller_may_read(privileges::jobs_of(function));
     if key_period_ms.is_some() {
-        let shown = if readable() { row.as_str() } else { REDACTED };
-        let schema = statements::in_schema_of(function, "");
-        let text = || statements::fill(PERIOD_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs()), ("@schema@", &schema)]);
+        let readable = readable();
+        let text = || {
+            let schema = statements::in_schema_of(function, "");
+            statements::fill(PERIOD_HOLDER, &[("@shown@", &shown(readable)), ("@jobs@", &jobs()), ("@schema@", &schema)])
+        };
         let holder = Statement {
-            shape: Shape { name: "period_holder", variant: i64::from(shown != REDACTED) },
+            shape: Shape { name: "period_holder", variant: i64::from(readable) },
             text: &text,
             types: &[pg_sys::TEXTOID, pg_sys::TEXTOID, int8],
         };
@@ -261,12 +266,9 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     if !keyed {
         error!("raquel: the INSERT of a job without a key inserted nothing");
     }
-    // The holder whole for a caller who may read the table, otherwise only
-    // its id, queue and key (src/privileges.rs).
     let readable = readable();
-    let shown = if readable { row.as_str() } else { REDACTED };
     // @shown@ first: the @jobs@ in what it puts in is filled in after it.
-    let holder_text = || statements::fill(KEY_HOLDER, &[("@shown@", shown), ("@jobs@", &jobs())]);
+    let holder_text = || statements::fill(KEY_HOLDER, &[("@shown@", &shown(readable)), ("@jobs@", &jobs())]);
     let holder = Statement {
         shape: Shape { name: "key_holder", variant: i64::from(readable) },
         text: &holder_text,

@@ -63,7 +63,8 @@ pub fn bucket(ms: i64) -> usize {
     if ms < 1 {
         return 0;
     }
-    // 4 × log2(ms), from the bits: exact at the powers of two
+    // 4 × log2(ms) rounded down (exact at the powers of two, whose log2
+    // a double holds exactly)
     let log4 = (4.0 * (ms as f64).log2()).floor() as usize;
     (log4 + 1).min(BUCKETS - 1)
 }
@@ -116,6 +117,19 @@ impl Figures {
         }
     }
 
+    /// Adds a transaction's figures: its counts, and one to the bucket of
+    /// each of its times.
+    fn add_pending(&mut self, pending: &Pending) {
+        for (a, b) in self.counts.iter_mut().zip(pending.counts) {
+            *a += b;
+        }
+        for &b in &pending.waits {
+            self.wait[usize::from(b)] = self.wait[usize::from(b)].saturating_add(1);
+        }
+        for &b in &pending.runs {
+            self.run[usize::from(b)] = self.run[usize::from(b)].saturating_add(1);
+        }
+    }
 }
 
 /// One queue's figures in shared memory: those of the minute of the last
@@ -308,16 +322,7 @@ fn flush() {
             slot.current = Figures::ZERO;
         }
         slot.minute = slot.minute.max(minute);
-        let current = &mut slot.current;
-        for (a, b) in current.counts.iter_mut().zip(figures.counts) {
-            *a += b;
-        }
-        for &b in &figures.waits {
-            current.wait[usize::from(b)] = current.wait[usize::from(b)].saturating_add(1);
-        }
-        for &b in &figures.runs {
-            current.run[usize::from(b)] = current.run[usize::from(b)].saturating_add(1);
-        }
+        slot.current.add_pending(&figures);
     }
 }
 

@@ -293,6 +293,9 @@ fn the_duties_handle_each_row_once_from_the_coordinator() {
     let mut on_worker = connect_to(ports()[1], &db);
     let none: i64 = on_worker.query_one("SELECT rq_expire() + rq_rescue() + rq_prune()", &[]).unwrap().get(0);
     assert_eq!(none, 0, "duties run on the coordinator only");
+    // a batch bounds the rescue over all queues, not per queue
+    let first: i64 = c.query_one("SELECT rq_rescue(5)", &[]).unwrap().get(0);
+    assert!(first <= 5, "rq_rescue(5) rescued {first}");
     // two coordinator sessions at once: each row handled by one of them
     let runs: Vec<_> = (0..2)
         .map(|_| {
@@ -304,7 +307,7 @@ fn the_duties_handle_each_row_once_from_the_coordinator() {
             })
         })
         .collect();
-    let (mut expired, mut rescued, mut pruned) = (0, 0, 0);
+    let (mut expired, mut rescued, mut pruned) = (0, first, 0);
     for run in runs {
         let (e, r, p) = run.join().unwrap();
         (expired, rescued, pruned) = (expired + e, rescued + r, pruned + p);
