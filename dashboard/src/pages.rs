@@ -13,7 +13,7 @@ use axum::routing::get;
 use axum::Router;
 use minijinja::context;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 type Shared = State<Arc<App>>;
@@ -80,6 +80,14 @@ fn page(app: &App, headers: &HeaderMap, status: StatusCode, template: &str, valu
     response
 }
 
+/// What a page handler answers: the page, or a page that says what failed.
+type Answer = Result<Response, Response>;
+
+/// A connection with the dashboard's role, or the page that says why not.
+async fn connect(app: &App, headers: &HeaderMap) -> Result<tokio_postgres::Client, Response> {
+    db::connect(&app.dsn).await.map_err(|f| failure(app, headers, f))
+}
+
 fn failure(app: &App, headers: &HeaderMap, f: Failure) -> Response {
     let status = match f.sqlstate.as_str() {
         "42501" => StatusCode::FORBIDDEN,
@@ -98,16 +106,10 @@ struct Range {
     range: Option<String>,
 }
 
-async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<Range>) -> Response {
+async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<Range>) -> Answer {
     let day = q.range.as_deref() == Some("day");
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(&app, &headers, f),
-    };
-    let mut queues = match db::queue_counts(&c).await {
-        Ok(q) => q,
-        Err(f) => return failure(&app, &headers, f),
-    };
+    let c = connect(&app, &headers).await?;
+    let mut queues = db::queue_counts(&c).await.map_err(|f| failure(&app, &headers, f))?;
     let mut notes = Vec::new();
     match db::queue_limits(&c).await {
         Ok(limits) => {
@@ -128,14 +130,14 @@ async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<Range>) 
     let mut charts: BTreeMap<String, (String, String)> = BTreeMap::new();
     match db::metrics(&c, since).await {
         Ok(minutes) => {
-            let mut by_queue: BTreeMap<&str, Vec<&db::Minute>> = BTreeMap::new();
+            let mut by_queue: BTreeMap<&str, HashMap<i64, &db::Minute>> = BTreeMap::new();
             for m in &minutes {
-                by_queue.entry(&m.queue).or_default().push(m);
+                by_queue.entry(&m.queue).or_default().insert(m.minute_ms, m);
             }
-            for (queue, ms) in by_queue {
+            for (queue, by_minute) in by_queue {
                 // every minute of the range: a minute without a row had no events
                 let first = from_ms / 60_000 * 60_000 + 60_000;
-                let row = |minute: i64| ms.iter().find(|m| m.minute_ms == minute).copied();
+                let row = |minute: i64| by_minute.get(&minute).copied();
                 let points = |f: &dyn Fn(Option<&db::Minute>) -> Option<f64>| {
                     (first..=now_ms).step_by(60_000).map(|minute| (minute, f(row(minute)))).collect::<Vec<_>>()
                 };
@@ -168,9 +170,9 @@ async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<Range>) 
         Err(f) => notes.push(format!("Metrics not shown: {} ({})", f.message, f.sqlstate)),
     }
     let charts: Vec<_> = charts.into_iter().map(|(queue, (throughput, wait))| context! { queue, throughput, wait }).collect();
-    page(&app, &headers, StatusCode::OK, "queues.html", context! {
+    Ok(page(&app, &headers, StatusCode::OK, "queues.html", context! {
         title => "Queues", queues, statuses => db::STATUSES, charts, notes, day,
-    })
+    }))
 }
 
 #[derive(Deserialize)]
@@ -185,70 +187,54 @@ fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.trim().is_empty())
 }
 
-async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>) -> Response {
+async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>) -> Answer {
     let before = non_empty(q.before.clone()).and_then(|b| {
         let (at, id) = b.split_once('_')?;
         Some((at.parse().ok()?, id.parse().ok()?))
     });
     let filter = JobFilter { queue: non_empty(q.queue), status: non_empty(q.status), error: non_empty(q.q), before };
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(&app, &headers, f),
-    };
-    let mut rows = match db::jobs(&c, &filter).await {
-        Ok(rows) => rows,
-        Err(f) => return failure(&app, &headers, f),
-    };
+    let c = connect(&app, &headers).await?;
+    let mut rows = db::jobs(&c, &filter).await.map_err(|f| failure(&app, &headers, f))?;
     let next = if rows.len() > db::PAGE {
         rows.truncate(db::PAGE);
         rows.last().map(|r| format!("{}_{}", r.enqueued_at, r.id))
     } else {
         None
     };
-    page(&app, &headers, StatusCode::OK, "jobs.html", context! {
+    Ok(page(&app, &headers, StatusCode::OK, "jobs.html", context! {
         title => "Jobs", jobs => rows, next, statuses => db::STATUSES,
         queue => filter.queue, status => filter.status, q => filter.error,
-    })
+    }))
 }
 
-async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
     let not_found = |app: &App| {
         page(app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "No such job", message => format!("There is no job {id}.") })
     };
-    let Ok(uuid) = id.parse::<uuid::Uuid>() else { return not_found(&app) };
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(&app, &headers, f),
-    };
-    match db::job(&c, uuid).await {
-        Ok(Some(job)) => page(&app, &headers, StatusCode::OK, "job.html", context! { title => format!("Job {}", job.id), job }),
-        Ok(None) => not_found(&app),
-        Err(f) => failure(&app, &headers, f),
-    }
+    let Ok(uuid) = id.parse::<uuid::Uuid>() else { return Ok(not_found(&app)) };
+    let c = connect(&app, &headers).await?;
+    Ok(match db::job(&c, uuid).await.map_err(|f| failure(&app, &headers, f))? {
+        Some(job) => page(&app, &headers, StatusCode::OK, "job.html", context! { title => format!("Job {}", job.id), job }),
+        None => not_found(&app),
+    })
 }
 
-async fn schedules(State(app): Shared, headers: HeaderMap) -> Response {
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(&app, &headers, f),
-    };
+async fn schedules(State(app): Shared, headers: HeaderMap) -> Answer {
+    let c = connect(&app, &headers).await?;
     let (schedules, note) = match db::schedules(&c).await {
         Ok(s) => (s, None),
         Err(f) => (Vec::new(), Some(format!("Schedules not shown: {} ({})", f.message, f.sqlstate))),
     };
-    page(&app, &headers, StatusCode::OK, "schedules.html", context! { title => "Schedules", schedules, note })
+    Ok(page(&app, &headers, StatusCode::OK, "schedules.html", context! { title => "Schedules", schedules, note }))
 }
 
-async fn workflows(State(app): Shared, headers: HeaderMap) -> Response {
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(&app, &headers, f),
-    };
+async fn workflows(State(app): Shared, headers: HeaderMap) -> Answer {
+    let c = connect(&app, &headers).await?;
     let (edges, note) = match db::workflows(&c).await {
         Ok(e) => (e, None),
         Err(f) => (Vec::new(), Some(format!("Workflows not shown: {} ({})", f.message, f.sqlstate))),
     };
-    page(&app, &headers, StatusCode::OK, "workflows.html", context! { title => "Workflows", edges, note })
+    Ok(page(&app, &headers, StatusCode::OK, "workflows.html", context! { title => "Workflows", edges, note }))
 }
 
 const JOB_ACTIONS: [&str; 2] = ["retry", "cancel"];
@@ -285,7 +271,7 @@ struct ActionForm {
     csrf: Option<String>,
 }
 
-async fn act_on_job(State(app): Shared, headers: HeaderMap, Path((id, action)): Path<(String, String)>, Form(form): Form<ActionForm>) -> Response {
+async fn act_on_job(State(app): Shared, headers: HeaderMap, Path((id, action)): Path<(String, String)>, Form(form): Form<ActionForm>) -> Answer {
     act(&app, &headers, &id, &action, &JOB_ACTIONS, form, format!("/jobs/{id}")).await
 }
 
@@ -294,7 +280,7 @@ async fn act_on_queue(
     headers: HeaderMap,
     Path((queue, action)): Path<(String, String)>,
     Form(form): Form<ActionForm>,
-) -> Response {
+) -> Answer {
     act(&app, &headers, &queue, &action, &QUEUE_ACTIONS, form, "/".to_string()).await
 }
 
@@ -308,9 +294,9 @@ fn same_origin(headers: &HeaderMap) -> bool {
     origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
 }
 
-async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed: &[&str], form: ActionForm, back: String) -> Response {
+async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed: &[&str], form: ActionForm, back: String) -> Answer {
     if let Some(refused) = refuse_read_only(app, headers) {
-        return refused;
+        return Err(refused);
     }
     let session = csrf::session_of(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()));
     let token_ok = match (&session, &form.csrf) {
@@ -318,21 +304,16 @@ async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed
         _ => false,
     };
     if !same_origin(headers) || !token_ok {
-        return page(app, headers, StatusCode::FORBIDDEN, "error.html", context! {
+        return Err(page(app, headers, StatusCode::FORBIDDEN, "error.html", context! {
             title => "Refused", message => "The form's token is missing or wrong (a request from another site, or an expired page): go back, reload and try again.",
-        });
+        }));
     }
     if !allowed.contains(&action) {
-        return page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." });
+        return Err(page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
     }
-    let c = match db::connect(&app.dsn).await {
-        Ok(c) => c,
-        Err(f) => return failure(app, headers, f),
-    };
-    match db::act(&c, action, target).await {
-        Ok(()) => Redirect::to(&path_escape(&back)).into_response(),
-        Err(f) => failure(app, headers, f),
-    }
+    let c = connect(app, headers).await?;
+    db::act(&c, action, target).await.map_err(|f| failure(app, headers, f))?;
+    Ok(Redirect::to(&path_escape(&back)).into_response())
 }
 
 /// A path with each segment's characters that a URL cannot hold escaped.
