@@ -42,10 +42,11 @@ install_extension() {
   as_root cp -r "$stage"/. /
 }
 
-# start_server DIR PORT: a cluster in DIR/data (made on first use) with the
-# extension preloaded, listening on a socket in DIR and on 127.0.0.1:PORT.
+# start_server DIR PORT [SETTINGS]: a cluster in DIR/data (made on first use)
+# with the extension preloaded, listening on a socket in DIR and on
+# 127.0.0.1:PORT. SETTINGS (postgresql.conf lines) come last, so they win.
 start_server() {
-  local dir=$1 port=$2
+  local dir=$1 port=$2 settings=${3:-}
   mkdir -p "$dir"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
   if [ ! -f "$dir/data/PG_VERSION" ]; then
@@ -58,11 +59,12 @@ shared_preload_libraries = 'raquel'
 max_connections = 100
 # Every message with its SQLSTATE, which the tests read in the log.
 log_error_verbosity = verbose
+$settings
 CONF
   fi
   if ! "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
     "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
-      { echo "the server did not start; its log:" >&2; cat "$dir/server.log" >&2; return 1; }
+      { echo "the server in $dir did not start; its log:" >&2; cat "$dir/server.log" >&2; return 1; }
   fi
 }
 
@@ -72,42 +74,29 @@ stop_server() {
 
 # Citus (README "Scaling out with Citus"): start_citus DIR PORT starts a
 # coordinator on PORT and two worker nodes on PORT+1 and PORT+2, each a
-# cluster under DIR with citus and raquel preloaded, and joins them in the
-# database `postgres` (coordinator first, as Citus wants). stop_citus DIR
-# stops them.
+# cluster under DIR with citus and raquel preloaded. Citus joins nodes per
+# database: each test database is joined when it is made
+# (tests/client/src/lib.rs fresh_citus_db). stop_citus DIR stops them.
 CITUS_NODES=(coordinator worker1 worker2)
-start_citus() {
-  local dir=$1 port=$2 i node
-  mkdir -p "$dir"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-  for i in 0 1 2; do
-    node=$dir/${CITUS_NODES[$i]}
-    if [ ! -f "$node/data/PG_VERSION" ]; then
-      mkdir -p "$node"
-      [ "$(id -u)" -eq 0 ] && chown postgres: "$node"
-      "${AS_PG[@]}" "$PG_BIN/initdb" -D "$node/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
-      cat >>"$node/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $((port + i))
-unix_socket_directories = '$node'
-shared_preload_libraries = 'citus,raquel'
+CITUS_SETTINGS="shared_preload_libraries = 'citus,raquel'
 max_connections = 200
 max_prepared_transactions = 200
 # Citus keeps a maintenance worker per database, beside raquel's own.
 max_worker_processes = 32
 # raquel's jobs table has triggers, which run on its shards.
-citus.enable_unsafe_triggers = on
-log_error_verbosity = verbose
-CONF
-    fi
-    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$node/data" -l "$node/server.log" -w start >/dev/null ||
-      { echo "citus node ${CITUS_NODES[$i]} did not start; its log:" >&2; cat "$node/server.log" >&2; return 1; }
+citus.enable_unsafe_triggers = on"
+start_citus() {
+  local dir=$1 port=$2 i
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  for i in 0 1 2; do
+    start_server "$dir/${CITUS_NODES[$i]}" $((port + i)) "$CITUS_SETTINGS" || return 1
   done
 }
 
 stop_citus() {
   local node
   for node in "${CITUS_NODES[@]}"; do
-    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$1/$node/data" -m fast -w stop >/dev/null 2>&1 || true
+    stop_server "$1/$node"
   done
 }
