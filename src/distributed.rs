@@ -20,6 +20,7 @@
 //!   value of a shard back as the table's type;
 //! - plans are custom: Citus routes a statement to its shard by the value
 //!   of its queue parameter, which a generic plan does not know.
+//!
 //! Nothing here runs on a table that is not distributed.
 
 use crate::clock::now_ms;
@@ -56,19 +57,8 @@ thread_local! {
     static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
     /// The answer before it was dropped: a change drops the kept plans.
     static LAST_ANSWER: Cell<Option<bool>> = const { Cell::new(None) };
-    static TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
     /// The queue of each job this backend claimed (a job's queue never changes).
     static QUEUES: RefCell<HashMap<pgrx::Uuid, String>> = RefCell::new(HashMap::new());
-}
-
-/// Forgets the answer when the jobs table (or every relation) is
-/// invalidated: create_distributed_table changes the table.
-#[pg_guard]
-unsafe extern "C-unwind" fn relation_invalidated(_arg: pg_sys::Datum, relation: pg_sys::Oid) {
-    if relation == pg_sys::InvalidOid || relation == TABLE.get() {
-        DISTRIBUTED.set(None);
-    }
 }
 
 /// Whether the jobs table beside `function` is distributed. Connected to
@@ -77,13 +67,9 @@ pub fn is_distributed(function: pg_sys::Oid) -> bool {
     if let Some(answer) = DISTRIBUTED.get() {
         return answer;
     }
-    if !CALLBACK_REGISTERED.get() {
-        // SAFETY: registers a callback that lives as long as the backend.
-        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(relation_invalidated), pg_sys::Datum::from(0)) };
-        CALLBACK_REGISTERED.set(true);
-    }
     let table = crate::privileges::jobs_of(function);
-    TABLE.set(table);
+    // create_distributed_table invalidates the table (src/invalidation.rs)
+    crate::invalidation::forget_when_changed("distributed", table, || DISTRIBUTED.set(None));
     // SAFETY: a catalog lookup by name, inside a transaction.
     let citus = unsafe { pg_sys::get_relname_relid(c"pg_dist_partition".as_ptr(), pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE)) } != pg_sys::InvalidOid;
     let answer = citus && {

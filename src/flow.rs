@@ -13,12 +13,13 @@
 //! claim reads it under the queue's row lock (rq_claim_flow).
 
 use crate::errors::Refusal;
+use crate::invalidation;
 use crate::limits;
 use crate::privileges;
 use crate::statements::{self, Shape, Statement};
 use crate::waiters;
 use pgrx::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// What a claim needs to know of one queue's settings.
@@ -38,18 +39,6 @@ pub struct Settings {
 thread_local! {
     /// The settings of each queue with a row, or None until (re)loaded.
     static SETTINGS: RefCell<Option<HashMap<String, Settings>>> = const { RefCell::new(None) };
-    /// The table the copy was read from: its invalidations drop the copy.
-    static TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
-    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Drops the copy when the table (or every relation: InvalidOid) is
-/// invalidated. Runs while invalidations are processed: it only forgets.
-#[pg_guard]
-unsafe extern "C-unwind" fn relation_invalidated(_arg: pg_sys::Datum, relation: pg_sys::Oid) {
-    if relation == pg_sys::InvalidOid || relation == TABLE.get() {
-        SETTINGS.with(|s| s.borrow_mut().take());
-    }
 }
 
 /// Calls `f` with the settings of every queue that has any, read from the
@@ -57,18 +46,16 @@ unsafe extern "C-unwind" fn relation_invalidated(_arg: pg_sys::Datum, relation: 
 /// SPI. A database whose raquel predates the table (one not yet updated)
 /// has no settings, and is asked again next time.
 fn with_settings<T>(function: pg_sys::Oid, f: impl FnOnce(&HashMap<String, Settings>) -> T) -> T {
-    if !CALLBACK_REGISTERED.get() {
-        // SAFETY: registers a callback that lives as long as the backend.
-        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(relation_invalidated), pg_sys::Datum::from(0)) };
-        CALLBACK_REGISTERED.set(true);
-    }
     let loaded = SETTINGS.with(|s| s.borrow().is_some());
     if !loaded {
         let (table, settings) = load(function);
-        TABLE.set(table);
         if table == pg_sys::InvalidOid {
             return f(&settings);
         }
+        // the table's invalidations drop the copy (src/invalidation.rs)
+        invalidation::forget_when_changed("flow settings", table, || {
+            SETTINGS.with(|s| s.borrow_mut().take());
+        });
         SETTINGS.with(|s| *s.borrow_mut() = Some(settings));
     }
     SETTINGS.with(|s| f(s.borrow().as_ref().expect("loaded above")))

@@ -39,6 +39,7 @@ mod events;
 mod finish;
 mod flow;
 mod ids;
+mod invalidation;
 mod limits;
 mod metrics;
 mod privileges;
