@@ -25,6 +25,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_fail.id);
     job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -39,7 +41,7 @@ BEGIN
         error = rq_fail.error,
         error_trace = rq_fail.error_trace,
         lease_expires_at = NULL
-    WHERE j.id = rq_fail.id
+    WHERE j.id = rq_fail.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
     RETURNING j.* INTO job;
@@ -76,6 +78,11 @@ DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
     done @extschema@.jobs[];
     miss record;
+    shard_queues   text[];
+    shard_queue    text;
+    queue_ids      uuid[];
+    queue_attempts integer[];
+    queue_done     @extschema@.jobs[];
 BEGIN
     IF ids IS NULL THEN
         PERFORM @extschema@.rq_refuse('ids_null', '{}');
@@ -85,17 +92,39 @@ BEGIN
         PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
     END IF;
     -- The completed rows are kept as they come out of the UPDATE, not read
-    -- again from the table.
-    WITH wanted AS (
-        SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
-    ), completed AS (
-        UPDATE @extschema@.jobs j
-        SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
-        FROM wanted w
-        WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
-        RETURNING j AS job
-    )
-    SELECT array_agg(c.job ORDER BY (c.job).id) INTO done FROM completed c;
+    -- again from the table. One UPDATE in all on one server; on Citus one
+    -- per queue, each in the queue's shard alone (src/distributed.rs).
+    shard_queues := @extschema@.rq_shard_queues(ids);
+    FOR shard_queue, queue_ids, queue_attempts IN
+        SELECT NULL, ids, attempts WHERE shard_queues IS NULL
+        UNION ALL
+        SELECT shard_queues[w.n], array_agg(w.id), array_agg(w.attempt)
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE shard_queues IS NOT NULL
+        GROUP BY 1
+    LOOP
+        WITH wanted AS (
+            SELECT w.id, w.attempt FROM unnest(queue_ids, queue_attempts) AS w (id, attempt)
+        ), completed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
+            FROM wanted w
+            WHERE j.id = w.id AND j.queue = coalesce(shard_queue, j.queue)
+              AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
+            RETURNING j AS job
+        )
+        SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
+        -- (apart: on Citus the statement above runs in the shard, where
+        -- `done` would not be of the shard's row type)
+        IF done IS NULL THEN
+            done := queue_done;
+        ELSE
+            done := done || queue_done;
+        END IF;
+    END LOOP;
+    IF shard_queues IS NOT NULL THEN
+        SELECT array_agg(d ORDER BY d.id) INTO done FROM unnest(done) d;
+    END IF;
 
     -- Fewer rows than ids: an id this call could not complete (raise, which
     -- undoes the rest), or the same id given twice (fine).

@@ -20,6 +20,8 @@ AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
     due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reschedule.id);
     job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -28,7 +30,7 @@ BEGIN
         requeues = j.requeues + 1,
         lease_expires_at = NULL,
         finished_at = NULL
-    WHERE j.id = rq_reschedule.id
+    WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
     RETURNING j.* INTO job;
@@ -47,12 +49,14 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reject.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
         requeues = j.requeues + 1, lease_expires_at = NULL
-    WHERE j.id = rq_reject.id
+    WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
     RETURNING j.* INTO job;
@@ -76,11 +80,13 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_extend.id);
     job      @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET lease_expires_at = now_ms + lease_ms
-    WHERE j.id = rq_extend.id
+    WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
     RETURNING j.* INTO job;
@@ -102,11 +108,14 @@ AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_cancel.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
-    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
+    WHERE j.id = rq_cancel.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
@@ -132,12 +141,15 @@ AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_retry.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
         lease_expires_at = NULL, requeues = j.attempts
-    WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    WHERE j.id = rq_retry.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');

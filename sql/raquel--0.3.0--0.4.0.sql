@@ -17,6 +17,10 @@
 --     in a batch are refused on a distributed table (0A000).
 --   - The duties rq_expire, rq_rescue and rq_prune go queue by queue on a
 --     distributed table.
+--   - rq_fail, rq_reschedule, rq_reject, rq_extend, rq_cancel, rq_retry
+--     and rq_complete_batch name the job's queue in their UPDATE (new
+--     rq_shard_queue(id) and rq_shard_queues(ids); NULL on one server), so
+--     that on Citus it runs in one shard instead of locking every shard.
 -- * Metrics over time (issue 15, sql/metrics.sql): the table metrics (one
 --   row per queue and minute), rq_record_metrics (the background worker's
 --   new duty), rq_metrics, rq_prometheus and their helpers. The verbs
@@ -241,6 +245,24 @@ BEGIN
 END
 $$;
 
+
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION "rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+
+-- raquel::distributed::rq_shard_queues
+CREATE  FUNCTION "rq_shard_queues"(
+	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
+) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
 
 -- raquel::metrics::rq_histogram_add
 CREATE  FUNCTION "rq_histogram_add"(
@@ -680,6 +702,66 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_reschedule(
+    id      uuid,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL,
+    attempt integer     DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+    due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reschedule.id);
+    job    @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued',
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())),
+        requeues = j.requeues + 1,
+        lease_expires_at = NULL,
+        finished_at = NULL
+    WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reject.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
+        requeues = j.requeues + 1, lease_expires_at = NULL
+    WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    RETURN job;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION rq_extend(id uuid, lease interval DEFAULT rq_default_lease(), attempt integer DEFAULT NULL)
 RETURNS jobs
 LANGUAGE plpgsql VOLATILE
@@ -689,11 +771,13 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_extend.id);
     job      @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET lease_expires_at = now_ms + lease_ms
-    WHERE j.id = rq_extend.id
+    WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
     RETURNING j.* INTO job;
@@ -711,11 +795,14 @@ AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_cancel.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
-    WHERE j.id = rq_cancel.id AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
+    WHERE j.id = rq_cancel.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
@@ -737,12 +824,15 @@ AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_retry.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
         lease_expires_at = NULL, requeues = j.attempts
-    WHERE j.id = rq_retry.id AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    WHERE j.id = rq_retry.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
@@ -767,6 +857,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_fail.id);
     job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -781,7 +873,7 @@ BEGIN
         error = rq_fail.error,
         error_trace = rq_fail.error_trace,
         lease_expires_at = NULL
-    WHERE j.id = rq_fail.id
+    WHERE j.id = rq_fail.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
       AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
     RETURNING j.* INTO job;
@@ -814,6 +906,11 @@ DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
     done @extschema@.jobs[];
     miss record;
+    shard_queues   text[];
+    shard_queue    text;
+    queue_ids      uuid[];
+    queue_attempts integer[];
+    queue_done     @extschema@.jobs[];
 BEGIN
     IF ids IS NULL THEN
         PERFORM @extschema@.rq_refuse('ids_null', '{}');
@@ -823,17 +920,39 @@ BEGIN
         PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
     END IF;
     -- The completed rows are kept as they come out of the UPDATE, not read
-    -- again from the table.
-    WITH wanted AS (
-        SELECT w.id, w.attempt FROM unnest(ids, attempts) AS w (id, attempt)
-    ), completed AS (
-        UPDATE @extschema@.jobs j
-        SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
-        FROM wanted w
-        WHERE j.id = w.id AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
-        RETURNING j AS job
-    )
-    SELECT array_agg(c.job ORDER BY (c.job).id) INTO done FROM completed c;
+    -- again from the table. One UPDATE in all on one server; on Citus one
+    -- per queue, each in the queue's shard alone (src/distributed.rs).
+    shard_queues := @extschema@.rq_shard_queues(ids);
+    FOR shard_queue, queue_ids, queue_attempts IN
+        SELECT NULL, ids, attempts WHERE shard_queues IS NULL
+        UNION ALL
+        SELECT shard_queues[w.n], array_agg(w.id), array_agg(w.attempt)
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE shard_queues IS NOT NULL
+        GROUP BY 1
+    LOOP
+        WITH wanted AS (
+            SELECT w.id, w.attempt FROM unnest(queue_ids, queue_attempts) AS w (id, attempt)
+        ), completed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
+            FROM wanted w
+            WHERE j.id = w.id AND j.queue = coalesce(shard_queue, j.queue)
+              AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
+            RETURNING j AS job
+        )
+        SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
+        -- (apart: on Citus the statement above runs in the shard, where
+        -- `done` would not be of the shard's row type)
+        IF done IS NULL THEN
+            done := queue_done;
+        ELSE
+            done := done || queue_done;
+        END IF;
+    END LOOP;
+    IF shard_queues IS NOT NULL THEN
+        SELECT array_agg(d ORDER BY d.id) INTO done FROM unnest(done) d;
+    END IF;
 
     -- Fewer rows than ids: an id this call could not complete (raise, which
     -- undoes the rest), or the same id given twice (fine).

@@ -124,6 +124,48 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
     queue
 }
 
+// rq_shard_queue(id): for the verbs written in PL/pgSQL that find a job by
+// its id (rq_fail, rq_reschedule, rq_reject, rq_extend, rq_cancel,
+// rq_retry). On a distributed table, the job's queue, which they add to
+// their UPDATE's conditions so that Citus runs it in one shard: an UPDATE
+// over every shard takes a lock on each that lasts to the end of its
+// transaction and makes all such UPDATEs wait for one another. When no
+// shard has the job, an empty name: the UPDATE still runs in one shard, and
+// finds nothing. NULL on one server, where the condition holds for every row. It reads with the caller's
+// rights, so it shows no more than the caller could read.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    if DISTRIBUTED.get() == Some(false) {
+        // one server, known: nothing to ask
+        return None;
+    }
+    statements::connect();
+    let queue = is_distributed(function).then(|| id.and_then(|id| queue_of(function, id.into_datum()?)).unwrap_or_default());
+    statements::finish();
+    queue
+}
+
+// rq_shard_queues(ids): rq_shard_queue of each id, for rq_complete_batch,
+// which runs one UPDATE per queue; NULL on one server, where it runs one.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_shard_queues(ids: Option<pgrx::Array<pgrx::Uuid>>, fcinfo: pg_sys::FunctionCallInfo) -> Option<Vec<Option<String>>> {
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    if DISTRIBUTED.get() == Some(false) {
+        return None;
+    }
+    let ids = ids?;
+    statements::connect();
+    let queues = is_distributed(function)
+        .then(|| ids.iter().map(|id| Some(id.and_then(|id| queue_of(function, id.into_datum()?)).unwrap_or_default())).collect());
+    statements::finish();
+    queues
+}
+
 /// A claim on a distributed table: up to `batch` jobs of `queues` (None:
 /// any queue), waiting up to `wait_ms` for one. Each statement's rows go
 /// into the call's result set as they come; returns how many in all.

@@ -198,6 +198,48 @@ fn every_verb_works_on_a_distributed_table() {
 /// one queue, several queues and any queue at once: each job is handed out
 /// once, and every job ends.
 #[test]
+fn a_verb_by_id_locks_its_job_alone() {
+    // An UPDATE over every shard holds a lock on each to the end of its
+    // transaction (Citus's guard against distributed deadlocks): the verbs
+    // by id name the job's queue so that theirs is an UPDATE of one shard.
+    let db = fresh_cluster_db("rq_citus_by_id");
+    let mut holder = coordinator(&db);
+    holder.batch_execute("SELECT rq_enqueue('held', i::text) FROM generate_series(1, 3) i").unwrap();
+    let mut tx = holder.transaction().unwrap();
+    let held: Vec<String> = tx.query("SELECT id::text FROM rq_claim(ARRAY['held'], batch => 3)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    tx.batch_execute(&format!(
+        "SELECT rq_extend('{}'); SELECT rq_fail('{}', 'boom'); SELECT count(*) FROM rq_complete_batch(ARRAY['{}']::uuid[])",
+        held[0], held[1], held[2]
+    ))
+    .unwrap();
+    // another session, on another queue, while that transaction is open:
+    // waiting for a lock past 2 s is an error (55P03), not a slow pass
+    let mut other = coordinator(&db);
+    other.batch_execute("SET lock_timeout = '2s'; SELECT rq_enqueue('free', i::text) FROM generate_series(1, 4) i").unwrap();
+    let ids: Vec<String> = other.query("SELECT id::text FROM rq_claim(ARRAY['free'], batch => 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    // a new session has no claims to remember: each verb asks the shards
+    drop(other);
+    let mut other = coordinator(&db);
+    other.batch_execute("SET lock_timeout = '2s'").unwrap();
+    let status = |c: &mut Client, sql: String| -> String { c.query_one(&sql, &[]).unwrap().get(0) };
+    assert_eq!(status(&mut other, format!("SELECT (rq_extend('{}')).status", ids[0])), "claimed");
+    assert_eq!(status(&mut other, format!("SELECT (rq_reschedule('{}')).status", ids[0])), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_reject('{}')).status", ids[1])), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_fail('{}', 'boom')).status", ids[2])), "failed");
+    assert_eq!(status(&mut other, format!("SELECT (rq_retry('{}')).status", ids[2])), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_cancel('{}')).status", ids[2])), "cancelled");
+    assert_eq!(status(&mut other, format!("SELECT string_agg(status, ',') FROM rq_complete_batch(ARRAY['{}']::uuid[])", ids[3])), "success");
+    // an unknown id is still the verb's own error, and changes nothing
+    let unknown = other.query_one("SELECT rq_fail('00000000-0000-7000-8000-000000000000', 'x')", &[]);
+    assert_eq!(sqlstate(unknown), "P0002");
+    tx.commit().unwrap();
+    let mut c = coordinator(&db);
+    let held_statuses: String =
+        c.query_one("SELECT string_agg(status, ',' ORDER BY status) FROM jobs WHERE queue = 'held'", &[]).unwrap().get(0);
+    assert_eq!(held_statuses, "claimed,failed,success");
+}
+
+#[test]
 fn concurrent_workers_on_every_node_take_each_job_once() {
     let db = fresh_cluster_db("rq_citus_once");
     let queues = ["q0", "q1", "q2", "q3", "q4", "q5"];

@@ -1677,6 +1677,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_settle_workflows", "SELECT rq_settle_workflows()", "00000"),
         // the distributed mode (sql/distributed.sql), on a server without Citus
         ("rq_distributed", "SELECT rq_distributed()", "00000"),
+        ("rq_shard_queue", "SELECT rq_shard_queue('00000000-0000-7000-8000-000000000000')", "00000"),
+        ("rq_shard_queues", "SELECT rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])", "00000"),
         ("rq_refuse_distributed", "SELECT rq_refuse_distributed('x')", "00000"),
         ("rq_distribute", "SELECT rq_distribute()", "55000"),
         ("rq_lapsed", "SELECT * FROM rq_lapsed(1, 0)", "00000"),
