@@ -114,8 +114,8 @@ BEGIN
             RETURNING j AS job
         )
         SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
-        -- (apart: on Citus the statement above runs in the shard, where
-        -- `done` would not be of the shard's row type)
+        -- added to `done` here, not in the statement: on Citus that runs in
+        -- the shard, where `done` is not of the shard's row type
         IF done IS NULL THEN
             done := queue_done;
         ELSE
