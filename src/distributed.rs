@@ -131,8 +131,9 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
 // over every shard takes a lock on each that lasts to the end of its
 // transaction and makes all such UPDATEs wait for one another. When no
 // shard has the job, an empty name: the UPDATE still runs in one shard, and
-// finds nothing. NULL on one server, where the condition holds for every row. It reads with the caller's
-// rights, so it shows no more than the caller could read.
+// finds nothing. NULL on one server, where the condition holds for every
+// row. It reads with the caller's rights, so it shows no more than the
+// caller could read.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
