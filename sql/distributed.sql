@@ -36,8 +36,8 @@ $$;
 -- raquel's functions are not made Citus distributed functions: Citus
 -- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
 -- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be; and for the verbs, which run one statement in the queue's
--- shard, delegation would save no round trip. The jobs table's triggers run on the
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
 -- shards, which Citus allows with citus.enable_unsafe_triggers on every
 -- node (README). Existing jobs move into the shards.
 CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void

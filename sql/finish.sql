@@ -115,12 +115,9 @@ BEGIN
         )
         SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
         -- added to `done` here, not in the statement: on Citus that runs in
-        -- the shard, where `done` is not of the shard's row type
-        IF done IS NULL THEN
-            done := queue_done;
-        ELSE
-            done := done || queue_done;
-        END IF;
+        -- the shard, where `done` is not of the shard's row type (|| with
+        -- a NULL array gives the other)
+        done := done || queue_done;
     END LOOP;
     IF shard_queues IS NOT NULL THEN
         SELECT array_agg(d ORDER BY d.id) INTO done FROM unnest(done) d;

@@ -72,8 +72,8 @@ $$;
 -- raquel's functions are not made Citus distributed functions: Citus
 -- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
 -- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be; and for the verbs, which run one statement in the queue's
--- shard, delegation would save no round trip. The jobs table's triggers run on the
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
 -- shards, which Citus allows with citus.enable_unsafe_triggers on every
 -- node (README). Existing jobs move into the shards.
 CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
@@ -943,12 +943,9 @@ BEGIN
         )
         SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
         -- added to `done` here, not in the statement: on Citus that runs in
-        -- the shard, where `done` is not of the shard's row type
-        IF done IS NULL THEN
-            done := queue_done;
-        ELSE
-            done := done || queue_done;
-        END IF;
+        -- the shard, where `done` is not of the shard's row type (|| with
+        -- a NULL array gives the other)
+        done := done || queue_done;
     END LOOP;
     IF shard_queues IS NOT NULL THEN
         SELECT array_agg(d ORDER BY d.id) INTO done FROM unnest(done) d;

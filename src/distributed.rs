@@ -139,14 +139,7 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
 fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
-    if DISTRIBUTED.get() == Some(false) {
-        // one server, known: nothing to ask
-        return None;
-    }
-    statements::connect();
-    let queue = is_distributed(function).then(|| id.and_then(|id| queue_of(function, id.into_datum()?)).unwrap_or_default());
-    statements::finish();
-    queue
+    when_distributed(function, || shard_queue_of(function, id))
 }
 
 // rq_shard_queues(ids): rq_shard_queue of each id, for rq_complete_batch,
@@ -156,15 +149,26 @@ fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> O
 fn rq_shard_queues(ids: Option<pgrx::Array<pgrx::Uuid>>, fcinfo: pg_sys::FunctionCallInfo) -> Option<Vec<Option<String>>> {
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
+    let ids = ids?;
+    when_distributed(function, || ids.iter().map(|id| Some(shard_queue_of(function, id))).collect())
+}
+
+/// `f`'s answer on a distributed table, connected to SPI; None on one
+/// server (known without SPI once this backend has asked).
+fn when_distributed<T>(function: pg_sys::Oid, f: impl FnOnce() -> T) -> Option<T> {
     if DISTRIBUTED.get() == Some(false) {
         return None;
     }
-    let ids = ids?;
     statements::connect();
-    let queues = is_distributed(function)
-        .then(|| ids.iter().map(|id| Some(id.and_then(|id| queue_of(function, id.into_datum()?)).unwrap_or_default())).collect());
+    let answer = is_distributed(function).then(f);
     statements::finish();
-    queues
+    answer
+}
+
+/// The queue that sends a statement about job `id` to its shard: the job's
+/// queue, or an empty name when no shard has the job.
+fn shard_queue_of(function: pg_sys::Oid, id: Option<pgrx::Uuid>) -> String {
+    id.and_then(|id| queue_of(function, id.into_datum()?)).unwrap_or_default()
 }
 
 /// A claim on a distributed table: up to `batch` jobs of `queues` (None:

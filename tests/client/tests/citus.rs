@@ -194,9 +194,6 @@ fn every_verb_works_on_a_distributed_table() {
     assert_eq!(after, rows + 1 + 1, "only the trigger's job and the held key's job were added");
 }
 
-/// Six workers on the coordinator and one on each worker node claim from
-/// one queue, several queues and any queue at once: each job is handed out
-/// once, and every job ends.
 #[test]
 fn a_verb_by_id_locks_its_job_alone() {
     // An UPDATE over every shard holds a lock on each to the end of its
@@ -212,13 +209,14 @@ fn a_verb_by_id_locks_its_job_alone() {
         held[0], held[1], held[2]
     ))
     .unwrap();
-    // another session, on another queue, while that transaction is open:
-    // waiting for a lock past 2 s is an error (55P03), not a slow pass
-    let mut other = coordinator(&db);
-    other.batch_execute("SET lock_timeout = '2s'; SELECT rq_enqueue('free', i::text) FROM generate_series(1, 4) i").unwrap();
-    let ids: Vec<String> = other.query("SELECT id::text FROM rq_claim(ARRAY['free'], batch => 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    // a new session has no claims to remember: each verb asks the shards
-    drop(other);
+    // jobs of another queue, claimed by a session that then goes away
+    let mut claimer = coordinator(&db);
+    claimer.batch_execute("SELECT rq_enqueue('free', i::text) FROM generate_series(1, 4) i").unwrap();
+    let ids: Vec<String> = claimer.query("SELECT id::text FROM rq_claim(ARRAY['free'], batch => 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    drop(claimer);
+    // another session, which has no claims to remember (each verb asks the
+    // shards), while that transaction is open: waiting for a lock past 2 s
+    // is an error (55P03), not a slow pass
     let mut other = coordinator(&db);
     other.batch_execute("SET lock_timeout = '2s'").unwrap();
     let status = |c: &mut Client, sql: String| -> String { c.query_one(&sql, &[]).unwrap().get(0) };
@@ -239,6 +237,9 @@ fn a_verb_by_id_locks_its_job_alone() {
     assert_eq!(held_statuses, "claimed,failed,success");
 }
 
+/// Six workers on the coordinator and one on each worker node claim from
+/// one queue, several queues and any queue at once: each job is handed out
+/// once, and every job ends.
 #[test]
 fn concurrent_workers_on_every_node_take_each_job_once() {
     let db = fresh_cluster_db("rq_citus_once");
