@@ -37,7 +37,7 @@ install_extension() {
   cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
   # The install scripts of released versions (pgrx copies only the update
   # scripts), so that the upgrade test can create an old version.
-  cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
+  cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
   retire_installed_library
   as_root cp -r "$stage"/. /
 }

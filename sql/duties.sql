@@ -33,7 +33,7 @@ BEGIN
     ), expired AS (
         UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
         FROM due WHERE j.id = due.id
-        RETURNING j.id, j.queue, j.has_children OR j.key_period IS NOT NULL AS sets_off
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR @extschema@.rq_has_children(j.id) AS sets_off
     )
     SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
     FROM expired e;

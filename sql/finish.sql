@@ -56,7 +56,7 @@ BEGIN
     ELSE
         -- a slot freed under a concurrency limit (src/flow.rs)
         PERFORM @extschema@.rq_claim_ended(job.queue);
-        IF job.has_children OR job.key_period IS NOT NULL THEN
+        IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
             -- exhausted: what its end sets off (rq_job_ended)
             PERFORM @extschema@.rq_job_ended(job.id);
         END IF;
@@ -139,13 +139,13 @@ BEGIN
     PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
     PERFORM @extschema@.rq_note_metric(d.queue, 'succeeded', now_ms - d.claimed_at) FROM unnest(done) d;
     -- what their ends set off (rq_job_ended)
-    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.has_children OR d.key_period IS NOT NULL;
+    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.key_period IS NOT NULL OR @extschema@.rq_has_children(d.id);
     RETURN QUERY SELECT * FROM unnest(done);
 END
 $$;
 
 -- What a job's end sets off, for the verbs that end a job whose
--- has_children or key_period says there is something: the jobs waiting for
+-- rq_has_children or key_period says there is something: the jobs waiting for
 -- it are released or cancelled (sql/workflows.sql), and a key enqueued with
 -- a key_period stays held by it for that long (key_holds, sql/schema.sql).
 -- A job of another status is left alone.
@@ -156,13 +156,13 @@ AS $$
 DECLARE
     ended record;
 BEGIN
-    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at, j.has_children INTO ended
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
     FROM @extschema@.jobs j
     WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF ended.has_children THEN
+    IF @extschema@.rq_has_children(ended.id) THEN
         PERFORM @extschema@.rq_parent_ended(ended.id);
     END IF;
     IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN

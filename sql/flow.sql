@@ -202,16 +202,53 @@ AS $$
 $$;
 
 -- The plain claim (src/claim.rs), which knows no flow settings: what
--- rq_claim_flow calls for what the settings allow. Not for workers, whose
--- claims must go through rq_claim to obey the settings.
+-- rq_claim_flow calls for what the settings allow. It runs only inside
+-- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
+-- through rq_claim to obey the settings.
 CREATE FUNCTION rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
 RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
 
+-- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
+-- name order, until the claiming transaction ends), and that state written
+-- after a claim took `claimed` (the jobs claimed under max_claimed) and left
+-- `tokens` at `tokens_at`. They run as the extension's owner, and only
+-- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
+-- not lock or write it, so no role can refill a rate's bucket or empty a
+-- queue's claimed list.
+CREATE FUNCTION rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_flow_lock');
+    RETURN QUERY
+    SELECT l.* FROM @extschema@.queue_limits l
+    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+    ORDER BY l.queue
+    FOR UPDATE;
+END
+$$;
+
+CREATE FUNCTION rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_flow_took');
+    UPDATE @extschema@.queue_limits l
+    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
+        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
+        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
+    WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+
 -- rq_claim's claim for queues that have flow settings (src/claim.rs), with
--- rq_claim's arguments checked. Queues NULL means any queue.
+-- rq_claim's arguments checked. Queues NULL means any queue. It and
+-- rq_claim_fair run only inside rq_claim (42501 otherwise).
 --
 -- Each queue with settings is claimed from on its own: a paused one not at
 -- all; a limited one under its row's lock (FOR UPDATE, held until the
@@ -243,6 +280,7 @@ DECLARE
     got      uuid[];
     job      @extschema@.jobs;
 BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_claim_flow');
     IF queues IS NULL THEN
         limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
         others := ARRAY(
@@ -266,10 +304,7 @@ BEGIN
     -- order: two such claims never wait for each other in a circle, however
     -- their turns below are ordered.
     IF cardinality(limited) > 1 THEN
-        PERFORM FROM @extschema@.queue_limits l
-        WHERE l.queue = ANY (limited) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
-        ORDER BY l.queue
-        FOR UPDATE;
+        PERFORM FROM @extschema@.rq_flow_lock(limited);
     END IF;
     first := floor(random() * (cardinality(limited) + 1))::integer;
     FOR turn IN 0 .. cardinality(limited) LOOP
@@ -287,7 +322,7 @@ BEGIN
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM @extschema@.queue_limits l WHERE l.queue = limited[member] FOR UPDATE;
+            PERFORM FROM @extschema@.rq_flow_lock(ARRAY[limited[member]]);
             -- read again by a new statement, which sees what the claims
             -- that held the lock before committed
             SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
@@ -325,11 +360,7 @@ BEGIN
         END IF;
         wanted := wanted - cardinality(got);
         IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            UPDATE @extschema@.queue_limits l
-            SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE live || got END,
-                tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE bucket - cardinality(got) END,
-                tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE now_ms END
-            WHERE l.queue = limited[member];
+            PERFORM @extschema@.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
         END IF;
     END LOOP;
 END
@@ -358,6 +389,7 @@ DECLARE
     candidate record;
     job       @extschema@.jobs;
 BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_claim_fair');
     IF group_max_claimed IS NULL THEN
         RETURN QUERY
         WITH ready AS (

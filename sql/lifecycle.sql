@@ -122,7 +122,7 @@ BEGIN
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
     PERFORM @extschema@.rq_claim_ended(job.queue);
-    IF job.has_children OR job.key_period IS NOT NULL THEN
+    IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
         -- what its end sets off (sql/finish.sql)
         PERFORM @extschema@.rq_job_ended(job.id);
     END IF;

@@ -53,11 +53,20 @@ BEGIN
         run_histogram = @extschema@.rq_histogram_add(m.run_histogram, excluded.run_histogram);
     GET DIAGNOSTICS touched = ROW_COUNT;
     -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
     IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
         INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT j.queue, ended, count(*) FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-        GROUP BY j.queue
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
         ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
         GET DIAGNOSTICS more = ROW_COUNT;
         touched := touched + more;
@@ -97,66 +106,98 @@ AS $$
 $$;
 
 -- The current figures in the Prometheus text format, for a scraper that
--- runs SQL: jobs by queue and status now, and per queue over the last five
--- minutes recorded, the events and the wait and run percentiles (seconds).
-CREATE FUNCTION rq_prometheus() RETURNS text
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    out      text := '';
-    r        record;
-    q        text;
-    wait     integer[];
-    run      integer[];
-    fraction double precision;
-    waits    text;
-    runs     text;
-    since    bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+    since bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+    out   text;
 BEGIN
-    out := out || E'# HELP raquel_jobs Jobs in the jobs table by queue and status.\n# TYPE raquel_jobs gauge\n';
-    FOR r IN SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2 ORDER BY 1, 2 LOOP
-        out := out || format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                             @extschema@.rq_prometheus_label(r.queue), r.status, r.n);
-    END LOOP;
-    out := out || E'# HELP raquel_events_5m Events in the last five recorded minutes, by queue.\n# TYPE raquel_events_5m gauge\n';
-    FOR r IN
-        SELECT m.queue, e.event, e.n
-        FROM (SELECT m.queue, sum(m.enqueued) AS enqueued, sum(m.claimed) AS claimed, sum(m.succeeded) AS succeeded,
-                     sum(m.failed) AS failed, sum(m.rescued) AS rescued, sum(m.expired) AS expired
-              FROM @extschema@.metrics m WHERE m.minute >= since GROUP BY m.queue) m
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM @extschema@.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
         CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
                                    ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        ORDER BY 1, 2
-    LOOP
-        out := out || format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                             @extschema@.rq_prometheus_label(r.queue), r.event, r.n);
-    END LOOP;
-    -- each metric's lines form one group, as the format asks
-    waits := E'# HELP raquel_wait_seconds Wait from due to claim over the last five recorded minutes.\n# TYPE raquel_wait_seconds gauge\n';
-    runs := E'# HELP raquel_run_seconds Run from claim to end over the last five recorded minutes.\n# TYPE raquel_run_seconds gauge\n';
-    FOR q IN SELECT DISTINCT m.queue FROM @extschema@.metrics m WHERE m.minute >= since ORDER BY 1 LOOP
-        wait := NULL;
-        run := NULL;
-        FOR r IN SELECT m.wait_histogram, m.run_histogram FROM @extschema@.metrics m
-                 WHERE m.queue = q AND m.minute >= since LOOP
-            wait := @extschema@.rq_histogram_add(wait, r.wait_histogram);
-            run := @extschema@.rq_histogram_add(run, r.run_histogram);
-        END LOOP;
-        FOREACH fraction IN ARRAY ARRAY[0.5, 0.95, 0.99] LOOP
-            IF @extschema@.rq_histogram_percentile(wait, fraction) IS NOT NULL THEN
-                waits := waits || format(E'raquel_wait_seconds{queue="%s",quantile="%s"} %s\n',
-                                         @extschema@.rq_prometheus_label(q), fraction,
-                                         @extschema@.rq_histogram_percentile(wait, fraction) / 1000);
-            END IF;
-            IF @extschema@.rq_histogram_percentile(run, fraction) IS NOT NULL THEN
-                runs := runs || format(E'raquel_run_seconds{queue="%s",quantile="%s"} %s\n',
-                                       @extschema@.rq_prometheus_label(q), fraction,
-                                       @extschema@.rq_histogram_percentile(run, fraction) / 1000);
-            END IF;
-        END LOOP;
-    END LOOP;
-    out := out || waits || runs;
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               @extschema@.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             @extschema@.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             @extschema@.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     @extschema@.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         @extschema@.rq_metrics_lost())
+    ) x;
     RETURN out;
 END
 $$;

@@ -3,8 +3,8 @@
 -- table, so it can enqueue and do nothing else (a keyed enqueue that finds
 -- its key taken shows a producer only the job's id, queue and key:
 -- src/privileges.rs). Workers run the claim and finish verbs with their own
--- rights: a worker role needs SELECT and UPDATE on jobs and on the state
--- columns of queue_limits, SELECT and DELETE on job_dependencies (a job it
+-- rights: a worker role needs SELECT and UPDATE on jobs, SELECT on
+-- queue_limits, SELECT and DELETE on job_dependencies (a job it
 -- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
 -- key_holds (a job it ends may hold its key), and nothing else. What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
@@ -23,7 +23,8 @@ REVOKE EXECUTE ON FUNCTION
     rq_fire_schedules(integer),
     rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
     rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint),
-    rq_take_metrics(), rq_record_metrics()
+    rq_take_metrics(), rq_record_metrics(),
+    rq_check_parents(integer, uuid[])
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -57,9 +58,9 @@ END
 $$;
 
 -- Lets `role` claim, finish, hand back and extend jobs, and look at them:
--- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and on
--- queue_limits SELECT and UPDATE of the state that claims keep (not of the
--- settings).
+-- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and
+-- SELECT on queue_limits (the state the limits keep is written by the flow
+-- claim as the owner: sql/flow.sql rq_flow_took).
 CREATE FUNCTION rq_grant_worker(role regrole) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -75,7 +76,7 @@ BEGIN
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT, UPDATE (claimed, tokens, tokens_at) ON %s.queue_limits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END

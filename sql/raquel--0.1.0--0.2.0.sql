@@ -851,20 +851,66 @@ $$;
 
 -- The view converts with the library's functions instead of arithmetic whose
 -- operators the install script would resolve (sql/observe.sql says why).
-CREATE OR REPLACE VIEW rq_jobs AS
-SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
-       j.payload, j.error, j.claimed_by,
-       rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
-       rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
-       rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
-       rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
-       rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
-       rq_ms_to_interval(j.max_age)                  AS max_age,
-       rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
-       rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
-       rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
-       j.error_trace
-FROM jobs j;
+-- An install of 0.1.0 in a schema where a role could plant a better-matching
+-- operator before CREATE EXTENSION may have a view that bound it, with a
+-- column of another type, which CREATE OR REPLACE VIEW cannot change
+-- (42P16): such a view is dropped and made again, with its grants. A view
+-- of the user's own built on it stops that; the error then says what to do.
+DO $do$
+DECLARE
+    grants aclitem[];
+    g      record;
+BEGIN
+    BEGIN
+        CREATE OR REPLACE VIEW rq_jobs AS
+        SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+               j.payload, j.error, j.claimed_by,
+               rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+               rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+               rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+               rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+               rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+               rq_ms_to_interval(j.max_age)                  AS max_age,
+               rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+               rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+               rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+               j.error_trace
+        FROM jobs j;
+    EXCEPTION WHEN invalid_table_definition THEN
+        SELECT c.relacl INTO grants FROM pg_catalog.pg_class c WHERE c.oid = '@extschema@.rq_jobs'::pg_catalog.regclass;
+        BEGIN
+            DROP VIEW @extschema@.rq_jobs;
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            RAISE EXCEPTION 'the view rq_jobs of this 0.1.0 install was bound to an operator planted before CREATE EXTENSION, and views of yours are built on it'
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      HINT = 'Drop the views built on rq_jobs (\d+ rq_jobs lists them), run ALTER EXTENSION raquel UPDATE, and make them again.';
+        END;
+        CREATE VIEW rq_jobs AS
+        SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+               j.payload, j.error, j.claimed_by,
+               rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+               rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+               rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+               rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+               rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+               rq_ms_to_interval(j.max_age)                  AS max_age,
+               rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+               rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+               rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+               j.error_trace
+        FROM jobs j;
+        FOR g IN
+            SELECT a.grantee, a.privilege_type, a.is_grantable FROM pg_catalog.aclexplode(grants) a
+            WHERE a.grantee <> (SELECT c.relowner FROM pg_catalog.pg_class c
+                                WHERE c.oid = '@extschema@.rq_jobs'::pg_catalog.regclass)
+        LOOP
+            EXECUTE pg_catalog.format('GRANT %s ON @extschema@.rq_jobs TO %s%s', g.privilege_type,
+                CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+    END;
+END
+$do$;
 
 -- What starts work in the server is not for PUBLIC (sql/privileges.sql).
 REVOKE EXECUTE ON FUNCTION

@@ -5,10 +5,10 @@
 --
 -- Once: the duty locks the schedule's row, enqueues the slot's job and
 -- moves next_run_at past it in one transaction, so a slow round, a crash
--- mid-round or a restart either did both or neither; and the slot's instant
--- is part of the job's key ('rq_schedule:<name>@<slot ms>'), so even a
--- schedule replaced while that job is unfinished gets it back rather than
--- a second one.
+-- mid-round or a restart either did both or neither, and a second round
+-- passes over the locked row or finds next_run_at moved. A schedule's jobs
+-- are its own: they carry no key, so nothing another role enqueues can
+-- stand in for them or hold up the duty.
 
 CREATE TABLE schedules (
     name            text    NOT NULL,
@@ -16,8 +16,9 @@ CREATE TABLE schedules (
     timezone        text    NOT NULL DEFAULT 'UTC',
     queue           text    NOT NULL,
     payload         text,
-    -- Slots missed while no round ran (the server down): 'none' skips
-    -- them, 'last' runs once for them, 'all' runs each, the last 1000.
+    -- Slots a round reached over a minute late (the server down, the
+    -- worker off): 'none' skips them, 'last' runs one job for them (at the
+    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
     catch_up        text    NOT NULL DEFAULT 'last',
     enabled         boolean NOT NULL DEFAULT true,
     -- the options of rq_enqueue, as the jobs table keeps them (ms)
@@ -31,6 +32,9 @@ CREATE TABLE schedules (
     next_run_at     bigint,
     last_run_at     bigint,
     last_job_id     uuid,
+    -- why the last slot could not be enqueued (NULL once one is): that slot
+    -- was skipped, and the schedule goes on with the next
+    last_error      text,
 
     CONSTRAINT schedules_pkey PRIMARY KEY (name),
     CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
@@ -46,7 +50,9 @@ CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
 
 -- Creates or replaces a schedule. Its next slot is the first after now; a
 -- replaced schedule keeps its history (last_run_at, last_job_id). Every
--- argument is checked first (22023), so an error changes nothing.
+-- argument is checked first (22023; 54000 for a payload larger than
+-- raquel.max_payload_size), so an error changes nothing and every job the
+-- schedule will enqueue can be enqueued.
 CREATE FUNCTION rq_schedule(
     name            text,
     cron            text,
@@ -69,7 +75,7 @@ DECLARE
     next_ms  bigint;
     schedule @extschema@.schedules;
 BEGIN
-    PERFORM @extschema@.rq_check_schedule(rq_schedule.name, rq_schedule.catch_up);
+    PERFORM @extschema@.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
     SELECT * INTO o FROM @extschema@.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
         rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
     next_ms := @extschema@.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
@@ -86,7 +92,7 @@ BEGIN
         payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
         max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
         max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
-        priority = excluded.priority, next_run_at = excluded.next_run_at
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
     RETURNING s.* INTO schedule;
     IF schedule.enabled THEN
         PERFORM @extschema@.rq_schedule_due(next_ms);
@@ -172,14 +178,22 @@ CREATE VIEW rq_schedules AS
 SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
        @extschema@.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
        @extschema@.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
-       s.last_job_id
+       s.last_job_id, s.last_error
 FROM @extschema@.schedules s;
 
 -- The background worker's duty: enqueues the due slots of up to `batch`
--- schedules; how many jobs it enqueued. A slot is on time when a round
--- reaches it within a minute; older ones were missed (the server was down,
--- or the schedule was created with a slot in the past) and follow catch_up.
--- A schedule another session holds locked is left to it.
+-- schedules; how many jobs it enqueued. A slot a round reaches within a
+-- minute is on time and runs; older ones were missed (the server was down,
+-- the worker off, or the schedule created with a slot in the past) and
+-- follow catch_up (src/schedules.rs). A schedule another session holds
+-- locked is left to it.
+--
+-- Each schedule fires in a subtransaction of its own: one that fails (its
+-- payload grown past a lowered raquel.max_payload_size, say) skips its due
+-- slots, records why in last_error, says so in a WARNING with the failure's
+-- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
+-- One whose next slot cannot even be computed (a pattern changed by hand)
+-- is disabled.
 CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -187,12 +201,13 @@ SET jit = off
 AS $$
 DECLARE
     now_ms   bigint := @extschema@.rq_now_ms();
-    grace_ms constant bigint := 60000;
     schedule record;
     due      bigint[];
     slot     bigint;
     job_id   uuid;
     enqueued bigint := 0;
+    failure  text;
+    state    text;
 BEGIN
     PERFORM @extschema@.rq_check_batch(batch);
     FOR schedule IN
@@ -202,29 +217,46 @@ BEGIN
         LIMIT batch
         FOR UPDATE SKIP LOCKED
     LOOP
-        due := @extschema@.rq_cron_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
-                                         CASE schedule.catch_up WHEN 'all' THEN 1000 ELSE 1 END);
-        IF schedule.catch_up = 'none' THEN
-            due := ARRAY(SELECT d FROM unnest(due) d WHERE now_ms - d <= grace_ms);
-        END IF;
-        job_id := NULL;
-        FOREACH slot IN ARRAY due LOOP
-            SELECT j.id INTO job_id FROM @extschema@.rq_enqueue(schedule.queue, schedule.payload,
-                at => @extschema@.rq_ms_to_timestamptz(slot),
-                max_age => @extschema@.rq_ms_to_interval(schedule.max_age),
-                max_retry_count => schedule.max_retry_count,
-                min_retry_delay => @extschema@.rq_ms_to_interval(schedule.min_retry_delay),
-                max_retry_delay => @extschema@.rq_ms_to_interval(schedule.max_retry_delay),
-                backoff_base => @extschema@.rq_ms_to_interval(schedule.backoff_base),
-                priority => schedule.priority,
-                key => format('rq_schedule:%s@%s', schedule.name, slot)) j;
-            enqueued := enqueued + 1;
-        END LOOP;
-        UPDATE @extschema@.schedules s
-        SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-            last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
-            last_job_id = coalesce(job_id, s.last_job_id)
-        WHERE s.name = schedule.name;
+        BEGIN
+            due := @extschema@.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM @extschema@.rq_enqueue(schedule.queue, schedule.payload,
+                    at => @extschema@.rq_ms_to_timestamptz(slot),
+                    max_age => @extschema@.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => @extschema@.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => @extschema@.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => @extschema@.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
     END LOOP;
     RETURN enqueued;
 END

@@ -42,12 +42,12 @@ CREATE TABLE jobs (
     group_key        text,
     turn             bigint,
     -- Workflows (sql/workflows.sql): how many of a blocked job's parents
-    -- have not ended yet, and whether some job waits for this one (the
-    -- verbs that end a job then see to its children). Only raquel's
-    -- functions write them; a CHECK on blocked_by would cost every claim
-    -- and complete 15 000 instructions (bench/instructions).
+    -- have not ended yet. Only raquel's functions write it; a CHECK on
+    -- blocked_by would cost every claim and complete 15 000 instructions
+    -- (bench/instructions). Whether a job has children is in
+    -- job_dependencies, not on the parent's row: a child's enqueue writes
+    -- nothing on (and holds no lock of) its parents.
     blocked_by       integer NOT NULL DEFAULT 0,
-    has_children     boolean NOT NULL DEFAULT false,
     -- With a key: how long after the job ends its key still gives it back
     -- (rq_enqueue's key_period, ms; sql/finish.sql keeps the hold).
     key_period       bigint,

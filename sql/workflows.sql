@@ -23,12 +23,18 @@ SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 -- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
 -- for the jobs `after`: blocked while any of those is unfinished, queued as
 -- they were if all succeeded already, cancelled if one ended otherwise.
--- For the enqueue functions (which run as the extension's owner).
+-- For the enqueue functions (which run as the extension's owner);
+-- rq_check_parents (src/workflows.rs) says what `after` may name: at most
+-- 1000 jobs and 100 000 edges, and for a caller who may not read jobs only
+-- jobs its own session enqueued, so that a producer learns nothing about
+-- other jobs.
 --
--- The parents are locked (FOR NO KEY UPDATE): a parent's end that is under
--- way is waited for and then seen; one that comes later waits for this
--- transaction, and then sees its edges (rq_parent_ended runs after the
--- UPDATE that ended the parent, with a new snapshot).
+-- The parents are read, never locked or written: a producer's open
+-- transaction holds up nobody's verbs on them, and claims do not pass them
+-- over. A parent that ends while this transaction is open does not see
+-- its edges (not committed yet); rq_check_parents asks the background
+-- worker to look in at commit, and its duty rq_settle_workflows releases
+-- (or cancels) such children then.
 CREATE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -43,19 +49,13 @@ BEGIN
         RETURN;
     END IF;
     PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
-    SELECT coalesce(a.id::text, 'NULL') INTO missing FROM unnest(after) a (id)
-    WHERE a.id IS NULL OR NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    PERFORM @extschema@.rq_check_parents(cardinality(ids), after);
+    SELECT a.id::text INTO missing FROM unnest(after) a (id)
+    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
     LIMIT 1;
     IF FOUND THEN
         PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
-    -- The parents as they are once no end of theirs is under way. NO KEY
-    -- UPDATE, not SHARE: this transaction updates the rows below
-    -- (has_children), and two enqueues that both held a share lock on a
-    -- parent would each wait for the other to let go of it (a deadlock,
-    -- seen with four sessions enqueueing children of one parent). Enqueues
-    -- of children of one parent take turns on its row instead.
-    PERFORM FROM @extschema@.jobs p WHERE p.id = ANY (after) ORDER BY p.id FOR NO KEY UPDATE;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
     ORDER BY p.id LIMIT 1;
@@ -71,7 +71,6 @@ BEGIN
     IF cardinality(pending) = 0 THEN
         RETURN;
     END IF;
-    UPDATE @extschema@.jobs p SET has_children = true WHERE p.id = ANY (pending) AND NOT p.has_children;
     INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
     SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
     ON CONFLICT DO NOTHING;
@@ -80,10 +79,19 @@ BEGIN
 END
 $$;
 
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
 -- A job with children ended: on success, each child waits for one parent
 -- fewer and is queued (waking a waiting claim at commit) when none is
 -- left; on any other end, every blocked descendant is cancelled. Called by
--- the verbs that end a job that has children (has_children), and by the
+-- the verbs that end a job that has children (rq_has_children), and by the
 -- background worker for parents that ended some other way (rq_settle_workflows).
 CREATE FUNCTION rq_parent_ended(parent uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE

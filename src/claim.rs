@@ -116,6 +116,8 @@ impl Claim {
             types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT8OID],
         };
         let args = [self.args[0], self.args[1], self.batch.into_datum(), self.args[3]];
+        // the flow claim's helpers refuse to run outside it (src/flow.rs)
+        let _inside = flow::InsideFlowClaim::enter();
         let run = || statements::run(self.function, &statement, &args);
         if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
     }
@@ -385,6 +387,9 @@ function_info_v1!(pg_finfo_rq_claim_ready_c);
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // the plain claim knows no pause nor limit: only rq_claim's flow claim
+    // may call it, for what the settings allow
+    flow::require_flow_claim("rq_claim_ready");
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
     let (batch, lease_ms, queues) = unsafe {
         (

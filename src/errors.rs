@@ -116,6 +116,8 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
             format!("rq_enqueue_trigger() cannot run on the jobs table itself (trigger {v0} on {v1}.{v2})"),
         )
         .detail("Each job it enqueued would fire it again."),
+        "max_queues" => Refusal::new(invalid, format!("max_queues must be between 0 and 100000, got {v0}"))
+            .hint("rq_prometheus(max_queues) writes series per queue for that many queues, and totals for all."),
         "role_null" => Refusal::new(invalid, format!("{v0}: role must not be null"))
             .hint(format!("SELECT {v0}('my_role')")),
         "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),

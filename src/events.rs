@@ -3,7 +3,8 @@
 //! enqueued (rq_enqueue, a batch, rq_enqueue_trigger, a plain INSERT): it
 //! holds the payload to raquel.max_payload_size, wakes waiting claims of the
 //! job's queue at commit (src/waiters.rs), tells the background worker when
-//! a job with a max_age expires (src/deadlines.rs) and, with raquel.notify
+//! a job with a max_age expires (src/deadlines.rs), remembers the session's
+//! own jobs for `after` (src/workflows.rs) and, with raquel.notify
 //! on, sends NOTIFY rq_<queue> (delivered at commit, folded to one per queue
 //! per transaction by PostgreSQL). The verbs that make a claimed or ended
 //! job ready again (rq_fail with a retry left, so the rescue duty too,
@@ -57,6 +58,11 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
         let int8 = |name| column(tuple, desc, name).and_then(|d| i64::from_datum(d, false));
         let queue = column(tuple, desc, c"queue").and_then(|q| <&str>::from_datum(q, false));
         check_payload_size(column(tuple, desc, c"payload"), queue.unwrap_or_default());
+        if uuid_column(desc, c"id") {
+            if let Some(id) = column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false)) {
+                crate::workflows::remember_enqueued(id);
+            }
+        }
         if let Some(queue) = queue {
             ready(queue, int8(c"scheduled_at"), int8(c"max_age"));
             crate::metrics::note(queue, crate::metrics::Event::Enqueued, None);
@@ -130,6 +136,18 @@ unsafe fn text_column(desc: pg_sys::TupleDesc, name: &std::ffi::CStr) -> bool {
     }
 }
 
+/// Whether the relation described by `desc` has a uuid column `name`.
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor.
+unsafe fn uuid_column(desc: pg_sys::TupleDesc, name: &std::ffi::CStr) -> bool {
+    // SAFETY: per the contract above; SPI_fnumber numbers columns from 1.
+    unsafe {
+        let number = pg_sys::SPI_fnumber(desc, name.as_ptr());
+        number > 0 && pg_sys::SPI_gettypeid(desc, number) == pg_sys::UUIDOID
+    }
+}
+
 /// Refuses (54000) a job whose payload is larger than raquel.max_payload_size.
 ///
 /// # Safety
@@ -138,6 +156,13 @@ unsafe fn check_payload_size(payload: Option<pg_sys::Datum>, queue: &str) {
     // SAFETY: per the contract above; toast_raw_datum_size reads a varlena's
     // header without detoasting it.
     let size = payload.map_or(0, |p| unsafe { pg_sys::toast_raw_datum_size(p) }.saturating_sub(pg_sys::VARHDRSZ));
+    check_payload_bytes(size, queue);
+}
+
+/// Refuses (54000) a payload of `size` bytes when it is larger than
+/// raquel.max_payload_size: for a job of queue `queue`, or for what a
+/// schedule will enqueue there (src/schedules.rs).
+pub fn check_payload_bytes(size: usize, queue: &str) {
     let limit = settings::max_payload_size();
     if size > limit {
         Refusal::new(

@@ -51,14 +51,20 @@ pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Da
     // would replace the UPDATE's result.
     let frees_slots = flow::some_queue_counts_claims(function);
     if args[0].is_some() && (!distributed || queue.is_some()) {
-        // a table not yet updated to 0.3.0 has no workflows
-        let workflows = statements::jobs_have(function, c"has_children");
+        // a table not yet updated to 0.3.0 has no workflows (nor key periods)
+        let workflows = statements::jobs_have(function, c"key_period");
+        let sets_off = || {
+            format!(
+                ", j.key_period IS NOT NULL OR EXISTS (SELECT FROM {} d WHERE d.parent_id = j.id)",
+                statements::in_schema_of(function, "job_dependencies")
+            )
+        };
         let text = || {
             statements::fill(
                 COMPLETE,
                 &[
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
-                    ("@sets_off@", if workflows { ", j.has_children OR j.key_period IS NOT NULL" } else { "" }),
+                    ("@sets_off@", &if workflows { sets_off() } else { String::new() }),
                     ("@row@", &distributed::whole_row(function)),
                     ("@same_queue@", if distributed { "AND j.queue = $4" } else { "" }),
                 ],

@@ -187,6 +187,50 @@ fn rq_wake_claims(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
     }
 }
 
+thread_local! {
+    /// How deep this backend is inside rq_claim's flow claim (sql/flow.sql
+    /// rq_claim_flow), the one caller of the plain claim and of the helpers
+    /// that lock and write a limit's state.
+    static INSIDE_FLOW_CLAIM: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this backend as inside rq_claim's flow claim while it lives: its
+/// Drop runs when the claim returns and when an error unwinds through it.
+pub struct InsideFlowClaim;
+
+impl InsideFlowClaim {
+    pub fn enter() -> InsideFlowClaim {
+        INSIDE_FLOW_CLAIM.set(INSIDE_FLOW_CLAIM.get() + 1);
+        InsideFlowClaim
+    }
+}
+
+impl Drop for InsideFlowClaim {
+    fn drop(&mut self) {
+        INSIDE_FLOW_CLAIM.set(INSIDE_FLOW_CLAIM.get().saturating_sub(1));
+    }
+}
+
+/// Refuses (42501) `name` outside rq_claim's flow claim: the plain claim
+/// knows no pause nor limit, and a limit's state is for the claims that
+/// obey it, so no role may call them directly to pass a pause or refill a
+/// rate.
+pub fn require_flow_claim(name: &str) {
+    if INSIDE_FLOW_CLAIM.get() == 0 {
+        Refusal::new(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{name} runs only inside rq_claim"))
+            .hint("Claim with rq_claim (or rq_complete_and_claim), which obeys the queues' flow settings.")
+            .raise()
+    }
+}
+
+/// require_flow_claim for the PL/pgSQL helpers of rq_claim_flow
+/// (sql/flow.sql).
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_require_flow_claim(name: &str) {
+    require_flow_claim(name);
+}
+
 /// The longest `per` of a rate: a day.
 const MAX_PER_MS: i64 = 86_400_000;
 

@@ -30,6 +30,7 @@ mod backoff;
 mod claim;
 mod clock;
 mod compat_0_1;
+mod compat_0_4;
 mod deadlines;
 mod distributed;
 mod durations;
@@ -48,6 +49,7 @@ mod settings;
 mod statements;
 mod waiters;
 mod worker;
+mod workflows;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
@@ -85,11 +87,15 @@ extension_sql_file!(
         flow::rq_claim_ended
     ]
 );
-extension_sql_file!("../sql/workflows.sql", name = "workflows", requires = ["schema", events::rq_job_ready_again, errors::rq_refuse, limits::rq_check_arrays, limits::rq_check_batch]);
+extension_sql_file!(
+    "../sql/workflows.sql",
+    name = "workflows",
+    requires = ["schema", events::rq_job_ready_again, errors::rq_refuse, limits::rq_check_arrays, limits::rq_check_batch, workflows::rq_check_parents]
+);
 extension_sql_file!(
     "../sql/flow.sql",
     name = "flow",
-    requires = ["claim", clock::rq_now_ms, flow::rq_check_limits, flow::rq_wake_claims]
+    requires = ["claim", clock::rq_now_ms, flow::rq_check_limits, flow::rq_wake_claims, flow::rq_require_flow_claim]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",
@@ -118,9 +124,9 @@ extension_sql_file!(
     requires = [
         "enqueue",
         schedules::rq_cron_next,
-        schedules::rq_cron_slots,
+        schedules::rq_schedule_slots,
         schedules::rq_schedule_due,
-        schedules::rq_check_schedule,
+        schedules::rq_check_schedule_options,
         clock::rq_ms_to_timestamptz,
         clock::rq_ms_to_interval,
         limits::rq_check_batch
@@ -130,7 +136,16 @@ extension_sql_file!("../sql/distributed.sql", name = "distributed", requires = [
 extension_sql_file!(
     "../sql/metrics.sql",
     name = "metrics",
-    requires = ["schema", clock::rq_ms_to_timestamptz, metrics::rq_take_metrics, metrics::rq_histogram_add, metrics::rq_histogram_percentile, metrics::rq_note_metric]
+    requires = [
+        "schema",
+        clock::rq_ms_to_timestamptz,
+        errors::rq_refuse,
+        metrics::rq_take_metrics,
+        metrics::rq_histogram_add,
+        metrics::rq_histogram_percentile,
+        metrics::rq_note_metric,
+        metrics::rq_metrics_lost
+    ]
 );
 extension_sql_file!(
     "../sql/duties.sql",

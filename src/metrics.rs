@@ -14,9 +14,15 @@
 //! holds ms in [2^((b-1)/4), 2^(b/4)); bucket 0 holds under a millisecond),
 //! so minutes add up exactly and a percentile is within 19 % of the truth.
 //!
-//! Shared memory holds SLOTS queues across databases; a queue beyond them
-//! loses its figures until the worker frees a slot (each round frees those it
-//! emptied), and the worker says so in the log.
+//! Shared memory holds SLOTS queues across databases, each under its whole
+//! name (up to MAX_NAME_BYTES, the longest raquel lets a queue have). A
+//! database may hold at most half of them, the worker's round in a
+//! database frees the slots it emptied, and the launcher frees those of
+//! databases that are gone. Figures that find no slot (every slot taken, a
+//! database at its share, a name longer than any queue raquel makes) are
+//! not counted: the launcher says how many in a WARNING, and
+//! `rq_metrics_lost()` and rq_prometheus's raquel_metrics_lost_total count
+//! them since the server started.
 
 use crate::clock::now_ms;
 use crate::deadlines;
@@ -29,7 +35,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const BUCKETS: usize = 161;
 const SLOTS: usize = 256;
-const NAME_BYTES: usize = 64;
+/// The most slots one database may hold, so that one database (with the
+/// worker off there, say) never takes every other database's counting.
+const SLOTS_PER_DATABASE: usize = SLOTS / 2;
+const NAME_BYTES: usize = crate::limits::MAX_NAME_BYTES;
 const MINUTE_MS: i64 = 60_000;
 
 /// What the figures count, in the order of the table's columns.
@@ -181,9 +190,12 @@ unsafe impl PGRXSharedMemory for Table {}
 
 // SAFETY: the name is unique to this lock, and pg_shmem_init! in init() sets it up.
 static TABLE: PgLwLock<Table> = unsafe { PgLwLock::new(c"raquel_metrics") };
-/// Events lost because every slot was taken, for the worker to report.
+/// Events not counted for want of a slot, since the launcher last said so.
 // SAFETY: the name is unique to this atomic, and pg_shmem_init! in init() sets it up.
 static LOST: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"raquel_metrics_lost") };
+/// The same since the server started (rq_metrics_lost).
+// SAFETY: the name is unique to this atomic, and pg_shmem_init! in init() sets it up.
+static LOST_TOTAL: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"raquel_metrics_lost_total") };
 
 /// A transaction's figures of one queue: its counts and the buckets of its
 /// times, added to the shared histograms at commit (most transactions hold
@@ -218,6 +230,12 @@ thread_local! {
 pub fn init() {
     pg_shmem_init!(TABLE);
     pg_shmem_init!(LOST = AtomicU64::new(0));
+    pg_shmem_init!(LOST_TOTAL = AtomicU64::new(0));
+}
+
+fn lose(events: u64) {
+    LOST.get().fetch_add(events, Ordering::Relaxed);
+    LOST_TOTAL.get().fetch_add(events, Ordering::Relaxed);
 }
 
 /// Counts `event` for a job of `queue` (with its wait or run time in ms) in
@@ -299,10 +317,14 @@ fn flush() {
     let database = unsafe { pg_sys::MyDatabaseId };
     let mut table = TABLE.exclusive();
     for (queue, figures) in pending {
-        let name = &queue.as_bytes()[..queue.len().min(NAME_BYTES)];
+        let name = queue.as_bytes();
         let found = table.slots.iter().position(|s| s.is(database, name));
-        let Some(index) = found.or_else(|| table.slots.iter().position(|s| !s.used)) else {
-            LOST.get().fetch_add(figures.counts.iter().sum(), Ordering::Relaxed);
+        let free = || {
+            let held = table.slots.iter().filter(|s| s.used && s.database == database).count();
+            table.slots.iter().position(|s| !s.used).filter(|_| held < SLOTS_PER_DATABASE)
+        };
+        let Some(index) = found.or_else(free).filter(|_| name.len() <= NAME_BYTES) else {
+            lose(figures.counts.iter().sum());
             continue;
         };
         let slot = &mut table.slots[index];
@@ -362,6 +384,43 @@ fn take_figures() -> Vec<Taken> {
     taken
 }
 
+/// For the launcher, each round: frees the slots of databases that are not
+/// in `databases` (dropped ones), counting their figures as lost, and says
+/// in a WARNING how many events found no slot since it last did.
+pub fn forget_databases_and_report(databases: &[pg_sys::Oid]) {
+    let mut lost = 0;
+    {
+        let mut table = TABLE.exclusive();
+        for slot in table.slots.iter_mut().filter(|s| s.used && !databases.contains(&s.database)) {
+            lost += slot.current.counts.iter().sum::<u64>() + slot.earlier.map_or(0, |e| e.counts.iter().sum());
+            *slot = Slot::FREE;
+        }
+    }
+    lose(lost);
+    let unreported = LOST.get().swap(0, Ordering::Relaxed);
+    if unreported > 0 {
+        crate::errors::warning(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!(
+                "raquel: {unreported} events were not counted in the metrics: no slot of the {SLOTS} \
+                 (at most {SLOTS_PER_DATABASE} a database) was free, a queue name was longer than \
+                 {NAME_BYTES} bytes, or their database was dropped before the worker recorded them"
+            ),
+        );
+    }
+}
+
+/// Events not counted in the metrics since the server started (see
+/// forget_databases_and_report): 0 without the preloaded library.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_metrics_lost() -> i64 {
+    if !crate::preloaded() {
+        return 0;
+    }
+    i64::try_from(LOST_TOTAL.get().load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+}
+
 // rq_take_metrics(): for rq_record_metrics (sql/metrics.sql), run by the
 // background worker as the extension's owner.
 #[pg_extern(volatile, parallel_unsafe)]
@@ -381,10 +440,6 @@ fn rq_take_metrics() -> TableIterator<
         name!(run_histogram, Vec<i32>),
     ),
 > {
-    let lost = if crate::preloaded() { LOST.get().swap(0, Ordering::Relaxed) } else { 0 };
-    if lost > 0 {
-        warning!("raquel: {lost} events of queues beyond the {SLOTS} that metrics keep at once were not counted");
-    }
     TableIterator::new(
         take_figures().into_iter().map(|(q, m, c, w, r)| (q, m, c[0], c[1], c[2], c[3], c[4], c[5], w, r)),
     )

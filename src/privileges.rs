@@ -37,10 +37,15 @@ pub fn may_update(relation: pg_sys::Oid) -> bool {
 /// waiting claims or note deadlines, which only a role that could have made
 /// the change itself may ask for.
 pub fn require_update(function: pg_sys::Oid, name: &str) {
-    if !may_update(jobs_of(function)) {
+    require_update_of(function, "jobs", name)
+}
+
+/// require_update for the table named `table` beside `function`.
+pub fn require_update_of(function: pg_sys::Oid, table: &str, name: &str) {
+    if !may_update(table_of(function, table)) {
         crate::errors::Refusal::new(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("{name} is for roles that may update the jobs table"),
+            format!("{name} is for roles that may update the {table} table"),
         )
         .raise()
     }
@@ -48,8 +53,15 @@ pub fn require_update(function: pg_sys::Oid, name: &str) {
 
 /// The jobs table beside `function` (in the schema it was created in).
 pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
+    table_of(function, "jobs")
+}
+
+/// The table named `table` beside `function` (in the schema it was created
+/// in); InvalidOid when there is none.
+fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
+    let name = std::ffi::CString::new(table).expect("a table name has no NUL");
     // SAFETY: catalog lookups by OID and by name, inside a transaction.
-    unsafe { pg_sys::get_relname_relid(c"jobs".as_ptr(), pg_sys::get_func_namespace(function)) }
+    unsafe { pg_sys::get_relname_relid(name.as_ptr(), pg_sys::get_func_namespace(function)) }
 }
 
 /// caller_may_read for rq_enqueue_batch (PL/pgSQL, SECURITY DEFINER).

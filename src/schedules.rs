@@ -39,7 +39,7 @@ fn next(cron: &Cron, zone: &Tz, after_ms: i64) -> Option<i64> {
 
 /// The slots from `from_ms` (a slot itself, so included) up to `until_ms`,
 /// the last `keep` of them, in order.
-fn slots(cron: &Cron, zone: &Tz, from_ms: i64, until_ms: i64, keep: usize) -> Vec<i64> {
+pub(crate) fn slots(cron: &Cron, zone: &Tz, from_ms: i64, until_ms: i64, keep: usize) -> Vec<i64> {
     let mut kept = std::collections::VecDeque::with_capacity(keep.min(1024));
     let mut slot = Some(from_ms);
     for _ in 0..MAX_SLOTS_WALKED {
@@ -53,7 +53,7 @@ fn slots(cron: &Cron, zone: &Tz, from_ms: i64, until_ms: i64, keep: usize) -> Ve
     kept.into()
 }
 
-fn checked_pattern(pattern: Option<&str>) -> Cron {
+pub(crate) fn checked_pattern(pattern: Option<&str>) -> Cron {
     let Some(pattern) = pattern else { Refusal::invalid_parameter("cron must not be null").raise() };
     parse_pattern(pattern).unwrap_or_else(|message| {
         Refusal::invalid_parameter(message)
@@ -62,7 +62,7 @@ fn checked_pattern(pattern: Option<&str>) -> Cron {
     })
 }
 
-fn checked_zone(name: Option<&str>) -> Tz {
+pub(crate) fn checked_zone(name: Option<&str>) -> Tz {
     let Some(name) = name else { Refusal::invalid_parameter("timezone must not be null").raise() };
     parse_zone(name).unwrap_or_else(|message| {
         Refusal::invalid_parameter(message)
@@ -81,48 +81,117 @@ fn rq_cron_next(cron: Option<&str>, timezone: Option<&str>, after_ms: Option<i64
     next(&cron, &zone, after)
 }
 
-/// The slots of `cron` in `timezone` from `from_ms` (a slot itself, so
-/// included) up to `until_ms`, the last `keep` of them in order: what a
-/// schedule's catch-up looks at (sql/schedules.sql).
+/// A slot a round reaches within this long after its instant is on time:
+/// it runs whatever the schedule's catch_up. Older slots were missed (the
+/// server was down, the worker off, or the schedule made with a slot in the
+/// past) and follow catch_up.
+const ON_TIME_MS: i64 = 60_000;
+
+/// The most missed slots catch_up 'all' runs: the latest of them.
+const MAX_CAUGHT_UP: usize = 1000;
+
+/// What a schedule does with its missed slots (sql/schedules.sql).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CatchUp {
+    /// skips them
+    None,
+    /// runs one job for them all, at the latest missed slot
+    Last,
+    /// runs each (the latest MAX_CAUGHT_UP)
+    All,
+}
+
+impl CatchUp {
+    fn named(name: Option<&str>) -> Option<CatchUp> {
+        match name {
+            Some("none") => Some(CatchUp::None),
+            Some("last") => Some(CatchUp::Last),
+            Some("all") => Some(CatchUp::All),
+            _ => None,
+        }
+    }
+}
+
+/// The slots a round at `now_ms` enqueues for a schedule whose next slot not
+/// yet enqueued is `next_ms`, in order: of the missed ones (before
+/// `now_ms - ON_TIME_MS`) what `catch_up` says, then every on-time one up
+/// to `now_ms`.
+fn due_slots(cron: &Cron, zone: &Tz, next_ms: i64, now_ms: i64, catch_up: CatchUp) -> Vec<i64> {
+    let on_time_from = now_ms.saturating_sub(ON_TIME_MS);
+    if next_ms >= on_time_from {
+        return slots(cron, zone, next_ms, now_ms, usize::MAX);
+    }
+    let keep = match catch_up {
+        CatchUp::None => 0,
+        CatchUp::Last => 1,
+        CatchUp::All => MAX_CAUGHT_UP,
+    };
+    let mut due = if keep == 0 { Vec::new() } else { slots(cron, zone, next_ms, on_time_from - 1, keep) };
+    // the first slot at or after on_time_from (slots fall on whole seconds)
+    if let Some(first_on_time) = next(cron, zone, on_time_from - 1) {
+        due.extend(slots(cron, zone, first_on_time, now_ms, usize::MAX));
+    }
+    due
+}
+
+/// The slots a round at `now_ms` enqueues for a schedule (`cron` in
+/// `timezone`) whose next slot not yet enqueued is `next_ms`, following its
+/// `catch_up`: what rq_fire_schedules enqueues (sql/schedules.sql).
 #[pg_extern(stable, parallel_safe)]
-fn rq_cron_slots(
+fn rq_schedule_slots(
     cron: Option<&str>,
     timezone: Option<&str>,
-    from_ms: Option<i64>,
-    until_ms: Option<i64>,
-    keep: Option<i32>,
+    next_ms: Option<i64>,
+    now_ms: Option<i64>,
+    catch_up: Option<&str>,
 ) -> Vec<i64> {
     let (cron, zone) = (checked_pattern(cron), checked_zone(timezone));
-    let (Some(from), Some(until)) = (from_ms, until_ms) else {
-        Refusal::invalid_parameter("from_ms and until_ms must not be null").raise()
+    let (Some(next_ms), Some(now_ms)) = (next_ms, now_ms) else {
+        Refusal::invalid_parameter("next_ms and now_ms must not be null").raise()
     };
-    let keep = usize::try_from(keep.unwrap_or(1).clamp(1, limits::MAX_BATCH)).unwrap_or(1);
-    slots(&cron, &zone, from, until, keep)
+    due_slots(&cron, &zone, next_ms, now_ms, checked_catch_up(catch_up))
 }
 
 /// Tells the background worker, at commit, that a schedule is due at
-/// `due_ms` (src/deadlines.rs): a new or changed schedule's first slot.
+/// `due_ms` (src/deadlines.rs): a new or changed schedule's first slot. Only
+/// for roles that may change schedules (42501): a note starts a round of the
+/// background worker.
 #[pg_extern(volatile, parallel_unsafe)]
-fn rq_schedule_due(due_ms: Option<i64>) {
+#[search_path(pg_catalog, pg_temp)]
+fn rq_schedule_due(due_ms: Option<i64>, fcinfo: pg_sys::FunctionCallInfo) {
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { crate::statements::called_function(fcinfo) };
+    crate::privileges::require_update_of(function, "schedules", "rq_schedule_due");
     if let Some(due_ms) = due_ms {
         deadlines::note(due_ms);
     }
 }
 
-/// Checks a schedule's name and catch-up policy (22023).
-#[pg_extern(immutable, parallel_safe)]
-fn rq_check_schedule(name: Option<&str>, catch_up: Option<&str>) {
+fn checked_catch_up(catch_up: Option<&str>) -> CatchUp {
+    CatchUp::named(catch_up).unwrap_or_else(|| {
+        let got = catch_up.map_or_else(|| "NULL".to_string(), |c| format!("'{c}'"));
+        Refusal::invalid_parameter(format!("catch_up must be 'none', 'last' or 'all', got {got}"))
+            .hint("Slots missed by over a minute: 'none' skips them, 'last' runs one job for them, 'all' runs each (the latest 1000).")
+            .raise()
+    })
+}
+
+/// Checks a schedule before it is stored (22023, 54000), so that every job
+/// it will enqueue can be: its name, its catch-up policy, and its payload's
+/// size against raquel.max_payload_size for its queue.
+#[pg_extern(stable, parallel_safe)]
+fn rq_check_schedule_options(name: Option<&str>, catch_up: Option<&str>, queue: Option<&str>, payload: Option<&str>) {
+    check_name_and_catch_up(name, catch_up);
+    crate::events::check_payload_bytes(payload.map_or(0, str::len), queue.unwrap_or_default());
+}
+
+pub(crate) fn check_name_and_catch_up(name: Option<&str>, catch_up: Option<&str>) {
     match name {
         None => Refusal::invalid_parameter("name must not be null").raise(),
         Some("") => Refusal::invalid_parameter("name must not be an empty name").raise(),
         Some(name) => limits::check_name(Some(name), "name"),
     }
-    if !matches!(catch_up, Some("none" | "last" | "all")) {
-        let got = catch_up.map_or_else(|| "NULL".to_string(), |c| format!("'{c}'"));
-        Refusal::invalid_parameter(format!("catch_up must be 'none', 'last' or 'all', got {got}"))
-            .hint("'none' skips the slots missed while the server was down, 'last' runs once for them, 'all' runs each (the last 1000).")
-            .raise()
-    }
+    checked_catch_up(catch_up);
 }
 
 #[cfg(test)]
@@ -168,5 +237,38 @@ mod tests {
             assert!(error.contains(bad), "{error}");
         }
         assert!(parse_zone("Mars/Olympus").is_err());
+    }
+    #[test]
+    fn on_time_slots_always_run_and_missed_ones_follow_catch_up() {
+        let utc = parse_zone("UTC").unwrap();
+        let every_second = parse_pattern("* * * * * *").unwrap();
+        let now = 1_000_000_000_500; // half a second past a slot
+        // a round 3 s late: every slot on time, whatever the policy
+        for policy in [CatchUp::None, CatchUp::Last, CatchUp::All] {
+            let due = due_slots(&every_second, &utc, now - 3_500, now, policy);
+            assert_eq!(due, [now - 3_500, now - 2_500, now - 1_500, now - 500], "{policy:?}");
+        }
+        // five minutes late: the last minute's 60 slots are on time; of the
+        // 241 missed before them, none, the latest, or each
+        let since = now - 300_500;
+        let on_time: Vec<i64> = (0..60).map(|i| now - 59_500 + i * 1000).collect();
+        assert_eq!(due_slots(&every_second, &utc, since, now, CatchUp::None), on_time);
+        let last = due_slots(&every_second, &utc, since, now, CatchUp::Last);
+        assert_eq!(last[0], now - 60_500, "the latest missed slot");
+        assert_eq!(last[1..], on_time[..]);
+        let all = due_slots(&every_second, &utc, since, now, CatchUp::All);
+        assert_eq!(all.len(), 241 + 60);
+        assert!(all.windows(2).all(|w| w[1] - w[0] == 1000), "each slot once, in order");
+        // 'all' keeps the latest 1000 missed
+        let days = due_slots(&every_second, &utc, now - 86_400_500, now, CatchUp::All);
+        assert_eq!(days.len(), MAX_CAUGHT_UP + 60);
+        assert_eq!(days[MAX_CAUGHT_UP - 1], now - 60_500);
+        // an hourly schedule missed by a day: no slot is on time
+        let hourly = parse_pattern("@hourly").unwrap();
+        let hour = 3_600_000;
+        let next = (now / hour - 24) * hour;
+        assert_eq!(due_slots(&hourly, &utc, next, now, CatchUp::None), Vec::<i64>::new());
+        assert_eq!(due_slots(&hourly, &utc, next, now, CatchUp::Last), [now / hour * hour]);
+        assert_eq!(due_slots(&hourly, &utc, next, now, CatchUp::All).len(), 25);
     }
 }

@@ -97,10 +97,13 @@ const MIN_VISIT_GAP: Duration = Duration::from_millis(500);
 /// (bench/idle).
 const IDLE_VISIT_MS: i64 = 5 * 60 * 1000;
 
-/// A duty waits at most this long for a lock (the jobs table, a row it
-/// updates without SKIP LOCKED): then it fails with 55P03, is reported, and
-/// runs again in the next round.
+/// A duty waits at most this long for a lock (a table some session keeps
+/// locked): then it fails with 55P03, is reported, and runs again in the
+/// next round, and the round goes on with the other duties, each waiting at
+/// most LOCK_TIMEOUT_AFTER_A_WAIT. The duties take rows with SKIP LOCKED, so
+/// no lock a producer or a worker holds on a job holds them up.
 const LOCK_TIMEOUT: &std::ffi::CStr = c"500ms";
+const LOCK_TIMEOUT_AFTER_A_WAIT: &std::ffi::CStr = c"50ms";
 
 const NOTHING_DUE: i64 = i64::MAX;
 
@@ -274,6 +277,8 @@ fn reload_settings_if_asked() {
 fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mut bool) -> bool {
     let listed = list_databases();
     databases.retain(|oid, _| listed.iter().any(|(listed_oid, _)| listed_oid == oid));
+    // a dropped database's metrics have nobody left to record them
+    crate::metrics::forget_databases_and_report(&listed.iter().map(|(oid, _)| *oid).collect::<Vec<_>>());
     let recheck = RECHECK_REQUESTED.get().swap(false, Ordering::SeqCst);
     let notes = deadlines::take();
     debug1!("raquel launcher: round over {} databases", listed.len());
@@ -469,6 +474,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
             format!("SELECT {schema}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),
         ),
     ];
+    let mut waited = false;
     for (duty, sql) in &duties {
         for _ in 0..MAX_BATCHES_PER_DUTY {
             if shutdown_requested() {
@@ -476,8 +482,16 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
             }
             match run_duty(duty, sql, &database, owner) {
                 Ok(Some(changed)) if changed >= i64::from(batch) => continue,
-                // the next duty would wait for the same lock, or find nothing
-                Err(Failed::Locked | Failed::ExtensionGone) => return,
+                Err(Failed::ExtensionGone) => return,
+                // One duty held up by a lock or failing leaves the others to
+                // run. After one lock wait, the rest of the round waits
+                // briefly: a table held locked costs a round one timeout, not
+                // one per duty.
+                Err(Failed::Locked) if !waited => {
+                    waited = true;
+                    set_for_process(c"lock_timeout", LOCK_TIMEOUT_AFTER_A_WAIT);
+                    break;
+                }
                 _ => break,
             }
         }
@@ -491,8 +505,8 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
 enum Failed {
     /// Reported as a WARNING; the other duties still run.
     Duty,
-    /// The table stayed locked past LOCK_TIMEOUT: the round here ends, and
-    /// the launcher goes on to the other databases.
+    /// A lock was held past the lock timeout: logged; the other duties
+    /// still run.
     Locked,
     /// The extension was dropped while the round ran.
     ExtensionGone,

@@ -624,7 +624,8 @@ SELECT pg_temp.outcome('00000', :'SQLSTATE') AS after_the_edges;
 -- Flow control (sql/flow.sql): queue names, limits below one, a rate
 -- without an interval or with one that is not positive or past a day; a
 -- group key too long, group keys that do not pair with the payloads or are
--- not a list; rq_claim_ready's batch, lease and names.
+-- not a list; the plain claim and the flow state's helpers called outside
+-- rq_claim (42501: they would pass a pause or refill a rate).
 SELECT queue FROM rq_set_limits(NULL, max_claimed => 1);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT queue FROM rq_set_limits('', max_claimed => 1);
@@ -665,20 +666,21 @@ SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[:'name1
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[['g']]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 1, 1000);
+SELECT pg_temp.outcome('42501', :'SQLSTATE');
 SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 0, 1000);
-SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 1, 0);
-SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_claim_ready(ARRAY[NULL], 'w', 1, 1000);
-SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_claim_ready(ARRAY['q'], :'name1001', 1, 1000);
-SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT pg_temp.outcome('42501', :'SQLSTATE');
+SELECT count(*) FROM rq_flow_lock(ARRAY['q']);
+SELECT pg_temp.outcome('42501', :'SQLSTATE');
+SELECT rq_flow_took('q', '{}', 1000000, 0);
+SELECT pg_temp.outcome('42501', :'SQLSTATE');
 -- A refused call leaves no flow settings behind.
 SELECT count(*) AS queue_limits_rows FROM queue_limits;
 
 --------------------------------------------------------------------------
 -- Workflows (sql/workflows.sql): parents that name no job, NULL parents,
--- parents not given as a list.
+-- parents not given as a list, more than 1000 parents, more than 100 000
+-- dependencies in one call.
 SELECT status FROM rq_enqueue('q', 'x', after => ARRAY['00000000-0000-7000-8000-0000000000ff']::uuid[]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT status FROM rq_enqueue('q', 'x', after => ARRAY[NULL]::uuid[]);
@@ -689,7 +691,44 @@ SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], after => ARRAY['00000000-00
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT status FROM rq_enqueue('q', 'x', after => ARRAY[:'queued', NULL]::uuid[]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_enqueue('q', 'x', after => ARRAY(SELECT :'queued'::uuid FROM generate_series(1, 1001)));
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_enqueue_batch('q', array_fill('p'::text, ARRAY[1000]),
+    after => ARRAY(SELECT rq_uuid7() FROM generate_series(1, 101)));
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
 SELECT count(*) AS job_dependencies_rows FROM job_dependencies;
+
+--------------------------------------------------------------------------
+-- Recurring jobs (sql/schedules.sql): a name too long, a payload larger
+-- than raquel.max_payload_size (the duty could never enqueue it), a bad
+-- catch-up; the slots' helper with NULL instants and a bad pattern. A
+-- refused call leaves no schedule behind.
+\set VERBOSITY sqlstate
+SELECT name FROM rq_schedule(:'name1001', '@hourly', 'q');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT name FROM rq_schedule('s', '@hourly', 'q', :big_payload);
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+SELECT name FROM rq_schedule('s', '@hourly', 'q', ('"' || repeat('x', 1048576) || '"')::jsonb);
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+\set VERBOSITY default
+SELECT name FROM rq_schedule('s', '@hourly', 'q', catch_up => 'some');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_schedule_slots('@hourly', 'UTC', NULL, 0, 'all');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_schedule_slots('@never', 'UTC', 0, 0, 'all');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_schedule_slots('@hourly', 'UTC', 0, 0, NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) AS schedules_rows FROM schedules;
+
+--------------------------------------------------------------------------
+-- Metrics (sql/metrics.sql): rq_prometheus's bound on the queues it shows.
+SELECT rq_prometheus(-1);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_prometheus(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_prometheus(100001);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
 
 -- The server is up, and the table is as it was before this file: empty.
 DELETE FROM jobs WHERE id IN (SELECT id FROM baseline);

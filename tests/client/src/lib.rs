@@ -16,6 +16,12 @@ pub fn connect(db: &str) -> Client {
         .unwrap_or_else(|e| panic!("connecting to {db}: {e}"))
 }
 
+/// A connection to `db` as `role` (a LOGIN role; the test server trusts it).
+pub fn connect_as(db: &str, role: &str) -> Client {
+    Client::connect(&format!("{} dbname={db} user={role}", server_dsn().replace("user=postgres", "")), NoTls)
+        .unwrap_or_else(|e| panic!("connecting to {db} as {role}: {e}"))
+}
+
 /// Drops and recreates database `name` with the extension created in it.
 /// With RAQUEL_TEST_CITUS_PORTS set (the coordinator being RAQUEL_TEST_DSN's
 /// server), the database is a distributed one (fresh_citus_db): the Citus

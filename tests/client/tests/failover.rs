@@ -5,7 +5,9 @@
 //! promoted. Every enqueue whose COMMIT the producer saw is on the promoted
 //! server; its background worker starts without a restart and rescues a
 //! lease and expires a job that the old primary left; the workers reconnect
-//! to it (target_session_attrs=read-write) and drain the queue.
+//! to it (target_session_attrs=read-write) and drain the queue. A
+//! per-second schedule fires throughout: no slot fires twice, none is
+//! skipped, and the promoted server goes on firing it.
 //!
 //! `RAQUEL_FAULT_MODE=long` fails over twice (the second time to a standby
 //! made from the first promoted server, under load) with more jobs and
@@ -76,6 +78,8 @@ impl Plan {
 /// out, the max_age passed): how late the promoted server's background
 /// worker acted on them.
 struct Failover {
+    /// Unix seconds at which the promotion ended.
+    promoted_at: f64,
     committed_before_stop: usize,
     found_after: usize,
     promote_took: Duration,
@@ -231,6 +235,7 @@ fn fail_over(old: &Cluster, new: &Cluster, round: usize, producers: &Producers) 
 
     let (rescued, expired) = (rescued_seen.unwrap(), expired_seen.unwrap());
     Failover {
+        promoted_at: promoted,
         committed_before_stop,
         found_after: found_after as usize,
         promote_took,
@@ -260,7 +265,11 @@ fn a_promoted_synchronous_standby_has_every_committed_job_and_serves_the_queue()
     let primary = Cluster::create("failover", PORTS[0], &[("raquel.worker_interval", "200ms")]);
     primary.start();
     primary.connect("postgres").unwrap().batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    primary.connect(DB).unwrap().batch_execute(&format!("CREATE EXTENSION raquel; {DONE_INSIDE}")).unwrap();
+    primary
+        .connect(DB)
+        .unwrap()
+        .batch_execute(&format!("CREATE EXTENSION raquel; {DONE_INSIDE}; SELECT rq_schedule('tick', '* * * * * *', 'ticks')"))
+        .unwrap();
     let standby = synchronous_standby(&primary, PORTS[1]);
     // Every server stays here until the end, so that each is stopped and
     // removed however the test ends.
@@ -383,6 +392,22 @@ fn a_promoted_synchronous_standby_has_every_committed_job_and_serves_the_queue()
     for (round, f) in failovers.iter().enumerate() {
         assert_eq!(f.found_after, f.committed_before_stop, "failover {round}: committed enqueues lost");
     }
+    // The schedule across the failovers: each slot once, none skipped, and
+    // fired by the last promoted server too.
+    let slots: Vec<i64> = client
+        .query("SELECT scheduled_at FROM jobs WHERE queue = 'ticks' ORDER BY scheduled_at", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let twice: Vec<_> = slots.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    let skipped: Vec<_> = slots.windows(2).filter(|w| w[1] - w[0] > 1000).map(|w| (w[0], w[1])).collect();
+    let last_promotion_ms = (failovers.last().map_or(0.0, |f| f.promoted_at) * 1000.0) as i64;
+    let after_last = slots.iter().filter(|&&s| s > last_promotion_ms + 1000).count();
+    println!("  schedule: {} slots fired, {after_last} of them after the last promotion", slots.len());
+    assert!(twice.is_empty(), "slots fired twice across the failovers: {twice:?}");
+    assert!(skipped.is_empty(), "slots skipped across the failovers: {skipped:?}");
+    assert!(after_last >= 3, "the promoted server fired {after_last} slots of the schedule");
     assert_eq!(produced.given_up, 0, "every batch was enqueued in time");
     assert!(drained_in.is_some(), "the queue drained within {:?}: {:?}", plan.drain_limit, reckoning.not_success);
     reckoning.assert_exactly_once_inside_and_at_least_once_outside(&events, produced.confirmed.len());

@@ -10,7 +10,7 @@
 //! the benchmark's business.
 
 use postgres::Client;
-use raquel_client_tests::{connect, fresh_db, sqlstate, wait_for_sleepers};
+use raquel_client_tests::{connect, connect_as, fresh_db, sqlstate, wait_for_sleepers};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -482,4 +482,42 @@ fn claims_on_several_limited_queues_never_deadlock() {
     let handled: usize = workers.into_iter().map(|w| w.join().expect("a worker failed")).sum();
     assert_eq!(handled, 1800, "every job handled once");
     assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 1800);
+}
+
+#[test]
+fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
+    // 0.4.0 let any role that may claim call rq_claim_ready, the plain claim
+    // inside rq_claim (documented as not for workers): it took 3 jobs from a
+    // paused queue. And a worker, which could update the state columns of
+    // queue_limits, could refill a rate's bucket.
+    let db = fresh_db("rq_it_flow_bypass");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(
+            "DROP ROLE IF EXISTS rq_it_flow_worker; CREATE ROLE rq_it_flow_worker LOGIN;
+             SELECT rq_grant_worker('rq_it_flow_worker');
+             SELECT rq_pause('paused'); SELECT rq_set_limits('rated', rate => 1, per => '1 hour');",
+        )
+        .unwrap();
+    enqueue(&mut admin, "paused", 3);
+    enqueue(&mut admin, "rated", 3);
+    enqueue(&mut admin, "grouped", 0);
+    admin.batch_execute("SELECT rq_pause('grouped'); SELECT rq_enqueue('grouped', 'g', group_key => 'a')").unwrap();
+    let mut worker = connect_as(&db, "rq_it_flow_worker");
+    for bypass in [
+        "SELECT * FROM rq_claim_ready(ARRAY['paused'], 'w', 3, 60000)",
+        "SELECT * FROM rq_claim_ready(NULL, 'w', 3, 60000)",
+        "SELECT * FROM rq_claim_flow(ARRAY['paused'], 'w', 3, 60000)",
+        "SELECT * FROM rq_claim_fair('grouped', 'w', 3, 60000, NULL)",
+        "UPDATE queue_limits SET tokens = 1000000, tokens_at = rq_now_ms() WHERE queue = 'rated'",
+        "SELECT rq_flow_took('rated', '{}', 1000000, rq_now_ms())",
+        "SELECT * FROM rq_flow_lock(ARRAY['rated'])",
+    ] {
+        assert_eq!(sqlstate(worker.batch_execute(bypass)), "42501", "{bypass}");
+    }
+    // through rq_claim: nothing from the paused queues, one job of the rate
+    assert_eq!(claim_queues(&mut worker, "ARRAY['paused', 'grouped']", 10).len(), 0);
+    assert_eq!(claim_queues(&mut worker, "ARRAY['rated']", 10), ["rated"]);
+    assert_eq!(claim_queues(&mut worker, "ARRAY['rated']", 10).len(), 0, "the bucket stays empty");
+    assert_eq!(count(&mut admin, "status = 'claimed'"), 1);
 }

@@ -1,7 +1,7 @@
 //! Metrics over time (sql/metrics.sql, src/metrics.rs): what the verbs did,
 //! per queue and minute, recorded by the background worker's duty.
 
-use raquel_client_tests::{connect, eventually, fresh_db, sqlstate};
+use raquel_client_tests::{connect, eventually, fresh_db, reset_server, set_server, sqlstate};
 use std::thread;
 use std::time::Duration;
 
@@ -160,4 +160,109 @@ fn the_background_worker_records_on_its_own() {
         n == 3
     });
     assert!(recorded, "the worker's round added the three enqueues to the metrics table");
+}
+
+fn server_log_len() -> usize {
+    std::env::var("RAQUEL_TEST_LOG").ok().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len() as usize)
+}
+
+fn server_log_since(from: usize) -> String {
+    let path = std::env::var("RAQUEL_TEST_LOG").expect("RAQUEL_TEST_LOG is not set: run the tests through bin/test");
+    String::from_utf8_lossy(&std::fs::read(path).unwrap()[from..]).into_owned()
+}
+
+fn lost(c: &mut postgres::Client) -> i64 {
+    c.query_one("SELECT rq_metrics_lost()", &[]).unwrap().get(0)
+}
+
+/// Enqueues a job in each of `n` queues named `prefix`1 … `prefix`n.
+fn one_job_in_each_of(c: &mut postgres::Client, prefix: &str, n: i32) {
+    c.execute("SELECT rq_enqueue($1 || i, 'x') FROM generate_series(1, $2) i", &[&prefix, &n]).unwrap();
+}
+
+#[test]
+fn a_dropped_databases_metrics_slots_are_freed_and_lost_counts_are_said() {
+    // 0.4.0 freed a slot of shared memory only in a round of the worker in
+    // the database that filled it: after a database the worker did not
+    // serve filled the 256 slots and was dropped, another database counted
+    // 0 of 30 enqueues over 3 minutes, with no word of it.
+    let (a1, a2) = (fresh_db("rq_it_metrics_slots_a1"), fresh_db("rq_it_metrics_slots_a2"));
+    let b = fresh_db("rq_it_metrics_slots_b");
+    // the worker serves b alone: a1's and a2's figures stay in their slots
+    set_server(&[("raquel.databases", &b)]);
+    thread::sleep(Duration::from_millis(500));
+    let from = server_log_len();
+    let mut cb = connect(&b);
+    let lost_before = lost(&mut cb);
+    one_job_in_each_of(&mut connect(&a1), "a", 200);
+    one_job_in_each_of(&mut connect(&a2), "a", 200);
+    // a database holds at most half the slots: each kept 128, lost 72
+    assert!(lost(&mut cb) - lost_before >= 144, "the events with no slot are counted as lost");
+    one_job_in_each_of(&mut cb, "full", 30);
+    assert_eq!(sums(&mut cb, "full1")[0], 0, "every slot was taken");
+    let warned = eventually(10, || server_log_since(from).contains("events were not counted in the metrics"));
+    let mut admin = connect("postgres");
+    for db in [&a1, &a2] {
+        admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
+    }
+    thread::sleep(Duration::from_secs(3)); // the launcher's next rounds free their slots
+    one_job_in_each_of(&mut cb, "after", 30);
+    let counted: i64 = (1..=30).map(|i| sums(&mut cb, &format!("after{i}"))[0]).sum();
+    reset_server(&["raquel.databases"]);
+    assert!(warned, "no WARNING said that events were not counted");
+    assert_eq!(counted, 30, "enqueues counted after the databases that held the slots were dropped");
+}
+
+#[test]
+fn queues_are_counted_under_their_whole_names() {
+    // 0.4.0 kept the first 64 bytes of a queue's name: two queues sharing
+    // them were counted as one, and a name could be cut inside a character.
+    let db = fresh_db("rq_it_metrics_names");
+    let mut c = connect(&db);
+    let stem = "x".repeat(63);
+    let (first, second, accented) = (format!("{stem}-one"), format!("{stem}-two"), format!("{stem}é{}", "y".repeat(900)));
+    for (queue, n) in [(&first, 1), (&second, 2), (&accented, 3)] {
+        c.execute("SELECT rq_enqueue($1, 'x') FROM generate_series(1, $2)", &[queue, &n]).unwrap();
+    }
+    assert_eq!(sums(&mut c, &first)[0], 1);
+    assert_eq!(sums(&mut c, &second)[0], 2);
+    assert_eq!(sums(&mut c, &accented)[0], 3);
+}
+
+#[test]
+fn rq_prometheus_and_the_backlog_stay_bounded_with_many_queues() {
+    // 0.4.0: rq_prometheus over 10,000 queues took 53.6 s (its text a line
+    // per queue and status), and each recording kept a backlog row per
+    // queue with ready jobs (200,000 queues: 1.4 M rows in 16 minutes).
+    let queues: i32 = std::env::var("RAQUEL_METRICS_QUEUES").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let db = fresh_db("rq_it_metrics_many");
+    let mut c = connect(&db);
+    // enqueued without counting, so that no queue had events this minute
+    c.batch_execute("SET raquel.metrics = off").unwrap();
+    c.execute(
+        "INSERT INTO jobs (queue, payload, scheduled_at)
+         SELECT 'q' || i, 'x', rq_now_ms() - 1000 FROM generate_series(1, $1) i, generate_series(1, 1 + i % 3)",
+        &[&queues],
+    )
+    .unwrap();
+    c.batch_execute("RESET raquel.metrics; DELETE FROM metrics; SELECT rq_record_metrics()").unwrap();
+    let backlog_rows: i64 = c.query_one("SELECT count(*) FROM metrics WHERE backlog IS NOT NULL", &[]).unwrap().get(0);
+    assert!(backlog_rows <= 100, "{backlog_rows} backlog rows for {queues} idle queues");
+    let longest: i64 = c.query_one("SELECT min(backlog) FROM metrics WHERE backlog IS NOT NULL", &[]).unwrap().get(0);
+    assert_eq!(longest, 3, "the longest backlogs are the ones kept");
+
+    let started = std::time::Instant::now();
+    let text: String = c.query_one("SELECT rq_prometheus()", &[]).unwrap().get(0);
+    let took = started.elapsed();
+    let per_queue = text.lines().filter(|l| l.starts_with("raquel_jobs{")).count();
+    assert!(per_queue <= 100 * 8, "{per_queue} raquel_jobs lines for the 100 queues shown");
+    assert!(text.len() < 200_000, "rq_prometheus wrote {} bytes", text.len());
+    let total: i64 = c.query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
+    assert!(text.lines().any(|l| l == format!("raquel_jobs_all{{status=\"queued\"}} {total}")), "the totals cover every queue");
+    assert!(text.lines().any(|l| l == format!("raquel_queues {queues}")));
+    assert!(text.lines().any(|l| l.starts_with("raquel_metrics_lost_total ")));
+    let shown: i64 = text.lines().filter(|l| l.starts_with("raquel_jobs{")).count() as i64;
+    let all: String = c.query_one("SELECT rq_prometheus(100000)", &[]).unwrap().get(0);
+    assert_eq!(all.lines().filter(|l| l.starts_with("raquel_jobs{")).count() as i32, queues, "max_queues shows more");
+    eprintln!("rq_prometheus over {queues} queues: {took:?}, {} bytes, {shown} per-queue lines", text.len());
 }

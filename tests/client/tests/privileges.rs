@@ -3,14 +3,9 @@
 //! the whole matrix: every function of the extension and every kind of
 //! access to its table, as a producer, a worker and a role with no grant.
 
-use raquel_client_tests::{connect, fresh_db, server_dsn, sqlstate};
-use postgres::{Client, NoTls, SimpleQueryMessage};
+use raquel_client_tests::{connect, connect_as, fresh_db, sqlstate};
+use postgres::{Client, SimpleQueryMessage};
 use std::collections::BTreeMap;
-
-fn connect_as(db: &str, role: &str) -> Client {
-    Client::connect(&format!("{} dbname={db} user={role}", server_dsn().replace("user=postgres", "")), NoTls)
-        .unwrap_or_else(|e| panic!("connecting as {role}: {e}"))
-}
 
 #[test]
 fn producers_only_enqueue_and_workers_only_work_the_queue() {
@@ -135,10 +130,12 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_caller_may_read(oid)",                                   Yes, Yes, Yes, "SELECT rq_caller_may_read('jobs'::regclass)"),
     ("rq_check_limits(text,int,int,interval,int)",                Yes, Yes, Yes, "SELECT rq_check_limits('q', 1, NULL, NULL, NULL)"),
     ("rq_cron_next(text,text,bigint)",                            Yes, Yes, Yes, "SELECT rq_cron_next('@hourly', 'UTC', 0)"),
-    ("rq_cron_slots(text,text,bigint,bigint,int)",                Yes, Yes, Yes, "SELECT rq_cron_slots('@hourly', 'UTC', 0, 7200000, 10)"),
-    ("rq_check_schedule(text,text)",                              Yes, Yes, Yes, "SELECT rq_check_schedule('s', 'last')"),
-    // it only tells the background worker to look (at most a round a second)
-    ("rq_schedule_due(bigint)",                                   Yes, Yes, Yes, "SELECT rq_schedule_due(0)"),
+    ("rq_schedule_slots(text,text,bigint,bigint,text)",           Yes, Yes, Yes, "SELECT rq_schedule_slots('@hourly', 'UTC', 0, 7200000, 'all')"),
+    ("rq_check_schedule_options(text,text,text,text)",            Yes, Yes, Yes, "SELECT rq_check_schedule_options('s', 'last', 'q', 'p')"),
+    ("rq_metrics_lost()",                                         Yes, Yes, Yes, "SELECT rq_metrics_lost()"),
+    // it starts a round of the background worker: for roles that may
+    // change schedules (0.4.0 let any role ask)
+    ("rq_schedule_due(bigint)",                                   No,  No,  No,  "SELECT rq_schedule_due(0)"),
     // -- enqueueing: producers
     ("rq_enqueue(text,text,timestamptz,interval,interval,int,interval,interval,interval,int,text,text,uuid[],interval)",
                                                                   No,  Yes, No,  "SELECT id FROM rq_enqueue('m', 'text')"),
@@ -155,9 +152,15 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
-    ("rq_claim_flow(text[],text,int,bigint)",                     No,  No,  Yes, "SELECT id FROM rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
-    ("rq_claim_ready(text[],text,int,bigint)",                    No,  No,  Yes, "SELECT id FROM rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
-    ("rq_claim_fair(text,text,int,bigint,int)",                   No,  No,  Yes, "SELECT id FROM rq_claim_fair('m', 'w', 1, 1000, 1)"),
+    ("rq_claim_flow(text[],text,int,bigint)",                     No,  No,  No,  "SELECT id FROM rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
+    // the plain claim and the flow state's helpers run only inside rq_claim
+    // (0.4.0 let a worker call rq_claim_ready past a pause, and refill a
+    // rate's bucket by updating queue_limits)
+    ("rq_claim_ready(text[],text,int,bigint)",                    No,  No,  No,  "SELECT id FROM rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
+    ("rq_flow_lock(text[])",                                      No,  No,  No,  "SELECT * FROM rq_flow_lock(ARRAY['m'])"),
+    ("rq_flow_took(text,uuid[],double precision,bigint)",         No,  No,  No,  "SELECT rq_flow_took('m', '{}', 1000, 0)"),
+    ("rq_require_flow_claim(text)",                               No,  No,  No,  "SELECT rq_require_flow_claim('x')"),
+    ("rq_claim_fair(text,text,int,bigint,int)",                   No,  No,  No,  "SELECT id FROM rq_claim_fair('m', 'w', 1, 1000, 1)"),
     ("rq_complete(uuid,int)",                                     No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000')"),
     ("rq_fail(uuid,text,text,int)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 'e')"),
     ("rq_complete_batch(uuid[],int[])",                           No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
@@ -191,6 +194,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("SELECT on schedules",                                       No,  No,  No,  "SELECT * FROM schedules"),
     ("SELECT on rq_schedules",                                    No,  No,  No,  "SELECT * FROM rq_schedules"),
     ("rq_hold_for_parents(uuid[],uuid[])",                        No,  No,  No,  "SELECT rq_hold_for_parents('{}', '{}')"),
+    ("rq_check_parents(int,uuid[])",                              No,  No,  No,  "SELECT rq_check_parents(1, '{}')"),
+    ("rq_has_children(uuid)",                                     No,  No,  Yes, "SELECT rq_has_children('00000000-0000-7000-8000-000000000000')"),
     ("rq_settle_workflows(int)",                                  No,  No,  No,  "SELECT rq_settle_workflows()"),
     // -- the distributed mode: making it is the owner's; the verbs ask whether it is on
     ("rq_distribute(int)",                                        No,  No,  No,  "SELECT rq_distribute()"),
@@ -204,7 +209,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_record_metrics()",                                       No,  No,  No,  "SELECT rq_record_metrics()"),
     ("rq_note_metric(text,text,bigint)",                          No,  No,  Yes, "SELECT rq_note_metric('m', 'claimed', 1)"),
     ("rq_metrics(text,interval)",                                 No,  No,  Yes, "SELECT * FROM rq_metrics()"),
-    ("rq_prometheus()",                                           No,  No,  Yes, "SELECT rq_prometheus()"),
+    ("rq_prometheus(int)",                                        No,  No,  Yes, "SELECT rq_prometheus()"),
     ("rq_prometheus_label(text)",                                 Yes, Yes, Yes, "SELECT rq_prometheus_label('m')"),
     ("rq_histogram_percentile(int[],double precision)",           Yes, Yes, Yes, "SELECT rq_histogram_percentile('{1}', 0.5)"),
     ("rq_histogram_add(int[],int[])",                             Yes, Yes, Yes, "SELECT rq_histogram_add('{1}', '{2}')"),
@@ -234,7 +239,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("SELECT on rq_jobs",                                         No,  No,  Yes, "SELECT * FROM rq_jobs"),
     ("SELECT of settings on queue_limits",                        Yes, Yes, Yes, "SELECT queue, paused, max_claimed, rate, per, group_max_claimed, grouped FROM queue_limits"),
     ("SELECT on queue_limits",                                    No,  No,  Yes, "SELECT * FROM queue_limits"),
-    ("UPDATE of state on queue_limits",                           No,  No,  Yes, "UPDATE queue_limits SET tokens = NULL WHERE queue = 'm'"),
+    ("UPDATE of state on queue_limits",                           No,  No,  No,  "UPDATE queue_limits SET tokens = NULL WHERE queue = 'm'"),
     ("UPDATE of settings on queue_limits",                        No,  No,  No,  "UPDATE queue_limits SET paused = true WHERE queue = 'm'"),
     ("INSERT on queue_limits",                                    No,  No,  No,  "INSERT INTO queue_limits (queue) VALUES ('m')"),
     ("INSERT on key_holds",                                       No,  No,  Yes, "INSERT INTO key_holds VALUES ('m', 'k', '00000000-0000-7000-8000-000000000000', 0)"),

@@ -30,12 +30,12 @@ fn the_worker_enqueues_each_slot_once_soon_after_it() {
     assert!(eventually(30, || count(&mut c, "queue = 'ticks'") >= 15), "the worker fires a per-second schedule");
     c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
     let fired = slots(&mut c, "ticks");
-    // one job a second, none twice (each slot is a key), none skipped
+    // one job a second, none twice, none skipped
     for pair in fired.windows(2) {
         assert_eq!(pair[1] - pair[0], 1000, "consecutive slots: {fired:?}");
     }
-    let keys: i64 = c.query_one("SELECT count(DISTINCT key) FROM jobs WHERE queue = 'ticks'", &[]).unwrap().get(0);
-    assert_eq!(keys as usize, fired.len());
+    // the schedule's jobs are its own: no key another role could hold
+    assert_eq!(count(&mut c, "queue = 'ticks' AND key IS NULL") as usize, fired.len());
     // how long after its slot each job appeared (the figure for the README)
     let lateness: Vec<i64> = c
         .query("SELECT enqueued_at - scheduled_at FROM jobs WHERE queue = 'ticks' ORDER BY 1", &[])
@@ -45,8 +45,16 @@ fn the_worker_enqueues_each_slot_once_soon_after_it() {
         .collect();
     let p = |q: f64| lateness[((lateness.len() as f64 - 1.0) * q).round() as usize];
     eprintln!("slot to enqueue over {} slots: p50 {} ms, p99 {} ms, max {} ms", lateness.len(), p(0.5), p(0.99), p(1.0));
-    let view: String = c.query_one("SELECT last_job_id::text FROM rq_schedules WHERE name = 'tick'", &[]).unwrap().get(0);
-    assert!(!view.is_empty());
+    let (last_job, last_error): (String, Option<String>) = c
+        .query_one("SELECT last_job_id::text, last_error FROM rq_schedules WHERE name = 'tick'", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    let newest: String = c
+        .query_one("SELECT id::text FROM jobs WHERE queue = 'ticks' ORDER BY scheduled_at DESC LIMIT 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(last_job, newest, "last_job_id is the schedule's latest job");
+    assert_eq!(last_error, None);
 }
 
 /// Creates schedule `name` on queue `name` with `cron` and `catch_up`, as if
@@ -71,16 +79,26 @@ fn missed_slots_follow_catch_up() {
     assert_eq!(missed(&mut c, "yearly_none", "0 0 1 1 *", "none", new_year), 0);
     assert_eq!(missed(&mut c, "yearly_last", "0 0 1 1 *", "last", new_year), 1);
     assert_eq!(missed(&mut c, "yearly_all", "0 0 1 1 *", "all", new_year), 1);
-    // ten minutes of a per-minute schedule missed: 'all' runs each slot,
-    // 'last' one, 'none' only the slot still on time (this minute's)
+    // ten minutes of a per-minute schedule missed: the slot of the last
+    // minute is on time and runs whatever the policy; of the nine or ten
+    // older ones 'all' runs each, 'last' one, 'none' none
     let ten_minutes_ago = "(extract(epoch FROM date_trunc('minute', now() - interval '10 minutes')) * 1000)::bigint";
     let all = missed(&mut c, "minutely_all", "* * * * *", "all", ten_minutes_ago);
     assert!((11..=12).contains(&all), "every missed minute: {all}");
-    assert_eq!(missed(&mut c, "minutely_last", "* * * * *", "last", ten_minutes_ago), 1);
+    assert_eq!(missed(&mut c, "minutely_last", "* * * * *", "last", ten_minutes_ago), 2);
     assert_eq!(missed(&mut c, "minutely_none", "* * * * *", "none", ten_minutes_ago), 1);
-    // 'all' has a cap: the last 1000 slots
+    // 'all' has a cap: the latest 1000 missed slots, and the on-time ones
+    // of the last minute
     let an_hour_ago = "(extract(epoch FROM date_trunc('second', now() - interval '1 hour')) * 1000)::bigint";
-    assert_eq!(missed(&mut c, "secondly_all", "* * * * * *", "all", an_hour_ago), 1000);
+    let secondly = missed(&mut c, "secondly_all", "* * * * * *", "all", an_hour_ago);
+    assert!((1060..=1061).contains(&secondly), "1000 missed and a minute on time: {secondly}");
+    // a per-second schedule three seconds late: every slot is on time, so
+    // 'none' and 'last' run each one too
+    let three_seconds_ago = "(extract(epoch FROM date_trunc('second', now() - interval '3 seconds')) * 1000)::bigint";
+    for policy in ["none", "last"] {
+        let late = missed(&mut c, &format!("late_{policy}"), "* * * * * *", policy, three_seconds_ago);
+        assert!((4..=5).contains(&late), "{policy}: every slot of the last three seconds: {late}");
+    }
     // each schedule's next slot is after now
     let stale: i64 = c
         .query_one("SELECT count(*) FROM schedules WHERE next_run_at <= rq_now_ms() - 2000", &[])
@@ -176,19 +194,24 @@ fn bad_schedules_are_refused_and_change_nothing() {
 
 #[test]
 fn a_crash_and_restart_during_due_slots_enqueue_each_slot_once() {
-    // A server of this test's own (port 54417): a per-second schedule runs,
+    // A server of this test's own (port 54417): per-second schedules run,
     // the server is killed (every process at once, mid-round or not) and
     // started again three seconds later. Every slot, those missed while it
-    // was down too (catch_up 'all'), has exactly one job.
+    // was down too, has exactly one job, whatever the catch-up: a slot a
+    // round reaches within a minute is on time (0.4.0's 'last' and 'none'
+    // each kept 43 of 61 slots across restarts).
     use raquel_client_tests::cluster::Cluster;
     use std::time::Duration;
     let server = Cluster::create("schedules", 54417, &[("raquel.worker_interval", "200ms")]);
     server.start();
     server.checked_connection("postgres").batch_execute("CREATE DATABASE rq").unwrap();
     let mut c = server.checked_connection("rq");
-    c.batch_execute("CREATE EXTENSION raquel; SELECT rq_schedule('tick', '* * * * * *', 'ticks', catch_up => 'all')")
-        .unwrap();
-    assert!(eventually(20, || count(&mut c, "true") >= 3), "the schedule fires before the crash");
+    c.batch_execute(
+        "CREATE EXTENSION raquel;
+         SELECT rq_schedule('tick_' || p, '* * * * * *', 'ticks_' || p, catch_up => p) FROM unnest(ARRAY['all', 'last', 'none']) p",
+    )
+    .unwrap();
+    assert!(eventually(20, || count(&mut c, "true") >= 9), "the schedules fire before the crash");
     server.stop_immediate();
     thread::sleep(Duration::from_secs(3));
     server.start();
@@ -196,13 +219,47 @@ fn a_crash_and_restart_during_due_slots_enqueue_each_slot_once() {
     let mut c = server.checked_connection("rq");
     let restarted: i64 = c.query_one("SELECT rq_now_ms()", &[]).unwrap().get(0);
     assert!(
-        eventually(30, || count(&mut c, &format!("scheduled_at >= {restarted} + 2000")) >= 1),
-        "the schedule fires after the restart"
+        eventually(30, || count(&mut c, &format!("scheduled_at >= {restarted} + 2000")) >= 3),
+        "the schedules fire after the restart"
     );
-    c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
-    let fired = slots(&mut c, "ticks");
-    for pair in fired.windows(2) {
-        assert_eq!(pair[1] - pair[0], 1000, "each slot once, none missed: {fired:?}");
+    c.batch_execute("SELECT rq_pause_schedule(name) FROM schedules").unwrap();
+    for policy in ["all", "last", "none"] {
+        let fired = slots(&mut c, &format!("ticks_{policy}"));
+        for pair in fired.windows(2) {
+            assert_eq!(pair[1] - pair[0], 1000, "{policy}: each slot once, none missed: {fired:?}");
+        }
+        assert!(fired.len() >= 7, "{policy}: before, during and after the downtime: {fired:?}");
     }
-    assert!(fired.len() >= 7, "before, during and after the downtime: {fired:?}");
+}
+
+#[test]
+fn a_schedules_jobs_are_its_own_whatever_a_producer_enqueued_first() {
+    // 0.4.0 keyed a slot's job 'rq_schedule:<name>@<slot ms>': a producer
+    // that enqueued those keys ahead, with a 100-year delay, replaced every
+    // slot of the schedule with its own job, and last_job_id pointed at it.
+    let db = fresh_db("sched_own_jobs");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_it_slot_taker; CREATE ROLE rq_it_slot_taker LOGIN;
+         SELECT rq_grant_producer('rq_it_slot_taker')",
+    )
+    .unwrap();
+    let mut producer = raquel_client_tests::connect_as(&db, "rq_it_slot_taker");
+    producer
+        .batch_execute(
+            "SELECT rq_enqueue('ticks', 'taken', delay => '36500 days',
+                               key => format('rq_schedule:tick@%s', (rq_now_ms() / 1000 + s) * 1000))
+             FROM generate_series(0, 30) s",
+        )
+        .unwrap();
+    c.batch_execute("SELECT rq_schedule('tick', '* * * * * *', 'ticks', 'from the schedule')").unwrap();
+    let own = |c: &mut Client| count(c, "queue = 'ticks' AND payload = 'from the schedule'");
+    assert!(eventually(15, || own(&mut c) >= 3), "the schedule fires jobs of its own");
+    c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
+    let last: String = c
+        .query_one("SELECT j.payload FROM rq_schedules s JOIN jobs j ON j.id = s.last_job_id WHERE s.name = 'tick'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(last, "from the schedule", "last_job_id is the schedule's job");
+    assert_eq!(count(&mut c, "queue = 'ticks' AND payload = 'taken'"), 31, "the producer's jobs are left as they were");
 }

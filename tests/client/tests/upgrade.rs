@@ -59,7 +59,8 @@ fn the_update_paths_from_released_versions_are_known() {
         .collect();
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.1.0 -> {version}: 0.1.0--"))), "{paths:?}");
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.2.0 -> {version}: 0.2.0--"))), "{paths:?}");
-    assert!(paths.contains(&format!("0.3.0 -> {version}: 0.3.0--{version}")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with(&format!("0.3.0 -> {version}: 0.3.0--"))), "{paths:?}");
+    assert!(paths.contains(&format!("0.4.0 -> {version}: 0.4.0--{version}")), "{paths:?}");
 }
 
 #[test]
@@ -75,6 +76,62 @@ fn an_install_of_0_2_0_updates_in_place_to_what_a_fresh_install_is() {
 #[test]
 fn an_install_of_0_3_0_updates_in_place_to_what_a_fresh_install_is() {
     updates_in_place_to_what_a_fresh_install_is("0.3.0");
+}
+
+#[test]
+fn an_install_of_0_4_0_updates_in_place_to_what_a_fresh_install_is() {
+    updates_in_place_to_what_a_fresh_install_is("0.4.0");
+}
+
+#[test]
+fn an_install_of_0_1_0_hijacked_at_creation_updates() {
+    // 0.1.0's rq_jobs view converted with operators the install resolved on
+    // the search_path: in schema public, a role with CREATE there could plant
+    // a better-matching `*(bigint, interval)` before CREATE EXTENSION, and
+    // the view bound it for good. The update to 0.2.0 then failed (42P16,
+    // the view's column changing type), which left the database on 0.1.0.
+    let mut fresh = new_database("rq_upgrade_fresh_public");
+    fresh.batch_execute("CREATE EXTENSION raquel SCHEMA public").unwrap();
+    let db = "rq_upgrade_hijacked";
+    let mut c = new_database(db);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_upgrade_planter; CREATE ROLE rq_upgrade_planter;
+         DROP ROLE IF EXISTS rq_upgrade_reader; CREATE ROLE rq_upgrade_reader;
+         GRANT CREATE ON SCHEMA public TO rq_upgrade_planter;
+         SET ROLE rq_upgrade_planter;
+         CREATE FUNCTION public.ms_times(bigint, interval) RETURNS text LANGUAGE sql AS $$ SELECT 'planted' $$;
+         CREATE OPERATOR public.* (LEFTARG = bigint, RIGHTARG = interval, FUNCTION = public.ms_times);
+         RESET ROLE;
+         CREATE EXTENSION raquel VERSION '0.1.0' SCHEMA public;
+         GRANT SELECT ON rq_jobs TO rq_upgrade_reader;",
+    )
+    .unwrap();
+    let hijacked = one(
+        &mut c,
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'rq_jobs'::regclass AND attname = 'max_age'",
+    );
+    assert_eq!(hijacked, "text", "the planted operator was bound by 0.1.0's view");
+    c.batch_execute("SELECT rq_enqueue('q', 'x', max_age => '1 hour')").unwrap();
+
+    c.batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
+
+    assert_eq!(one(&mut c, "SELECT max_age::text FROM rq_jobs"), "01:00:00", "the view converts with raquel's own functions");
+    let may_read: bool =
+        c.query_one("SELECT has_table_privilege('rq_upgrade_reader', 'rq_jobs', 'SELECT')", &[]).unwrap().get(0);
+    assert!(may_read, "the view's grants are kept");
+    fresh.batch_execute("GRANT SELECT ON rq_jobs TO rq_upgrade_reader").unwrap();
+    let (updated, fresh_catalog) = (catalog(&mut c), catalog(&mut fresh));
+    let differs: Vec<_> = updated
+        .iter()
+        .filter(|l| !fresh_catalog.contains(l))
+        .chain(fresh_catalog.iter().filter(|l| !updated.contains(l)))
+        .collect();
+    assert!(differs.is_empty(), "the updated install differs from a fresh one: {differs:#?}");
+    drop((c, fresh));
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
+    admin.batch_execute("DROP DATABASE rq_upgrade_fresh_public WITH (FORCE)").unwrap();
+    admin.batch_execute("DROP ROLE rq_upgrade_planter; DROP ROLE rq_upgrade_reader").unwrap();
 }
 
 fn updates_in_place_to_what_a_fresh_install_is(from: &str) {

@@ -3,7 +3,7 @@
 //! use is created after the server started, so each one also shows that such
 //! a database is served.
 
-use raquel_client_tests::{connect, eventually, fresh_db, reset_server, set_server};
+use raquel_client_tests::{connect, connect_as, eventually, fresh_db, reset_server, set_server};
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -362,4 +362,102 @@ fn an_idle_database_gets_no_rounds() {
     let rounds_would_commit = commits_in(&db) - before;
     // (an autovacuum worker may commit one or two here; five rounds would be 20)
     assert!(rounds_would_commit < 8, "{rounds_would_commit} transactions in an idle database in 5 s");
+}
+
+/// A lease of one second, claimed now in `db`: the job's id.
+fn a_lapsing_claim(c: &mut postgres::Client) -> String {
+    let id: String = c.query_one("SELECT id::text FROM rq_enqueue('lapse', 'x')", &[]).unwrap().get(0);
+    c.batch_execute("SELECT rq_claim(ARRAY['lapse'], worker => 'dead', lease => '1 second')").unwrap();
+    id
+}
+
+#[test]
+fn a_producer_holding_a_schedules_next_keys_holds_up_no_duty() {
+    // 0.4.0 keyed each slot's job 'rq_schedule:<name>@<slot ms>': a producer
+    // that held the next 60 such keys in an open transaction made the
+    // schedule duty wait for its lock every round, and the round ended
+    // there (a 1-second lease stayed unrescued over 20 s).
+    let db = fresh_db("rq_it_worker_held_keys");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_it_key_holder; CREATE ROLE rq_it_key_holder LOGIN;
+         SELECT rq_grant_producer('rq_it_key_holder');
+         SELECT rq_schedule('tick', '* * * * * *', 'ticks', 'from the schedule')",
+    )
+    .unwrap();
+    let mut producer = connect_as(&db, "rq_it_key_holder");
+    producer.batch_execute("BEGIN").unwrap();
+    producer
+        .batch_execute(
+            "SELECT rq_enqueue('ticks', 'held', key => format('rq_schedule:tick@%s', (rq_now_ms() / 1000 + s) * 1000))
+             FROM generate_series(0, 60) s",
+        )
+        .unwrap();
+    let lapsing = a_lapsing_claim(&mut c);
+    let status_of = |c: &mut postgres::Client| -> String {
+        c.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&lapsing]).unwrap().get(0)
+    };
+    let rescued = eventually(8, || status_of(&mut c) == "failed");
+    let own = |c: &mut postgres::Client| -> i64 {
+        c.query_one("SELECT count(*) FROM jobs WHERE queue = 'ticks' AND payload = 'from the schedule'", &[])
+            .unwrap()
+            .get(0)
+    };
+    let fired = eventually(8, || own(&mut c) >= 3);
+    producer.batch_execute("ROLLBACK").unwrap();
+    c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
+    assert!(rescued, "the lapsed lease was not rescued while a producer held the schedule's next keys");
+    assert!(fired, "the schedule fired {} jobs of its own while a producer held its next keys", own(&mut c));
+}
+
+#[test]
+fn a_duty_held_up_by_a_lock_leaves_the_others_to_run() {
+    // 0.4.0 ended a database's round at the first duty that waited too long
+    // for a lock: with the schedules table locked, no lease was rescued.
+    let db = fresh_db("rq_it_worker_one_duty_locked");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_schedule('tick', '* * * * * *', 'ticks')").unwrap();
+    let mut locker = connect(&db);
+    locker.batch_execute("BEGIN; LOCK TABLE schedules IN ACCESS EXCLUSIVE MODE").unwrap();
+    let from = log_len();
+    let lapsing = a_lapsing_claim(&mut c);
+    let rescued = eventually(8, || status(&mut c, &lapsing) == "failed");
+    locker.batch_execute("ROLLBACK").unwrap();
+    c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
+    assert!(rescued, "the rescue duty did not run while the schedule duty waited for its lock");
+    let waited = format!("raquel: the schedule duty in database \"{db}\" waited too long for a lock");
+    assert!(log_since(from).contains(&waited), "the schedule duty's wait is logged");
+}
+
+#[test]
+fn a_schedule_that_cannot_enqueue_is_skipped_and_the_others_fire() {
+    // 0.4.0 let one schedule whose job could not be enqueued (a payload over
+    // raquel.max_payload_size, a slot key over the key limit) fail the duty
+    // every round: a healthy per-second schedule beside it fired 0 times in
+    // 6 s. rq_schedule refuses such schedules now; this one's payload is
+    // made too big by hand, as a lowered raquel.max_payload_size would.
+    let db = fresh_db("rq_it_worker_poison_schedule");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_schedule('poison', '* * * * * *', 'poisoned');
+         UPDATE schedules SET payload = repeat('x', 2 * 1024 * 1024) WHERE name = 'poison';
+         SELECT rq_schedule('healthy', '* * * * * *', 'healthy')",
+    )
+    .unwrap();
+    let from = log_len();
+    sleep(Duration::from_secs(6));
+    let healthy: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'healthy'", &[]).unwrap().get(0);
+    let poisoned: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'poisoned'", &[]).unwrap().get(0);
+    let (error, next_run_ahead): (Option<String>, bool) = c
+        .query_one("SELECT last_error, next_run_at > rq_now_ms() - 2000 FROM schedules WHERE name = 'poison'", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    c.batch_execute("SELECT rq_pause_schedule(name) FROM schedules").unwrap();
+    assert!(healthy >= 4, "the healthy schedule fired {healthy} times in 6 s beside a failing one");
+    assert_eq!(poisoned, 0);
+    let error = error.expect("the failing schedule says why in last_error");
+    assert!(error.contains("raquel.max_payload_size") && error.contains("54000"), "{error}");
+    assert!(next_run_ahead, "the failing schedule goes on at its next slot rather than retrying every round");
+    let warning = "raquel: schedule \"poison\" could not enqueue its job";
+    assert!(log_since(from).contains(warning), "the failure is a WARNING in the log");
 }

@@ -1,0 +1,859 @@
+-- raquel 0.4.0 → 0.5.0, run by ALTER EXTENSION raquel UPDATE.
+--
+-- What changes, and why (issue 22: the surfaces added since 0.3.0 against
+-- hostile roles):
+-- * Recurring jobs (sql/schedules.sql): a schedule's jobs carry no key, so
+--   no role can hold the next slots' keys to stall the duty or stand in for
+--   the schedule's jobs; a slot a round reaches within a minute is on time
+--   and runs whatever catch_up says (rq_schedule_slots replaces
+--   rq_cron_slots); each schedule fires in a subtransaction of its own, and
+--   one that cannot enqueue skips its slot with the reason in the new
+--   column schedules.last_error (and rq_schedules.last_error) and a WARNING;
+--   rq_schedule refuses a payload over raquel.max_payload_size (54000,
+--   rq_check_schedule_options replaces rq_check_schedule); rq_schedule_due
+--   is for roles that may update schedules.
+-- * Workflows (sql/workflows.sql): rq_hold_for_parents neither locks nor
+--   writes the parents (has_children goes from the jobs table: whether a
+--   job has children is in job_dependencies, rq_has_children); what `after`
+--   may name is checked by rq_check_parents: at most 1000 jobs and 100 000
+--   edges, and for a caller who may not read jobs only jobs its own session
+--   enqueued. The verbs that end a job ask rq_has_children.
+-- * Flow control (sql/flow.sql): the plain claim (rq_claim_ready),
+--   rq_claim_flow, rq_claim_fair and the new rq_flow_lock and rq_flow_took
+--   run only inside rq_claim (rq_require_flow_claim, 42501 otherwise);
+--   the state the limits keep is written as the owner, and workers lose
+--   UPDATE on it (rq_grant_worker grants SELECT on queue_limits).
+-- * Metrics (sql/metrics.sql): rq_prometheus(max_queues) shows that many
+--   queues and totals for all, in one pass (rq_prometheus() goes);
+--   rq_record_metrics keeps backlog rows for the queues counted that minute
+--   and the 100 longest backlogs; rq_metrics_lost() counts the events the
+--   metrics could not count.
+-- The jobs table loses the column has_children; no job is rewritten.
+
+-- The jobs table: whether a job has children is in job_dependencies.
+ALTER TABLE jobs DROP COLUMN has_children;
+
+-- Schedules: why the last slot could not be enqueued.
+ALTER TABLE schedules ADD COLUMN last_error text;
+
+DROP FUNCTION rq_check_schedule(text, text);
+DROP FUNCTION rq_cron_slots(text, text, bigint, bigint, integer);
+DROP FUNCTION rq_prometheus();
+
+CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_cancel.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
+    WHERE j.id = rq_cancel.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
+    END IF;
+    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
+    PERFORM @extschema@.rq_claim_ended(job.queue);
+    IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
+        -- what its end sets off (sql/finish.sql)
+        PERFORM @extschema@.rq_job_ended(job.id);
+    END IF;
+    RETURN job;
+END
+$$;
+
+CREATE  FUNCTION "rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+
+CREATE  FUNCTION "rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+
+CREATE OR REPLACE FUNCTION rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms    bigint := @extschema@.rq_now_ms();
+    wanted    integer := batch;
+    tried     text[];
+    found_one boolean;
+    candidate record;
+    job       @extschema@.jobs;
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_claim_fair');
+    IF group_max_claimed IS NULL THEN
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT wanted
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            FROM ready WHERE j.id = ready.id
+            RETURNING j.*
+        )
+        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
+        RETURN;
+    END IF;
+    <<walks>>
+    LOOP
+        tried := '{}';
+        found_one := false;
+        FOR candidate IN
+            SELECT j.id, j.group_key FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT 1000
+        LOOP
+            CONTINUE WHEN candidate.group_key = ANY (tried);
+            tried := tried || candidate.group_key;
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
+            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
+                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
+            RETURNING j.* INTO job;
+            CONTINUE WHEN NOT FOUND;
+            RETURN NEXT job;
+            found_one := true;
+            wanted := wanted - 1;
+            EXIT walks WHEN wanted = 0;
+        END LOOP;
+        EXIT WHEN NOT found_one;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wanted   integer := batch;
+    limited  text[];
+    others   text[];
+    first    integer;
+    member   integer;
+    settings @extschema@.queue_limits;
+    now_ms   bigint;
+    allow    integer;
+    live     uuid[];
+    bucket   double precision;
+    got      uuid[];
+    job      @extschema@.jobs;
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_claim_flow');
+    IF queues IS NULL THEN
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
+        others := ARRAY(
+            WITH RECURSIVE ready_queues AS (
+                (SELECT j.queue FROM @extschema@.jobs j
+                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
+                 ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM @extschema@.jobs j
+                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
+                        ORDER BY j.queue LIMIT 1)
+                FROM ready_queues r WHERE r.queue IS NOT NULL
+            )
+            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
+    ELSE
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
+        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
+                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
+    END IF;
+    -- A claim on several limited queues locks their rows up front, in name
+    -- order: two such claims never wait for each other in a circle, however
+    -- their turns below are ordered.
+    IF cardinality(limited) > 1 THEN
+        PERFORM FROM @extschema@.rq_flow_lock(limited);
+    END IF;
+    first := floor(random() * (cardinality(limited) + 1))::integer;
+    FOR turn IN 0 .. cardinality(limited) LOOP
+        EXIT WHEN wanted <= 0;
+        member := (first + turn) % (cardinality(limited) + 1) + 1;
+        IF member > cardinality(limited) THEN
+            CONTINUE WHEN cardinality(others) = 0;
+            FOR job IN SELECT * FROM @extschema@.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+                wanted := wanted - 1;
+                RETURN NEXT job;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+        CONTINUE WHEN NOT FOUND OR settings.paused;
+        allow := wanted;
+        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
+            PERFORM FROM @extschema@.rq_flow_lock(ARRAY[limited[member]]);
+            -- read again by a new statement, which sees what the claims
+            -- that held the lock before committed
+            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+            CONTINUE WHEN NOT FOUND OR settings.paused;
+            now_ms := @extschema@.rq_now_ms();
+            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+            IF settings.max_claimed IS NOT NULL THEN
+                allow := least(allow, settings.max_claimed - cardinality(live));
+            END IF;
+            IF settings.rate IS NOT NULL THEN
+                bucket := least(settings.rate::double precision,
+                    coalesce(settings.tokens, settings.rate)
+                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                allow := least(allow, floor(bucket)::integer);
+            END IF;
+            CONTINUE WHEN allow <= 0;
+        END IF;
+        got := '{}';
+        FOR job IN
+            SELECT * FROM @extschema@.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+        LOOP
+            got := got || job.id;
+            RETURN NEXT job;
+        END LOOP;
+        IF settings.grouped AND cardinality(got) < allow THEN
+            FOR job IN
+                SELECT * FROM @extschema@.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                                                        lease_ms, settings.group_max_claimed)
+            LOOP
+                got := got || job.id;
+                RETURN NEXT job;
+            END LOOP;
+        END IF;
+        wanted := wanted - cardinality(got);
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
+            PERFORM @extschema@.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        END IF;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    done @extschema@.jobs[];
+    miss record;
+    shard_queues   text[];
+    shard_queue    text;
+    queue_ids      uuid[];
+    queue_attempts integer[];
+    queue_done     @extschema@.jobs[];
+BEGIN
+    IF ids IS NULL THEN
+        PERFORM @extschema@.rq_refuse('ids_null', '{}');
+    END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['ids', 'attempts'], ARRAY[array_ndims(ids), array_ndims(attempts)], NULL);
+    IF attempts IS NOT NULL AND cardinality(attempts) <> cardinality(ids) THEN
+        PERFORM @extschema@.rq_refuse('attempts_count', ARRAY[cardinality(attempts), cardinality(ids)]::text[]);
+    END IF;
+    -- The completed rows are kept as they come out of the UPDATE, not read
+    -- again from the table. One UPDATE in all on one server; on Citus one
+    -- per queue, each in the queue's shard alone (src/distributed.rs).
+    shard_queues := @extschema@.rq_shard_queues(ids);
+    FOR shard_queue, queue_ids, queue_attempts IN
+        SELECT NULL, ids, attempts WHERE shard_queues IS NULL
+        UNION ALL
+        SELECT shard_queues[w.n], array_agg(w.id), array_agg(w.attempt)
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE shard_queues IS NOT NULL
+        GROUP BY 1
+    LOOP
+        WITH wanted AS (
+            SELECT w.id, w.attempt FROM unnest(queue_ids, queue_attempts) AS w (id, attempt)
+        ), completed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'success', finished_at = now_ms, lease_expires_at = NULL
+            FROM wanted w
+            WHERE j.id = w.id AND j.queue = coalesce(shard_queue, j.queue)
+              AND j.status = 'claimed' AND (w.attempt IS NULL OR j.attempts = w.attempt)
+            RETURNING j AS job
+        )
+        SELECT array_agg(c.job ORDER BY (c.job).id) INTO queue_done FROM completed c;
+        -- added to `done` here, not in the statement: on Citus that runs in
+        -- the shard, where `done` is not of the shard's row type (|| with
+        -- a NULL array gives the other)
+        done := done || queue_done;
+    END LOOP;
+    IF shard_queues IS NOT NULL THEN
+        SELECT array_agg(d ORDER BY d.id) INTO done FROM unnest(done) d;
+    END IF;
+
+    -- Fewer rows than ids: an id this call could not complete (raise, which
+    -- undoes the rest), or the same id given twice (fine).
+    IF coalesce(cardinality(done), 0) < cardinality(ids) THEN
+        SELECT w.id, w.attempt INTO miss
+        FROM unnest(ids, attempts) WITH ORDINALITY AS w (id, attempt, n)
+        WHERE w.id IS NULL OR w.id NOT IN (SELECT d.id FROM unnest(done) d)
+        ORDER BY w.n
+        LIMIT 1;
+        IF FOUND THEN
+            PERFORM @extschema@.rq_raise_cannot(miss.id, miss.attempt, 'complete', '{claimed}');
+        END IF;
+    END IF;
+    -- slots freed under concurrency limits (src/flow.rs), and the metrics
+    PERFORM @extschema@.rq_claim_ended(d.queue) FROM (SELECT DISTINCT d.queue FROM unnest(done) d) d;
+    PERFORM @extschema@.rq_note_metric(d.queue, 'succeeded', now_ms - d.claimed_at) FROM unnest(done) d;
+    -- what their ends set off (rq_job_ended)
+    PERFORM @extschema@.rq_job_ended(d.id) FROM unnest(done) d WHERE d.key_period IS NOT NULL OR @extschema@.rq_has_children(d.id);
+    RETURN QUERY SELECT * FROM unnest(done);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    changed bigint;
+    parents uuid[];
+    queues  text[];
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    IF @extschema@.rq_distributed() THEN
+        RETURN @extschema@.rq_expire_distributed(batch, now_ms);
+    END IF;
+    WITH due AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR @extschema@.rq_has_children(j.id) AS sets_off
+    )
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
+    FROM expired e;
+    PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    -- what their ends set off (sql/finish.sql)
+    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_fail(
+    id          uuid,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL,
+    attempt     integer DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_fail.id);
+    job    @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN 'exhausted' ELSE 'failed' END,
+        finished_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN now_ms END,
+        scheduled_at = CASE WHEN j.attempts - j.requeues > j.max_retry_count THEN j.scheduled_at
+                            ELSE now_ms + @extschema@.rq_backoff(j.attempts - j.requeues,
+                                    coalesce(j.backoff_base, @extschema@.rq_default_backoff_base()),
+                                    coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay()),
+                                    coalesce(j.max_retry_delay, @extschema@.rq_default_max_retry_delay()))
+                       END,
+        error = rq_fail.error,
+        error_trace = rq_fail.error_trace,
+        lease_expires_at = NULL
+    WHERE j.id = rq_fail.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_fail.attempt IS NULL OR j.attempts = rq_fail.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_fail.id, rq_fail.attempt, 'fail', '{claimed}');
+    END IF;
+    -- the attempt's run time, for the metrics (src/metrics.rs)
+    PERFORM @extschema@.rq_note_metric(job.queue, 'failed', now_ms - job.claimed_at);
+    IF job.status = 'failed' THEN
+        -- to be retried: wake a waiting claim at commit (src/events.rs)
+        PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    ELSE
+        -- a slot freed under a concurrency limit (src/flow.rs)
+        PERFORM @extschema@.rq_claim_ended(job.queue);
+        IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
+            -- exhausted: what its end sets off (rq_job_ended)
+            PERFORM @extschema@.rq_job_ended(job.id);
+        END IF;
+    END IF;
+    RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := @extschema@.rq_now_ms();
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+    failure  text;
+    state    text;
+BEGIN
+    PERFORM @extschema@.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        BEGIN
+            due := @extschema@.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM @extschema@.rq_enqueue(schedule.queue, schedule.payload,
+                    at => @extschema@.rq_ms_to_timestamptz(slot),
+                    max_age => @extschema@.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => @extschema@.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => @extschema@.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => @extschema@.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+CREATE FUNCTION rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_flow_lock');
+    RETURN QUERY
+    SELECT l.* FROM @extschema@.queue_limits l
+    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+    ORDER BY l.queue
+    FOR UPDATE;
+END
+$$;
+
+CREATE FUNCTION rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.rq_require_flow_claim('rq_flow_took');
+    UPDATE @extschema@.queue_limits l
+    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
+        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
+        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
+    WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_grant_worker(role regrole) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
+END
+$$;
+
+CREATE FUNCTION rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+CREATE OR REPLACE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
+BEGIN
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM @extschema@.rq_check_parents(cardinality(ids), after);
+    SELECT a.id::text INTO missing FROM unnest(after) a (id)
+    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
+    END IF;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
+    END IF;
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF @extschema@.rq_has_children(ended.id) THEN
+        PERFORM @extschema@.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, @extschema@.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
+END
+$$;
+
+CREATE  FUNCTION "rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+    out   text;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM @extschema@.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               @extschema@.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             @extschema@.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             @extschema@.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     @extschema@.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         @extschema@.rq_metrics_lost())
+    ) x;
+    RETURN out;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := @extschema@.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM @extschema@.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = @extschema@.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = @extschema@.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+CREATE  FUNCTION "rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+
+CREATE OR REPLACE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM @extschema@.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM @extschema@.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := @extschema@.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM @extschema@.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM @extschema@.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION "rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+
+CREATE  FUNCTION "rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+
+-- Schedules for people: instants as timestamptz, and why the last slot
+-- could not be enqueued.
+CREATE OR REPLACE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       @extschema@.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       @extschema@.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id, s.last_error
+FROM @extschema@.schedules s;
+
+-- Workers read the state the limits keep but no longer write it: the flow
+-- claim writes it as the owner (rq_flow_took).
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee::regrole::text
+        FROM pg_catalog.pg_attribute c, pg_catalog.aclexplode(c.attacl) a
+        WHERE c.attrelid = '@extschema@.queue_limits'::pg_catalog.regclass
+          AND c.attname IN ('claimed', 'tokens', 'tokens_at') AND a.privilege_type = 'UPDATE'
+          AND a.grantee <> (SELECT r.relowner FROM pg_catalog.pg_class r
+                            WHERE r.oid = '@extschema@.queue_limits'::pg_catalog.regclass)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE UPDATE (claimed, tokens, tokens_at) ON @extschema@.queue_limits FROM %s', grantee);
+        EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.queue_limits TO %s', grantee);
+    END LOOP;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION rq_check_parents(integer, uuid[]) FROM PUBLIC;
