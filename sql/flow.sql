@@ -217,7 +217,7 @@ AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
 -- `tokens` at `tokens_at`. They run as the extension's owner, and only
 -- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
 -- not lock or write it, so no role can refill a rate's bucket or empty a
--- queue's claimed list.
+-- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
 CREATE FUNCTION rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -24,7 +24,8 @@ REVOKE EXECUTE ON FUNCTION
     rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
     rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint),
     rq_take_metrics(), rq_record_metrics(),
-    rq_check_parents(integer, uuid[])
+    rq_check_parents(integer, uuid[]),
+    rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -77,6 +78,10 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
+    -- the flow claim's helpers, which write the limits' state as the owner
+    -- and refuse to run outside rq_claim (src/flow.rs)
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_flow_lock(text[]),
+        %1$s.rq_flow_took(text, uuid[], double precision, bigint) TO %2$s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END

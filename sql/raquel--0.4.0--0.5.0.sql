@@ -40,6 +40,7 @@ DROP FUNCTION rq_check_schedule(text, text);
 DROP FUNCTION rq_cron_slots(text, text, bigint, bigint, integer);
 DROP FUNCTION rq_prometheus();
 
+-- BEGIN functions (drafted by bin/update-script-draft)
 CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -533,6 +534,10 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
+    -- the flow claim's helpers, which write the limits' state as the owner
+    -- and refuse to run outside rq_claim (src/flow.rs)
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_flow_lock(text[]),
+        %1$s.rq_flow_took(text, uuid[], double precision, bigint) TO %2$s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END
@@ -826,6 +831,7 @@ CREATE  FUNCTION "rq_schedule_slots"(
 STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+-- END functions
 
 -- Schedules for people: instants as timestamptz, and why the last slot
 -- could not be enqueued.
@@ -852,8 +858,13 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('REVOKE UPDATE (claimed, tokens, tokens_at) ON @extschema@.queue_limits FROM %s', grantee);
         EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.queue_limits TO %s', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.rq_flow_lock(text[]),
+            @extschema@.rq_flow_took(text, uuid[], double precision, bigint) TO %s', grantee);
     END LOOP;
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION rq_check_parents(integer, uuid[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION
+    rq_check_parents(integer, uuid[]),
+    rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
+FROM PUBLIC;
