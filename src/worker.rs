@@ -169,6 +169,8 @@ struct Database {
     found: Found,
     /// When to run its duties next (ms since the epoch).
     next_visit_ms: i64,
+    /// When its last visit started (ms since the epoch).
+    last_visit_ms: i64,
 }
 
 #[pg_guard]
@@ -292,8 +294,14 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
             databases.remove(&oid);
             continue;
         }
-        let db = databases.entry(oid).or_insert(Database { found: Found::Unknown, next_visit_ms: 0 });
+        let db = databases.entry(oid).or_insert(Database { found: Found::Unknown, next_visit_ms: 0, last_visit_ms: 0 });
         if let Some(due) = notes.due_ms(oid) {
+            // A note already due when taken is a wake-up (rq_worker_wake,
+            // an enqueue after a parent): however many, they start at most a
+            // visit a MIN_ROUND_GAP. Notes of what falls due later (a lease,
+            // an expiry, a schedule's slot) are kept to the millisecond.
+            let round_gap_ms = MIN_ROUND_GAP.as_millis() as i64;
+            let due = if due <= now_ms() { due.max(db.last_visit_ms + round_gap_ms) } else { due };
             db.next_visit_ms = db.next_visit_ms.min(due);
         }
         let due = match db.found {
@@ -306,6 +314,7 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
         }
         debug1!("raquel launcher: looking after database \"{name}\" ({:?})", db.found);
         let started = now_ms();
+        db.last_visit_ms = started;
         visited = true;
         match run_housekeeping(oid, &name) {
             Some((found, next_due)) => {
