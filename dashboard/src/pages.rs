@@ -64,7 +64,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/workflows", get(workflows))
         .route("/static/style.css", get(style))
         .route("/jobs/{id}/{action}", get(confirm_job).post(act_on_job))
-        .route("/queues/{queue}/{action}", get(confirm_queue).post(act_on_queue))
+        // a queue's name is a query value, not a path segment: a queue may be
+        // called `..`, which browsers resolve away in a path even encoded
+        .route("/queues/{action}", get(confirm_queue).post(act_on_queue))
         .fallback(|State(app): Shared, headers: HeaderMap| async move {
             page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." })
         })
@@ -341,8 +343,20 @@ async fn confirm_job(State(app): Shared, headers: HeaderMap, Path((id, action)):
     confirm(&app, &headers, "job", &id, &action, &JOB_ACTIONS)
 }
 
-async fn confirm_queue(State(app): Shared, headers: HeaderMap, Path((queue, action)): Path<(String, String)>) -> Response {
-    confirm(&app, &headers, "queue", &queue, &action, &QUEUE_ACTIONS)
+#[derive(Deserialize)]
+struct QueueParam {
+    queue: Option<String>,
+}
+
+fn no_queue(app: &App, headers: &HeaderMap) -> Response {
+    page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "Name a queue: ?queue=NAME." })
+}
+
+async fn confirm_queue(State(app): Shared, headers: HeaderMap, Path(action): Path<String>, Query(q): Query<QueueParam>) -> Response {
+    match q.queue {
+        Some(queue) => confirm(&app, &headers, "queue", &queue, &action, &QUEUE_ACTIONS),
+        None => no_queue(&app, &headers),
+    }
 }
 
 fn confirm(app: &App, headers: &HeaderMap, kind: &str, target: &str, action: &str, allowed: &[&str]) -> Response {
@@ -372,9 +386,11 @@ async fn act_on_job(State(app): Shared, headers: HeaderMap, Path((id, action)): 
 async fn act_on_queue(
     State(app): Shared,
     headers: HeaderMap,
-    Path((queue, action)): Path<(String, String)>,
+    Path(action): Path<String>,
+    Query(q): Query<QueueParam>,
     Form(form): Form<ActionForm>,
 ) -> Answer {
+    let Some(queue) = q.queue else { return Err(no_queue(&app, &headers)) };
     // back to the queues, starting with this one
     act(&app, &headers, &queue, &action, &QUEUE_ACTIONS, form, format!("/?prefix={}", url_part(&queue))).await
 }

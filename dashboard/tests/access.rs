@@ -25,7 +25,7 @@ fn every_path(db: &str) -> Vec<String> {
         "/schedules".into(),
         "/workflows".into(),
         format!("/jobs/{failed}/retry"),
-        "/queues/mail/pause".into(),
+        "/queues/pause?queue=mail".into(),
         "/static/style.css".into(),
         "/no-such-page".into(),
     ]
