@@ -90,7 +90,7 @@ fn a_read_only_dashboard_refuses_every_action() {
     let dashboard = Dashboard::on(&db).start();
     let base = dashboard.base.clone();
     runtime().block_on(async {
-        for path in [format!("/jobs/{id}/retry"), "/queues/mail/pause".to_string()] {
+        for path in [format!("/jobs/{id}/retry"), "/queues/pause?queue=mail".to_string()] {
             let get = get(&format!("{base}{path}")).await;
             assert_eq!(get.status(), 403, "GET {path}");
             let post = http().post(format!("{base}{path}")).basic_auth(USER, Some(PASSWORD)).form(&[("csrf", "x")]).send().await.unwrap();
@@ -230,4 +230,177 @@ fn the_job_list_pages_through_every_job_once() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(seen, newest_first);
+}
+
+#[test]
+fn the_browser_is_asked_for_the_password() {
+    let db = fill("rq_dashboard_browser_auth");
+    let dashboard = Dashboard::on(&db).start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = browser().await;
+        // no password, or a wrong one: 401, and nothing of the queue
+        for url in [format!("{base}/"), format!("{base}/").replacen("://", &format!("://{USER}:wrong@"), 1)] {
+            b.goto(&url).await.unwrap();
+            // headless Chromium cannot ask; it shows its own error page
+            let status = b.execute("return performance.getEntriesByType('navigation').map(e => e.responseStatus)", vec![]).await.unwrap();
+            assert_eq!(status, serde_json::json!([401]), "{url}");
+            let html = b.source().await.unwrap();
+            assert!(b.find_all(Locator::Css("#queues")).await.unwrap().is_empty());
+            assert!(!html.contains("mail") && !html.contains("hello"), "{url}: {html}");
+        }
+        // the right one: the page, and the rest of the site without asking again
+        b.goto(&with_credentials(&format!("{base}/"))).await.unwrap();
+        assert!(!texts(&b, "#queues td.name").await.is_empty());
+        b.goto(&format!("{base}/jobs?queue=mail")).await.unwrap();
+        assert!(!texts(&b, "#jobs td.id").await.is_empty(), "the credentials are kept for the origin");
+        screenshot(&b, "logged-in").await;
+        b.close().await.unwrap();
+    });
+}
+
+/// A page of another site whose name was re-pointed at 127.0.0.1 (DNS
+/// rebinding) is same-origin with `http://rebind.evil.example:PORT`, which
+/// Chromium here resolves to the dashboard (--host-resolver-rules): it may
+/// read whatever that origin answers and post forms to it.
+#[test]
+fn a_rebinding_page_gets_nothing_and_changes_nothing() {
+    let db = fill("rq_dashboard_rebinding");
+    let mut c = sql(&db);
+    let ids: Vec<String> = c
+        .query("SELECT id::text FROM jobs WHERE status = 'queued' AND queue = 'mail' ORDER BY id LIMIT 2", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let (target, control) = (ids[0].clone(), ids[1].clone());
+    let xss: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'xss'", &[]).unwrap().get(0);
+    let dashboard = Dashboard::on(&db).read_write().start();
+    let (base, port) = (dashboard.base.clone(), dashboard.port);
+    let evil = format!("http://rebind.evil.example:{port}");
+    // builds a form in the page shown and posts it, as the rebinding page's
+    // script would; `arguments`: a cookie to set first (or ""), the action,
+    // the token; marks the page, so that the next one can be told apart
+    const POST: &str = "if (arguments[0]) { document.cookie = arguments[0]; }
+        const form = document.createElement('form');
+        form.method = 'post'; form.action = arguments[1];
+        const token = document.createElement('input');
+        token.type = 'hidden'; token.name = 'csrf'; token.value = arguments[2];
+        form.appendChild(token); document.body.appendChild(form);
+        window.__before_post = true; form.submit();";
+    let status = |id: &str| -> String { sql(&db).query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0) };
+    runtime().block_on(async {
+        let (_driver, b) = browser_with(&["--host-resolver-rules=MAP rebind.evil.example 127.0.0.1"]).await;
+        let posted = || async {
+            // the page the form's POST led to has loaded
+            for _ in 0..600 {
+                let done = b.execute("return window.__before_post === undefined && document.readyState === 'complete'", vec![]).await;
+                if done.ok() == Some(serde_json::json!(true)) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("the form's POST led nowhere");
+        };
+
+        // Control: the same script in the dashboard's own origin, with the
+        // token of its confirmation page, cancels a job.
+        b.goto(&with_credentials(&format!("{base}/jobs/{control}/cancel"))).await.unwrap();
+        let token = b.find(Locator::Css("input[name=csrf]")).await.unwrap().attr("value").await.unwrap().unwrap();
+        let args = vec![serde_json::json!(""), serde_json::json!(format!("/jobs/{control}/cancel")), serde_json::json!(token)];
+        b.execute(POST, args).await.unwrap();
+        posted().await;
+        assert_eq!(text(&b, "#status").await, "cancelled", "the script's POST works where it is allowed");
+
+        // Every page in the rebinding origin, the password given even (a
+        // rebinding page would not have it): refused, nothing shown.
+        for path in [
+            "/".to_string(),
+            "/?range=day".into(),
+            "/jobs".into(),
+            format!("/jobs/{xss}"),
+            "/schedules".into(),
+            "/workflows".into(),
+            format!("/jobs/{target}/cancel"),
+            "/queues/pause?queue=mail".into(),
+            "/static/style.css".into(),
+        ] {
+            b.goto(&with_credentials(&format!("{evil}{path}"))).await.unwrap();
+            let body = body_text(&b).await;
+            assert!(body.contains("does not answer to that host name"), "{evil}{path} was served: {body}");
+            for data in ["mail", "hello", "window.__xss", "nightly", "Cancel"] {
+                assert!(!body.contains(data), "{evil}{path} shows {data:?}");
+            }
+            assert!(b.find_all(Locator::Css("input[name=csrf]")).await.unwrap().is_empty(), "{evil}{path} gave a token");
+        }
+        screenshot(&b, "rebinding").await;
+
+        // A POST from the rebinding origin with a real session and token
+        // (got from the dashboard's own address, as no page here gives one):
+        // refused, and the job is still queued.
+        let confirm = get(&format!("{base}/jobs/{target}/cancel")).await;
+        let cookie = confirm.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+        let body = confirm.text().await.unwrap();
+        let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        b.goto(&with_credentials(&format!("{evil}/jobs/{target}/cancel"))).await.unwrap();
+        let args = vec![serde_json::json!(format!("{cookie}; path=/")), serde_json::json!(format!("/jobs/{target}/cancel")), serde_json::json!(token)];
+        b.execute(POST, args).await.unwrap();
+        posted().await;
+        let body = body_text(&b).await;
+        assert!(body.contains("does not answer to that host name"), "the POST was answered: {body}");
+        assert_eq!(tokio::task::block_in_place(|| status(&target)), "queued", "the rebinding page cancelled the job");
+        b.close().await.unwrap();
+    });
+    assert_eq!(status(&control), "cancelled");
+}
+
+/// Queue names are data: any of them is one piece of a URL.
+#[test]
+fn queues_of_any_name_are_paused_and_resumed_in_the_browser() {
+    let names = ["a/b", "what?", "hash#tag", "100%", "%2F", "with space", "ünïcødé ✓", "a/b?c#d%e f&g=h+i", "..", "."];
+    let db = "rq_dashboard_names";
+    let mut c = fresh_db(db);
+    for name in names {
+        c.execute("SELECT rq_enqueue($1::text, 'for ' || $1::text)", &[&name]).unwrap();
+    }
+    let paused = |name: &str| -> bool {
+        sql(db).query_opt("SELECT paused FROM queue_limits WHERE queue = $1", &[&name]).unwrap().is_some_and(|r| r.get(0))
+    };
+    let dashboard = Dashboard::on(db).read_write().start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        // the row of queue `name` on the page shown
+        let row = |name: &'static str| {
+            let b = &b;
+            async move {
+                for row in b.find_all(Locator::Css("#queues tr[data-queue]")).await.unwrap() {
+                    if row.attr("data-queue").await.unwrap().as_deref() == Some(name) {
+                        return row;
+                    }
+                }
+                panic!("no row for queue {name:?} on {}", b.current_url().await.unwrap());
+            }
+        };
+        for name in names {
+            for (action, want) in [("pause", true), ("resume", false)] {
+                b.goto(&format!("{base}/")).await.unwrap();
+                row(name).await.find(Locator::LinkText(action)).await.unwrap().click().await.unwrap();
+                assert_eq!(text(&b, "#confirm code").await, name, "the confirmation names the queue");
+                click(&b, "yes").await;
+                // back on the queues, this one first
+                b.wait().for_element(Locator::Css("#queues")).await.unwrap();
+                let flow = row(name).await.find(Locator::Css("td.flow")).await.unwrap().text().await.unwrap();
+                assert_eq!(flow.contains("paused"), want, "{name:?} after {action}: {flow:?}");
+                assert_eq!(tokio::task::block_in_place(|| paused(name)), want, "{name:?} after {action}");
+            }
+            // its jobs, through the link of its name
+            b.goto(&format!("{base}/")).await.unwrap();
+            row(name).await.find(Locator::Css("td.name a")).await.unwrap().click().await.unwrap();
+            b.wait().for_element(Locator::Css("#jobs")).await.unwrap();
+            assert_eq!(texts(&b, "#jobs td.queue").await, [name], "the jobs of {name:?}");
+        }
+        screenshot(&b, "queue-names").await;
+        b.close().await.unwrap();
+    });
 }
