@@ -197,13 +197,13 @@ async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<QueuesQu
 /// a minute) or day (a point per 15 minutes, so that a day's page is no
 /// bigger than an hour's: 96 points instead of 1440).
 async fn queue_charts(c: &Conn, names: &[String], day: bool, notes: &mut Vec<String>) -> Vec<minijinja::Value> {
-    let (since, span_ms, bucket_ms) = if day { ("1 day", 86_400_000, 900_000) } else { ("1 hour", 3_600_000, 60_000) };
+    let (span_ms, bucket_ms) = if day { (86_400_000, 900_000) } else { (3_600_000, 60_000) };
     let minutes_a_bucket = (bucket_ms / 60_000) as f64;
     let now_ms = chrono::Utc::now().timestamp_millis();
     let first = (now_ms - span_ms) / bucket_ms * bucket_ms;
-    let buckets = match c.metrics(names, since, bucket_ms).await {
+    let buckets = match c.metrics(names, span_ms, bucket_ms).await {
         Ok(buckets) => buckets,
-        Err(f) if f.is("42883") => {
+        Err(f) if f.is("42P01") || f.is("42883") => {
             notes.push("No metrics: this database's raquel is older than 0.4.0 (ALTER EXTENSION raquel UPDATE).".into());
             return Vec::new();
         }
