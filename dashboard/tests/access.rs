@@ -295,6 +295,18 @@ fn tls_serves_the_pages() {
             .await
             .unwrap();
         assert_eq!(post.status(), 303);
+        // over HTTP/2 (which Chromium speaks over TLS) the host is the
+        // :authority, not a Host header: checked the same
+        let h2 = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+            .resolve("rebind.evil.example", ([127, 0, 0, 1], port).into())
+            .danger_accept_invalid_hostnames(true)
+            .build()
+            .unwrap();
+        let served = h2.get(format!("https://localhost:{port}/jobs")).basic_auth(USER, Some(PASSWORD)).send().await.unwrap();
+        assert_eq!((served.version(), served.status().as_u16()), (reqwest::Version::HTTP_2, 200));
+        let refused = h2.get(format!("https://rebind.evil.example:{port}/jobs")).basic_auth(USER, Some(PASSWORD)).send().await.unwrap();
+        assert_eq!((refused.version(), refused.status().as_u16()), (reqwest::Version::HTTP_2, 421));
         // plain HTTP to the TLS port gets no page
         let plain = http().get(format!("http://127.0.0.1:{port}/")).basic_auth(USER, Some(PASSWORD)).send().await;
         assert!(plain.map(|r| r.status() != 200).unwrap_or(true), "plain HTTP was served");
