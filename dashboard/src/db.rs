@@ -485,7 +485,7 @@ impl Conn {
                 }
             }
         };
-        let (mut parents, mut children): (Vec<(String, String)>, Vec<(String, String)>) = (edges("parents").await, edges("children").await);
+        let (mut parents, mut children): (Vec<_>, Vec<_>) = (edges("parents").await, edges("children").await);
         let (more_parents, more_children) = (parents.len() > EDGES_SHOWN, children.len() > EDGES_SHOWN);
         parents.truncate(EDGES_SHOWN);
         children.truncate(EDGES_SHOWN);

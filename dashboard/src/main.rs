@@ -75,7 +75,7 @@ struct Args {
     #[arg(long, default_value_t = false, conflicts_with = "tls_cert")]
     behind_tls_proxy: bool,
     /// how many database connections the dashboard keeps at most
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=100))]
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
     pool_size: u16,
     /// how long a request waits for a free connection before it is answered 503
     #[arg(long, default_value_t = 5, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -121,6 +121,9 @@ fn settings(args: &Args, env_password: Option<String>) -> Result<Settings, Strin
         (None, Some(password)) => Some(password),
         (None, None) => None,
     };
+    if args.auth_user.is_empty() || args.auth_user.contains(':') {
+        return Err("--auth-user must be a name without a colon (HTTP Basic authentication splits on it)".into());
+    }
     if password.as_deref() == Some("") {
         return Err("the password is empty: write one in the password file (or RAQUEL_DASHBOARD_PASSWORD)".into());
     }
@@ -265,6 +268,7 @@ mod tests {
         assert!(settings(&args(&["--read-write"]), Some("pw".into())).unwrap().access.has_password());
         assert!(refusal(&["--read-write"], Some("")).contains("empty"));
         assert!(refusal(&["--password", "pw"], None).contains("--password-file"));
+        assert!(refusal(&["--auth-user", "a:b"], Some("pw")).contains("colon"));
     }
 
     #[test]
