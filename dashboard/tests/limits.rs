@@ -59,14 +59,17 @@ fn every_page_stays_bounded_and_the_queues_page_through_once_each() {
     )
     .unwrap();
     c.batch_execute("SELECT rq_pause('zz-paused-' || i) FROM generate_series(1, 3) i").unwrap();
-    // metrics: a minute for every queue, and every minute of the day for the
-    // first page's queues (the page charts draw most)
+    // metrics: a minute for every queue, and for the first page's queues as
+    // many points as the charts draw: every minute of the last hour, and a
+    // minute in each 15 of the rest of the day (the day view's buckets; a
+    // bucket's other minutes would add rows, not bytes)
     c.batch_execute(
         "INSERT INTO metrics (queue, minute, enqueued, succeeded, failed, wait_histogram)
          SELECT q.queue, m.minute, 7, 5, 1, (SELECT array_agg(CASE WHEN b = 40 THEN 5 ELSE 0 END) FROM generate_series(1, 161) b)
          FROM (SELECT DISTINCT queue FROM jobs) q
          CROSS JOIN LATERAL (SELECT (rq_now_ms() / 60000 - s) * 60000 AS minute
-                             FROM generate_series(0, CASE WHEN q.queue <= 'q00050' THEN 1439 ELSE 0 END) s) m
+                             FROM generate_series(0, CASE WHEN q.queue <= 'q00050' THEN 1439 ELSE 0 END) s
+                             WHERE s < 60 OR s % 15 = 0) m
          ON CONFLICT DO NOTHING",
     )
     .unwrap();
