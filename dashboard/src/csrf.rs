@@ -1,8 +1,8 @@
 //! CSRF protection for the actions: a random session cookie (HttpOnly,
 //! SameSite=Strict) and, in each form, a token that is the HMAC-SHA256 of
 //! that cookie under a secret this process drew at start. A POST must carry
-//! both and they must agree; a POST whose Origin is another site's is
-//! refused before that.
+//! both and they must agree, and an Origin that is one of the dashboard's
+//! own (src/access.rs).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

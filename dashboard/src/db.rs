@@ -1,11 +1,40 @@
 //! Every statement the dashboard runs, in one place. Reading is plain
-//! SELECTs of raquel's tables (and rq_metrics, a SQL function over the
-//! metrics table), so a role with SELECT on them is enough; the actions call
-//! raquel's functions. One connection per request: a person looking at a
-//! page does not need a pool.
+//! SELECTs of raquel's tables (with raquel's functions that anyone may call
+//! for the metrics' times and percentiles), so a role with SELECT on them is
+//! enough; the actions call raquel's functions.
+//!
+//! Nothing planted can run in them. A role that may create objects in a
+//! schema on the dashboard's search_path (CREATE on `public`, say) could
+//! otherwise plant a function or operator that fits a call better than
+//! pg_catalog's (`||(text, integer)`, `row_to_json(jobs)`), which would run
+//! with the dashboard's role, perhaps a superuser. So:
+//! - every connection's search_path is pg_catalog, pg_temp, set in the
+//!   startup packet (before any statement) and again when the pool makes it;
+//! - raquel's tables and functions are named with raquel's schema, looked up
+//!   once in pg_catalog and quoted with quote_ident;
+//! - built-ins are called with arguments of the exact types of pg_catalog's
+//!   own (explicit casts), so that no look-alike could be a better match
+//!   even on another search_path; functions given a table's row are named
+//!   with pg_catalog.
+//!
+//! Connections come from a small pool (--pool-size): a burst of requests
+//! waits for one (--pool-wait) and is then answered 503, rather than taking
+//! every connection the server has.
 
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime};
 use serde::Serialize;
-use tokio_postgres::{Client, NoTls};
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+use tokio_postgres::NoTls;
+
+/// How the dashboard's connections show in pg_stat_activity (unless the
+/// DSN names another application).
+pub const APPLICATION_NAME: &str = "raquel-dashboard";
+
+/// The search_path of every connection: pg_catalog first, then only this
+/// session's own temporary schema (which nobody else can write).
+const PINNED_SEARCH_PATH: &str = "pg_catalog, pg_temp";
 
 /// A failure to show: its SQLSTATE (when the server gave one) and message.
 #[derive(Debug, Serialize)]
@@ -27,17 +56,112 @@ impl Failure {
     pub fn is(&self, sqlstate: &str) -> bool {
         self.sqlstate == sqlstate
     }
+
+    /// The dashboard or the server is out of connections, or cannot reach
+    /// the server: try again later (503).
+    pub fn unavailable(&self) -> bool {
+        self.sqlstate == "53300" || self.sqlstate == "57P03" || self.sqlstate.starts_with("08")
+    }
 }
 
-pub async fn connect(dsn: &str) -> Result<Client, Failure> {
-    let (client, connection) = tokio_postgres::connect(dsn, NoTls).await?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+pub struct Db {
+    pool: Pool,
+    size: usize,
+    /// raquel's schema, quoted: looked up with the first connection
+    schema: OnceCell<String>,
+}
+
+/// A pooled connection and raquel's schema, which every statement names.
+pub struct Conn {
+    client: Object,
+    s: String,
+}
+
+impl Db {
+    /// The pool (no connection is made until a page asks).
+    pub fn new(dsn: &str, size: usize, wait: Duration) -> Result<Db, String> {
+        let mut config = tokio_postgres::Config::from_str(dsn).map_err(|e| format!("--dsn is not a connection string: {e}"))?;
+        if config.get_application_name().is_none() {
+            config.application_name(APPLICATION_NAME);
+        }
+        // after the DSN's own options, so that it wins over a search_path there
+        let options = format!("{} -c search_path=pg_catalog,pg_temp", config.get_options().unwrap_or_default());
+        config.options(options.trim_start());
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(wait))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            // A pooler in front of the server may drop the startup packet's
+            // options: the path is set again, qualified, before first use.
+            .post_create(Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .query_one("SELECT pg_catalog.set_config('search_path', $1::text, false)", &[&PINNED_SEARCH_PATH])
+                        .await
+                        .map(|_| ())
+                        .map_err(HookError::Backend)
+                })
+            }))
+            .build()
+            .map_err(|e| format!("cannot make the connection pool: {e}"))?;
+        Ok(Db { pool, size, schema: OnceCell::new() })
+    }
+
+    pub async fn get(&self) -> Result<Conn, Failure> {
+        let client = self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => Failure {
+                sqlstate: "53300".into(),
+                message: format!("All {} of the dashboard's database connections are busy: try again in a moment.", self.size),
+            },
+            PoolError::Backend(e) | PoolError::PostCreateHook(HookError::Backend(e)) => {
+                let mut f = Failure::from(e);
+                if f.sqlstate.is_empty() {
+                    f.sqlstate = "08006".into();
+                    f.message = format!("Cannot reach the database: {}", f.message);
+                }
+                f
+            }
+            other => Failure { sqlstate: "08006".into(), message: format!("Cannot reach the database: {other}") },
+        })?;
+        let s = self
+            .schema
+            .get_or_try_init(|| async {
+                let row = client
+                    .query_opt(
+                        "SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+                         FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                         WHERE e.extname = 'raquel'::pg_catalog.name",
+                        &[],
+                    )
+                    .await?;
+                match row {
+                    Some(row) => Ok(row.get::<_, String>(0)),
+                    None => Err(Failure {
+                        sqlstate: "42704".into(),
+                        message: "raquel is not installed in this database (CREATE EXTENSION raquel).".into(),
+                    }),
+                }
+            })
+            .await?
+            .clone();
+        Ok(Conn { client, s })
+    }
 }
 
 pub const STATUSES: [&str; 8] = ["queued", "claimed", "success", "failed", "cancelled", "expired", "exhausted", "blocked"];
+
+/// Queues a page of the queues page shows.
+pub const QUEUES_PAGE: usize = 50;
+/// Rows a page of the jobs, schedules and workflows pages shows.
+pub const PAGE: usize = 100;
+/// The characters of a payload, error or trace (or any other column) a
+/// job's page shows; the page says how long the whole value is.
+pub const SHOWN_CHARS: i32 = 65_536;
+/// A job's parents or children listed on its page.
+pub const EDGES_SHOWN: usize = 100;
 
 #[derive(Serialize, Default)]
 pub struct Queue {
@@ -48,73 +172,24 @@ pub struct Queue {
     pub limits: String,
 }
 
-/// Each queue with its jobs counted by status (in STATUSES order).
-pub async fn queue_counts(c: &Client) -> Result<Vec<Queue>, Failure> {
-    let rows = c.query("SELECT queue, status, count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1", &[]).await?;
-    let mut queues: Vec<Queue> = Vec::new();
-    for row in rows {
-        let (name, status, n): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
-        if queues.last().is_none_or(|q| q.name != name) {
-            queues.push(Queue { name, counts: vec![0; STATUSES.len()], ..Queue::default() });
-        }
-        let queue = queues.last_mut().expect("pushed above");
-        if let Some(i) = STATUSES.iter().position(|s| *s == status) {
-            queue.counts[i] += n;
-        }
-        queue.total += n;
-    }
-    Ok(queues)
-}
-
-/// Flow settings by queue: paused, and the limits as text.
-pub async fn queue_limits(c: &Client) -> Result<Vec<(String, bool, String)>, Failure> {
-    let rows = c
-        .query(
-            "SELECT queue, paused, concat_ws(', ',
-                 'at most ' || max_claimed || ' claimed',
-                 rate || ' per ' || per::text,
-                 'at most ' || group_max_claimed || ' a group') FROM queue_limits ORDER BY 1",
-            &[],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+/// Where a page of names starts: the first page, after a name (the next
+/// page) or before one (the previous page).
+pub enum Keyset {
+    First,
+    After(String),
+    Before(String),
 }
 
 #[derive(Serialize)]
-pub struct Minute {
+pub struct Bucket {
     pub queue: String,
-    pub minute_ms: i64,
+    pub start_ms: i64,
     pub enqueued: i64,
     pub succeeded: i64,
     pub failed: i64,
     pub wait_p50: Option<f64>,
     pub wait_p95: Option<f64>,
     pub wait_p99: Option<f64>,
-}
-
-/// The metrics of every queue since `since` (an interval's text) ago.
-pub async fn metrics(c: &Client, since: &str) -> Result<Vec<Minute>, Failure> {
-    let rows = c
-        .query(
-            "SELECT queue, (extract(epoch FROM minute) * 1000)::bigint, enqueued, succeeded, failed,
-                    wait_p50_ms, wait_p95_ms, wait_p99_ms
-             FROM rq_metrics(NULL, $1::text::interval) ORDER BY queue, minute",
-            &[&since],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Minute {
-            queue: r.get(0),
-            minute_ms: r.get(1),
-            enqueued: r.get(2),
-            succeeded: r.get(3),
-            failed: r.get(4),
-            wait_p50: r.get(5),
-            wait_p95: r.get(6),
-            wait_p99: r.get(7),
-        })
-        .collect())
 }
 
 #[derive(Serialize)]
@@ -137,54 +212,13 @@ pub struct JobFilter {
     pub before: Option<(i64, uuid::Uuid)>,
 }
 
-pub const PAGE: usize = 100;
-
-/// Jobs newest first, filtered; one more than a page, to know whether
-/// there is a next one. The error search is a substring, not a pattern.
-pub async fn jobs(c: &Client, f: &JobFilter) -> Result<Vec<JobRow>, Failure> {
-    let pattern = f.error.as_ref().map(|text| {
-        let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-        format!("%{escaped}%")
-    });
-    let (before_at, before_id) = match f.before {
-        Some((at, id)) => (Some(at), Some(id.to_string())),
-        None => (None, None),
-    };
-    let rows = c
-        .query(
-            "SELECT id::text, queue, status, priority, attempts, enqueued_at, left(error, 200)
-             FROM jobs
-             WHERE ($1::text IS NULL OR queue = $1)
-               AND ($2::text IS NULL OR status = $2)
-               AND ($3::text IS NULL OR error ILIKE $3)
-               AND ($4::bigint IS NULL OR (enqueued_at, id) < ($4, $5::text::uuid))
-             ORDER BY enqueued_at DESC, id DESC
-             LIMIT 101",
-            &[&f.queue, &f.status, &pattern, &before_at, &before_id],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let at: i64 = r.get(5);
-            JobRow {
-                id: r.get(0),
-                queue: r.get(1),
-                status: r.get(2),
-                priority: r.get(3),
-                attempts: r.get(4),
-                enqueued_at: at,
-                enqueued: utc(Some(at)),
-                error: r.get(6),
-            }
-        })
-        .collect())
-}
-
 #[derive(Serialize)]
 pub struct Field {
     pub name: String,
+    /// at most SHOWN_CHARS characters of the value
     pub value: Option<String>,
+    /// the whole value's length in bytes, when more than is shown
+    pub cut_bytes: Option<i32>,
     /// for a time column (ms since the epoch): the instant in UTC
     pub when: Option<String>,
 }
@@ -194,56 +228,14 @@ pub struct Job {
     pub id: String,
     pub queue: String,
     pub status: String,
-    pub payload: Option<String>,
-    pub error: Option<String>,
-    pub error_trace: Option<String>,
+    pub payload: Option<Field>,
+    pub error: Option<Field>,
+    pub error_trace: Option<Field>,
     pub fields: Vec<Field>,
     pub parents: Vec<(String, String)>,
     pub children: Vec<(String, String)>,
-}
-
-/// One job, every column in the table's order, or None.
-pub async fn job(c: &Client, id: uuid::Uuid) -> Result<Option<Job>, Failure> {
-    let id = id.to_string();
-    let rows = c
-        .query(
-            "SELECT e.key, e.value FROM jobs j, json_each_text(row_to_json(j)) e WHERE j.id = $1::text::uuid",
-            &[&id],
-        )
-        .await?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let mut fields = Vec::new();
-    for row in rows {
-        let (name, value): (String, Option<String>) = (row.get(0), row.get(1));
-        let when = if name.ends_with("_at") { value.as_deref().and_then(|v| v.parse().ok()).map(|ms| utc(Some(ms))) } else { None };
-        fields.push(Field { name, value, when });
-    }
-    let get = |name: &str| fields.iter().find(|f| f.name == name).and_then(|f| f.value.clone());
-    let (queue, status) = (get("queue").unwrap_or_default(), get("status").unwrap_or_default());
-    let (payload, error, error_trace) = (get("payload"), get("error"), get("error_trace"));
-    // workflows: the edges still pending (a table the role may not read)
-    let edges = |sql: &'static str| {
-        let id = id.clone();
-        async move {
-            match c.query(sql, &[&id]).await {
-                Ok(rows) => rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect(),
-                Err(_) => Vec::new(),
-            }
-        }
-    };
-    let parents = edges(
-        "SELECT d.parent_id::text, p.status FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id
-         WHERE d.child_id = $1::text::uuid ORDER BY 1",
-    )
-    .await;
-    let children = edges(
-        "SELECT d.child_id::text, c.status FROM job_dependencies d LEFT JOIN jobs c ON c.id = d.child_id
-         WHERE d.parent_id = $1::text::uuid ORDER BY 1",
-    )
-    .await;
-    Ok(Some(Job { id, queue, status, payload, error, error_trace, fields, parents, children }))
+    pub more_parents: bool,
+    pub more_children: bool,
 }
 
 #[derive(Serialize)]
@@ -258,28 +250,6 @@ pub struct Schedule {
     pub last_job_id: Option<String>,
 }
 
-pub async fn schedules(c: &Client) -> Result<Vec<Schedule>, Failure> {
-    let rows = c
-        .query(
-            "SELECT name, cron, timezone, queue, enabled, next_run_at, last_run_at, last_job_id::text FROM schedules ORDER BY name",
-            &[],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Schedule {
-            name: r.get(0),
-            cron: r.get(1),
-            timezone: r.get(2),
-            queue: r.get(3),
-            enabled: r.get(4),
-            next_run: utc(r.get(5)),
-            last_run: utc(r.get(6)),
-            last_job_id: r.get(7),
-        })
-        .collect())
-}
-
 #[derive(Serialize)]
 pub struct Edge {
     pub parent: String,
@@ -290,45 +260,317 @@ pub struct Edge {
     pub child_status: String,
 }
 
-/// The pending edges of workflows: children waiting for their parents.
-pub async fn workflows(c: &Client) -> Result<Vec<Edge>, Failure> {
-    let rows = c
-        .query(
-            "SELECT d.parent_id::text, coalesce(p.queue, ''), coalesce(p.status, 'gone'),
-                    d.child_id::text, coalesce(k.queue, ''), coalesce(k.status, 'gone')
-             FROM job_dependencies d
-             LEFT JOIN jobs p ON p.id = d.parent_id
-             LEFT JOIN jobs k ON k.id = d.child_id
-             ORDER BY d.child_id, d.parent_id
-             LIMIT 500",
-            &[],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Edge {
-            parent: r.get(0),
-            parent_queue: r.get(1),
-            parent_status: r.get(2),
-            child: r.get(3),
-            child_queue: r.get(4),
-            child_status: r.get(5),
-        })
-        .collect())
-}
+impl Conn {
+    /// A page of queue names (those with jobs, and with `with_limits` those
+    /// with flow settings), in name order, starting with `prefix` when
+    /// given; one more than a page, to know whether there is another.
+    pub async fn queue_names(&self, with_limits: bool, prefix: Option<&str>, from: &Keyset) -> Result<Vec<String>, Failure> {
+        let s = &self.s;
+        let names = if with_limits {
+            format!("SELECT j.queue FROM {s}.jobs j UNION SELECT l.queue FROM {s}.queue_limits l")
+        } else {
+            format!("SELECT DISTINCT j.queue FROM {s}.jobs j")
+        };
+        let (after, before, order) = match from {
+            Keyset::First => (None, None, "ASC"),
+            Keyset::After(name) => (Some(name.as_str()), None, "ASC"),
+            Keyset::Before(name) => (None, Some(name.as_str()), "DESC"),
+        };
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT n.queue FROM ({names}) n
+                     WHERE ($1::text IS NULL OR pg_catalog.starts_with(n.queue, $1::text))
+                       AND ($2::text IS NULL OR n.queue > $2::text)
+                       AND ($3::text IS NULL OR n.queue < $3::text)
+                     ORDER BY n.queue {order}
+                     LIMIT $4::bigint"
+                ),
+                &[&prefix, &after, &before, &(QUEUES_PAGE as i64 + 1)],
+            )
+            .await?;
+        let mut names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        if matches!(from, Keyset::Before(_)) {
+            // fetched backwards, nearest first: the page keeps name order,
+            // and the one beyond a page is the first
+            names.reverse();
+        }
+        Ok(names)
+    }
 
-/// The actions: raquel's functions, whose errors (wrong status, unknown
-/// job) come back with their SQLSTATE and change nothing.
-pub async fn act(c: &Client, action: &str, target: &str) -> Result<(), Failure> {
-    let sql = match action {
-        "retry" => "SELECT 1 FROM rq_retry($1::text::uuid)",
-        "cancel" => "SELECT 1 FROM rq_cancel($1::text::uuid)",
-        "pause" => "SELECT 1 FROM rq_pause($1)",
-        "resume" => "SELECT 1 FROM rq_resume($1)",
-        _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
-    };
-    c.query(sql, &[&target]).await?;
-    Ok(())
+    /// The jobs of these queues counted by status (in STATUSES order).
+    pub async fn queue_counts(&self, names: &[String]) -> Result<Vec<Queue>, Failure> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT j.queue, j.status, pg_catalog.count(*) FROM {}.jobs j
+                     WHERE j.queue = ANY ($1::text[]) GROUP BY 1, 2",
+                    self.s
+                ),
+                &[&names],
+            )
+            .await?;
+        let mut queues: Vec<Queue> =
+            names.iter().map(|name| Queue { name: name.clone(), counts: vec![0; STATUSES.len()], ..Queue::default() }).collect();
+        for row in rows {
+            let (name, status, n): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+            let Some(queue) = queues.iter_mut().find(|q| q.name == name) else { continue };
+            if let Some(i) = STATUSES.iter().position(|s| *s == status) {
+                queue.counts[i] += n;
+            }
+            queue.total += n;
+        }
+        Ok(queues)
+    }
+
+    /// Flow settings of these queues: paused, and the limits as text.
+    pub async fn queue_limits(&self, names: &[String]) -> Result<Vec<(String, bool, String)>, Failure> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT l.queue, l.paused, pg_catalog.concat_ws(', '::text,
+                         'at most '::text || l.max_claimed::text || ' claimed'::text,
+                         l.rate::text || ' per '::text || l.per::text,
+                         'at most '::text || l.group_max_claimed::text || ' a group'::text)
+                     FROM {}.queue_limits l WHERE l.queue = ANY ($1::text[])",
+                    self.s
+                ),
+                &[&names],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+    }
+
+    /// The metrics of these queues over the last `span_ms`, in buckets of
+    /// `bucket_ms`: events summed, and of each minute's wait percentiles the
+    /// highest. Read from the table by its key (queue, minute), so a page
+    /// costs its own queues' rows only; rq_metrics(queue, …) cannot use the
+    /// key (its plan serves any queue or all) and took 30 ms a queue with a
+    /// day of rows.
+    pub async fn metrics(&self, names: &[String], span_ms: i64, bucket_ms: i64) -> Result<Vec<Bucket>, Failure> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT m.queue, m.minute / $3::bigint * $3::bigint,
+                            pg_catalog.sum(m.enqueued)::bigint, pg_catalog.sum(m.succeeded)::bigint,
+                            pg_catalog.sum(m.failed)::bigint,
+                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.5::double precision)),
+                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.95::double precision)),
+                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision))
+                     FROM {s}.metrics m
+                     WHERE m.queue = ANY ($1::text[]) AND m.minute >= {s}.rq_now_ms() - $2::bigint
+                     GROUP BY 1, 2 ORDER BY 1, 2",
+                    s = self.s
+                ),
+                &[&names, &span_ms, &bucket_ms],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Bucket {
+                queue: r.get(0),
+                start_ms: r.get(1),
+                enqueued: r.get(2),
+                succeeded: r.get(3),
+                failed: r.get(4),
+                wait_p50: r.get(5),
+                wait_p95: r.get(6),
+                wait_p99: r.get(7),
+            })
+            .collect())
+    }
+
+    /// Jobs newest first, filtered; one more than a page, to know whether
+    /// there is a next one. The error search is a substring, not a pattern.
+    pub async fn jobs(&self, f: &JobFilter) -> Result<Vec<JobRow>, Failure> {
+        let pattern = f.error.as_ref().map(|text| {
+            let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+            format!("%{escaped}%")
+        });
+        let (before_at, before_id) = match f.before {
+            Some((at, id)) => (Some(at), Some(id.to_string())),
+            None => (None, None),
+        };
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT j.id::text, j.queue, j.status, j.priority, j.attempts, j.enqueued_at,
+                            pg_catalog.left(j.error, 200::integer)
+                     FROM {}.jobs j
+                     WHERE ($1::text IS NULL OR j.queue = $1::text)
+                       AND ($2::text IS NULL OR j.status = $2::text)
+                       AND ($3::text IS NULL OR j.error ILIKE $3::text)
+                       AND ($4::bigint IS NULL OR (j.enqueued_at, j.id) < ($4::bigint, $5::text::uuid))
+                     ORDER BY j.enqueued_at DESC, j.id DESC
+                     LIMIT $6::bigint",
+                    self.s
+                ),
+                &[&f.queue, &f.status, &pattern, &before_at, &before_id, &(PAGE as i64 + 1)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let at: i64 = r.get(5);
+                JobRow {
+                    id: r.get(0),
+                    queue: r.get(1),
+                    status: r.get(2),
+                    priority: r.get(3),
+                    attempts: r.get(4),
+                    enqueued_at: at,
+                    enqueued: utc(Some(at)),
+                    error: r.get(6),
+                }
+            })
+            .collect())
+    }
+
+    /// One job, every column in the table's order (each cut to SHOWN_CHARS
+    /// characters), or None.
+    pub async fn job(&self, id: uuid::Uuid) -> Result<Option<Job>, Failure> {
+        let id = id.to_string();
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT e.key, pg_catalog.left(e.value, $2::integer), pg_catalog.octet_length(e.value)
+                     FROM {}.jobs j CROSS JOIN LATERAL pg_catalog.json_each_text(pg_catalog.row_to_json(j)) AS e
+                     WHERE j.id = $1::text::uuid",
+                    self.s
+                ),
+                &[&id, &SHOWN_CHARS],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut fields = Vec::new();
+        for row in rows {
+            let (name, value, bytes): (String, Option<String>, Option<i32>) = (row.get(0), row.get(1), row.get(2));
+            let cut_bytes = match (&value, bytes) {
+                (Some(v), Some(b)) if (v.len() as i64) < b as i64 => Some(b),
+                _ => None,
+            };
+            let when = if name.ends_with("_at") { value.as_deref().and_then(|v| v.parse().ok()).map(|ms| utc(Some(ms))) } else { None };
+            fields.push(Field { name, value, cut_bytes, when });
+        }
+        let text = |name: &str| fields.iter().find(|f| f.name == name).and_then(|f| f.value.clone()).unwrap_or_default();
+        let (queue, status) = (text("queue"), text("status"));
+        // shown in their own sections, not again in the table of columns
+        let mut take = |name: &str| {
+            let at = fields.iter().position(|f| f.name == name)?;
+            let field = fields.remove(at);
+            field.value.is_some().then_some(field)
+        };
+        let (payload, error, error_trace) = (take("payload"), take("error"), take("error_trace"));
+        // workflows: the edges still pending (a table the role may not read)
+        let edges = |direction: &'static str| {
+            let (this, other) = if direction == "parents" { ("child_id", "parent_id") } else { ("parent_id", "child_id") };
+            let sql = format!(
+                "SELECT d.{other}::text, o.status FROM {s}.job_dependencies d LEFT JOIN {s}.jobs o ON o.id = d.{other}
+                 WHERE d.{this} = $1::text::uuid ORDER BY d.{other} LIMIT $2::bigint",
+                s = self.s
+            );
+            let id = id.clone();
+            async move {
+                match self.client.query(&sql, &[&id, &(EDGES_SHOWN as i64 + 1)]).await {
+                    Ok(rows) => rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect(),
+                    Err(_) => Vec::new(),
+                }
+            }
+        };
+        let (mut parents, mut children): (Vec<_>, Vec<_>) = (edges("parents").await, edges("children").await);
+        let (more_parents, more_children) = (parents.len() > EDGES_SHOWN, children.len() > EDGES_SHOWN);
+        parents.truncate(EDGES_SHOWN);
+        children.truncate(EDGES_SHOWN);
+        Ok(Some(Job { id, queue, status, payload, error, error_trace, fields, parents, children, more_parents, more_children }))
+    }
+
+    /// Schedules by name after `after`; one more than a page.
+    pub async fn schedules(&self, after: Option<&str>) -> Result<Vec<Schedule>, Failure> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.next_run_at, s.last_run_at, s.last_job_id::text
+                     FROM {}.schedules s WHERE ($1::text IS NULL OR s.name > $1::text)
+                     ORDER BY s.name LIMIT $2::bigint",
+                    self.s
+                ),
+                &[&after, &(PAGE as i64 + 1)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Schedule {
+                name: r.get(0),
+                cron: r.get(1),
+                timezone: r.get(2),
+                queue: r.get(3),
+                enabled: r.get(4),
+                next_run: utc(r.get(5)),
+                last_run: utc(r.get(6)),
+                last_job_id: r.get(7),
+            })
+            .collect())
+    }
+
+    /// The pending edges of workflows, children waiting for their parents,
+    /// after the edge `after` (child, parent); one more than a page.
+    pub async fn workflows(&self, after: Option<(uuid::Uuid, uuid::Uuid)>) -> Result<Vec<Edge>, Failure> {
+        let (child, parent) = match after {
+            Some((c, p)) => (Some(c.to_string()), Some(p.to_string())),
+            None => (None, None),
+        };
+        let s = &self.s;
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT d.parent_id::text, coalesce(p.queue, ''::text), coalesce(p.status, 'gone'::text),
+                            d.child_id::text, coalesce(k.queue, ''::text), coalesce(k.status, 'gone'::text)
+                     FROM {s}.job_dependencies d
+                     LEFT JOIN {s}.jobs p ON p.id = d.parent_id
+                     LEFT JOIN {s}.jobs k ON k.id = d.child_id
+                     WHERE ($1::text IS NULL OR (d.child_id, d.parent_id) > ($1::text::uuid, $2::text::uuid))
+                     ORDER BY d.child_id, d.parent_id
+                     LIMIT $3::bigint"
+                ),
+                &[&child, &parent, &(PAGE as i64 + 1)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Edge {
+                parent: r.get(0),
+                parent_queue: r.get(1),
+                parent_status: r.get(2),
+                child: r.get(3),
+                child_queue: r.get(4),
+                child_status: r.get(5),
+            })
+            .collect())
+    }
+
+    /// The actions: raquel's functions, whose errors (wrong status, unknown
+    /// job) come back with their SQLSTATE and change nothing.
+    pub async fn act(&self, action: &str, target: &str) -> Result<(), Failure> {
+        let call = match action {
+            "retry" => "rq_retry($1::text::uuid)",
+            "cancel" => "rq_cancel($1::text::uuid)",
+            "pause" => "rq_pause($1::text)",
+            "resume" => "rq_resume($1::text)",
+            _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
+        };
+        self.client.query(&format!("SELECT 1 FROM {}.{call}", self.s), &[&target]).await?;
+        Ok(())
+    }
 }
 
 /// ms since the epoch as a UTC instant ("" for none).

@@ -1,26 +1,45 @@
-//! The pages and the actions: routes, the templates they fill, the
-//! security headers every response carries, and errors as pages (with the
-//! server's SQLSTATE) rather than panics.
+//! The pages and the actions: routes, the templates they fill, and errors
+//! as pages (with the server's SQLSTATE) rather than panics. Who may ask,
+//! and the headers every answer carries, are src/access.rs's.
+//!
+//! Every page is bounded, whatever the database holds: 50 queues a page
+//! (their charts only), 100 jobs, schedules or workflow edges a page, and of
+//! a job's payload, error, trace and other columns the first 65,536
+//! characters each (README "The dashboard" gives the byte bound the tests
+//! hold).
 
 use crate::charts::{self, Series};
 use crate::csrf::{self, COOKIE};
-use crate::db::{self, Failure, JobFilter};
-use crate::App;
+use crate::db::{self, Conn, Failure, JobFilter, Keyset};
+use crate::{access, App};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 use minijinja::context;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 type Shared = State<Arc<App>>;
 
+/// What stays as it is in a piece of a URL: RFC 3986's unreserved
+/// characters. Everything else is percent-encoded, `/`, `?`, `#`, `%` and
+/// spaces included, so a queue name is one path segment or one query value.
+const URL_PART: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+pub fn url_part(text: &str) -> String {
+    utf8_percent_encode(text, URL_PART).to_string()
+}
+
 pub fn templates() -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
-    // .html templates escape every value (minijinja's auto-escape)
+    // .html templates escape every value (minijinja's auto-escape); `url`
+    // encodes a value for a URL (minijinja's own urlencode leaves `/` as it is)
+    env.add_filter("url", |value: String| url_part(&value));
     for (name, text) in [
         ("base.html", include_str!("../templates/base.html")),
         ("queues.html", include_str!("../templates/queues.html")),
@@ -45,15 +64,20 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/workflows", get(workflows))
         .route("/static/style.css", get(style))
         .route("/jobs/{id}/{action}", get(confirm_job).post(act_on_job))
-        .route("/queues/{queue}/{action}", get(confirm_queue).post(act_on_queue))
+        // a queue's name is a query value, not a path segment: a queue may be
+        // called `..`, which browsers resolve away in a path even encoded
+        .route("/queues/{action}", get(confirm_queue).post(act_on_queue))
         .fallback(|State(app): Shared, headers: HeaderMap| async move {
             page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." })
         })
-        .with_state(app)
+        .with_state(app.clone())
+        // the last layer runs first: the headers wrap every answer, the
+        // Host and password checks' refusals too
+        .layer(middleware::from_fn_with_state(app, access::check))
+        .layer(middleware::from_fn(access::headers))
 }
 
-/// A rendered page with the session cookie (made when missing) and the
-/// security headers: no script at all, nothing from elsewhere, no framing.
+/// A rendered page with the session cookie (made when missing).
 fn page(app: &App, headers: &HeaderMap, status: StatusCode, template: &str, values: minijinja::Value) -> Response {
     let cookie = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
     let (session, new) = match csrf::session_of(cookie) {
@@ -66,16 +90,10 @@ fn page(app: &App, headers: &HeaderMap, status: StatusCode, template: &str, valu
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("template {template}: {e}")).into_response(),
     };
     let mut response = (status, Html(body)).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
-    );
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     if new {
-        let value = format!("{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict");
-        h.insert(header::SET_COOKIE, HeaderValue::from_str(&value).expect("hex is a header value"));
+        let secure = if app.access.https() { "; Secure" } else { "" };
+        let value = format!("{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict{secure}");
+        response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&value).expect("hex is a header value"));
     }
     response
 }
@@ -83,96 +101,154 @@ fn page(app: &App, headers: &HeaderMap, status: StatusCode, template: &str, valu
 /// What a page handler answers: the page, or a page that says what failed.
 type Answer = Result<Response, Response>;
 
-/// A connection with the dashboard's role, or the page that says why not.
-async fn connect(app: &App, headers: &HeaderMap) -> Result<tokio_postgres::Client, Response> {
-    db::connect(&app.dsn).await.map_err(|f| failure(app, headers, f))
+/// A connection from the pool, or the page that says why not.
+async fn connect(app: &App, headers: &HeaderMap) -> Result<Conn, Response> {
+    app.db.get().await.map_err(|f| failure(app, headers, f))
 }
 
 fn failure(app: &App, headers: &HeaderMap, f: Failure) -> Response {
     let status = match f.sqlstate.as_str() {
         "42501" => StatusCode::FORBIDDEN,
+        _ if f.unavailable() => StatusCode::SERVICE_UNAVAILABLE,
         s if s.starts_with("22") || s.starts_with("55") || s == "P0002" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    page(app, headers, status, "error.html", context! { title => "The database said no", failure => f })
+    let mut response = page(app, headers, status, "error.html", context! { title => "The database said no", failure => f });
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+    }
+    response
 }
 
 async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../static/style.css")).into_response()
 }
 
-#[derive(Deserialize)]
-struct Range {
-    range: Option<String>,
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.trim().is_empty())
 }
 
-async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<Range>) -> Answer {
+#[derive(Deserialize)]
+struct QueuesQuery {
+    range: Option<String>,
+    prefix: Option<String>,
+    after: Option<String>,
+    before: Option<String>,
+}
+
+async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<QueuesQuery>) -> Answer {
     let day = q.range.as_deref() == Some("day");
+    let prefix = non_empty(q.prefix);
+    let from = match (non_empty(q.after), non_empty(q.before)) {
+        (Some(after), _) => Keyset::After(after),
+        (None, Some(before)) => Keyset::Before(before),
+        (None, None) => Keyset::First,
+    };
     let c = connect(&app, &headers).await?;
-    let mut queues = db::queue_counts(&c).await.map_err(|f| failure(&app, &headers, f))?;
     let mut notes = Vec::new();
-    match db::queue_limits(&c).await {
-        Ok(limits) => {
-            for (name, paused, text) in limits {
-                match queues.iter_mut().find(|q| q.name == name) {
-                    Some(q) => (q.paused, q.limits) = (paused, text),
-                    None => queues.push(db::Queue { name, counts: vec![0; db::STATUSES.len()], paused, limits: text, ..Default::default() }),
+    let fail = |f| failure(&app, &headers, f);
+    // the queues with flow settings too, when the role may read them
+    let (mut names, with_limits) = match c.queue_names(true, prefix.as_deref(), &from).await {
+        Ok(names) => (names, true),
+        Err(f) if f.is("42501") => {
+            notes.push(format!("Flow settings not shown: {} ({})", f.message, f.sqlstate));
+            (c.queue_names(false, prefix.as_deref(), &from).await.map_err(fail)?, false)
+        }
+        Err(f) => return Err(fail(f)),
+    };
+    // the page, and where the pages before and after it start
+    let more = names.len() > db::QUEUES_PAGE;
+    let (previous, next) = match &from {
+        Keyset::Before(_) => {
+            if more {
+                names.remove(0);
+            }
+            (names.first().filter(|_| more).cloned(), names.last().cloned())
+        }
+        Keyset::After(_) => {
+            names.truncate(db::QUEUES_PAGE);
+            (names.first().cloned(), names.last().filter(|_| more).cloned())
+        }
+        Keyset::First => {
+            names.truncate(db::QUEUES_PAGE);
+            (None, names.last().filter(|_| more).cloned())
+        }
+    };
+    let mut queues = c.queue_counts(&names).await.map_err(fail)?;
+    if with_limits {
+        match c.queue_limits(&names).await {
+            Ok(limits) => {
+                for (name, paused, text) in limits {
+                    if let Some(q) = queues.iter_mut().find(|q| q.name == name) {
+                        (q.paused, q.limits) = (paused, text);
+                    }
                 }
             }
-            queues.sort_by(|a, b| a.name.cmp(&b.name));
+            Err(f) => notes.push(format!("Flow settings not shown: {} ({})", f.message, f.sqlstate)),
         }
-        Err(f) => notes.push(format!("Flow settings not shown: {} ({})", f.message, f.sqlstate)),
     }
-    // charts: per queue, throughput and wait over the last hour or day
-    let (since, span_ms) = if day { ("1 day", 86_400_000) } else { ("1 hour", 3_600_000) };
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let from_ms = now_ms - span_ms;
-    let mut charts: BTreeMap<String, (String, String)> = BTreeMap::new();
-    match db::metrics(&c, since).await {
-        Ok(minutes) => {
-            let mut by_queue: BTreeMap<&str, HashMap<i64, &db::Minute>> = BTreeMap::new();
-            for m in &minutes {
-                by_queue.entry(&m.queue).or_default().insert(m.minute_ms, m);
-            }
-            for (queue, by_minute) in by_queue {
-                // every minute of the range: a minute without a row had no events
-                let first = from_ms / 60_000 * 60_000 + 60_000;
-                let row = |minute: i64| by_minute.get(&minute).copied();
-                let points = |f: &dyn Fn(Option<&db::Minute>) -> Option<f64>| {
-                    (first..=now_ms).step_by(60_000).map(|minute| (minute, f(row(minute)))).collect::<Vec<_>>()
-                };
-                let throughput = charts::line_chart(
-                    &format!("{queue}: jobs a minute"),
-                    "/min",
-                    from_ms,
-                    now_ms,
-                    &[
-                        Series { label: "enqueued", class: "a", points: points(&|m| Some(m.map_or(0, |m| m.enqueued) as f64)) },
-                        Series { label: "succeeded", class: "b", points: points(&|m| Some(m.map_or(0, |m| m.succeeded) as f64)) },
-                        Series { label: "failed", class: "c", points: points(&|m| Some(m.map_or(0, |m| m.failed) as f64)) },
-                    ],
-                );
-                let wait = charts::line_chart(
-                    &format!("{queue}: wait from due to claim"),
-                    "ms",
-                    from_ms,
-                    now_ms,
-                    &[
-                        Series { label: "p50", class: "a", points: points(&|m| m.and_then(|m| m.wait_p50)) },
-                        Series { label: "p95", class: "b", points: points(&|m| m.and_then(|m| m.wait_p95)) },
-                        Series { label: "p99", class: "c", points: points(&|m| m.and_then(|m| m.wait_p99)) },
-                    ],
-                );
-                charts.insert(queue.to_string(), (throughput, wait));
-            }
-        }
-        Err(f) if f.is("42883") => notes.push("No metrics: this database's raquel is older than 0.4.0 (ALTER EXTENSION raquel UPDATE).".into()),
-        Err(f) => notes.push(format!("Metrics not shown: {} ({})", f.message, f.sqlstate)),
-    }
-    let charts: Vec<_> = charts.into_iter().map(|(queue, (throughput, wait))| context! { queue, throughput, wait }).collect();
+    let charts = queue_charts(&c, &names, day, &mut notes).await;
     Ok(page(&app, &headers, StatusCode::OK, "queues.html", context! {
-        title => "Queues", queues, statuses => db::STATUSES, charts, notes, day,
+        title => "Queues", queues, statuses => db::STATUSES, charts, notes, day, prefix, previous, next,
     }))
+}
+
+/// Per queue of the page, throughput and wait over the last hour (a point
+/// a minute) or day (a point per 15 minutes, so that a day's page is no
+/// bigger than an hour's: 96 points instead of 1440).
+async fn queue_charts(c: &Conn, names: &[String], day: bool, notes: &mut Vec<String>) -> Vec<minijinja::Value> {
+    let (span_ms, bucket_ms) = if day { (86_400_000, 900_000) } else { (3_600_000, 60_000) };
+    let minutes_a_bucket = (bucket_ms / 60_000) as f64;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let first = (now_ms - span_ms) / bucket_ms * bucket_ms;
+    let buckets = match c.metrics(names, span_ms, bucket_ms).await {
+        Ok(buckets) => buckets,
+        Err(f) if f.is("42P01") || f.is("42883") => {
+            notes.push("No metrics: this database's raquel is older than 0.4.0 (ALTER EXTENSION raquel UPDATE).".into());
+            return Vec::new();
+        }
+        Err(f) => {
+            notes.push(format!("Metrics not shown: {} ({})", f.message, f.sqlstate));
+            return Vec::new();
+        }
+    };
+    let mut by_queue: BTreeMap<&str, HashMap<i64, &db::Bucket>> = BTreeMap::new();
+    for b in &buckets {
+        by_queue.entry(&b.queue).or_default().insert(b.start_ms, b);
+    }
+    let (per, worst) = if day { (" (means of 15 minutes)", " (worst minute of 15)") } else { ("", "") };
+    let mut charts = Vec::new();
+    for (queue, by_start) in by_queue {
+        // every bucket of the range: a bucket without a row had no events
+        let points = |f: &dyn Fn(Option<&db::Bucket>) -> Option<f64>| {
+            (first..=now_ms).step_by(bucket_ms as usize).map(|start| (start, f(by_start.get(&start).copied()))).collect::<Vec<_>>()
+        };
+        let rate = |n: i64| n as f64 / minutes_a_bucket;
+        let throughput = charts::line_chart(
+            &format!("{queue}: jobs a minute{per}"),
+            "/min",
+            first,
+            now_ms,
+            &[
+                Series { label: "enqueued", class: "a", points: points(&|b| Some(b.map_or(0.0, |b| rate(b.enqueued)))) },
+                Series { label: "succeeded", class: "b", points: points(&|b| Some(b.map_or(0.0, |b| rate(b.succeeded)))) },
+                Series { label: "failed", class: "c", points: points(&|b| Some(b.map_or(0.0, |b| rate(b.failed)))) },
+            ],
+        );
+        let wait = charts::line_chart(
+            &format!("{queue}: wait from due to claim{worst}"),
+            "ms",
+            first,
+            now_ms,
+            &[
+                Series { label: "p50", class: "a", points: points(&|b| b.and_then(|b| b.wait_p50)) },
+                Series { label: "p95", class: "b", points: points(&|b| b.and_then(|b| b.wait_p95)) },
+                Series { label: "p99", class: "c", points: points(&|b| b.and_then(|b| b.wait_p99)) },
+            ],
+        );
+        charts.push(context! { queue, throughput, wait });
+    }
+    charts
 }
 
 #[derive(Deserialize)]
@@ -183,10 +259,6 @@ struct JobQuery {
     before: Option<String>,
 }
 
-fn non_empty(s: Option<String>) -> Option<String> {
-    s.filter(|s| !s.trim().is_empty())
-}
-
 async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>) -> Answer {
     let before = non_empty(q.before.clone()).and_then(|b| {
         let (at, id) = b.split_once('_')?;
@@ -194,7 +266,7 @@ async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>)
     });
     let filter = JobFilter { queue: non_empty(q.queue), status: non_empty(q.status), error: non_empty(q.q), before };
     let c = connect(&app, &headers).await?;
-    let mut rows = db::jobs(&c, &filter).await.map_err(|f| failure(&app, &headers, f))?;
+    let mut rows = c.jobs(&filter).await.map_err(|f| failure(&app, &headers, f))?;
     let next = if rows.len() > db::PAGE {
         rows.truncate(db::PAGE);
         rows.last().map(|r| format!("{}_{}", r.enqueued_at, r.id))
@@ -213,28 +285,47 @@ async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> 
     };
     let Ok(uuid) = id.parse::<uuid::Uuid>() else { return Ok(not_found(&app)) };
     let c = connect(&app, &headers).await?;
-    Ok(match db::job(&c, uuid).await.map_err(|f| failure(&app, &headers, f))? {
-        Some(job) => page(&app, &headers, StatusCode::OK, "job.html", context! { title => format!("Job {}", job.id), job }),
+    Ok(match c.job(uuid).await.map_err(|f| failure(&app, &headers, f))? {
+        Some(job) => page(&app, &headers, StatusCode::OK, "job.html", context! {
+            title => format!("Job {}", job.id), job, shown => db::SHOWN_CHARS, edges_shown => db::EDGES_SHOWN,
+        }),
         None => not_found(&app),
     })
 }
 
-async fn schedules(State(app): Shared, headers: HeaderMap) -> Answer {
+#[derive(Deserialize)]
+struct After {
+    after: Option<String>,
+}
+
+async fn schedules(State(app): Shared, headers: HeaderMap, Query(q): Query<After>) -> Answer {
     let c = connect(&app, &headers).await?;
-    let (schedules, note) = match db::schedules(&c).await {
+    let (mut schedules, note) = match c.schedules(non_empty(q.after).as_deref()).await {
         Ok(s) => (s, None),
         Err(f) => (Vec::new(), Some(format!("Schedules not shown: {} ({})", f.message, f.sqlstate))),
     };
-    Ok(page(&app, &headers, StatusCode::OK, "schedules.html", context! { title => "Schedules", schedules, note }))
+    let next = (schedules.len() > db::PAGE).then(|| {
+        schedules.truncate(db::PAGE);
+        schedules.last().map(|s| s.name.clone())
+    });
+    Ok(page(&app, &headers, StatusCode::OK, "schedules.html", context! { title => "Schedules", schedules, note, next => next.flatten() }))
 }
 
-async fn workflows(State(app): Shared, headers: HeaderMap) -> Answer {
+async fn workflows(State(app): Shared, headers: HeaderMap, Query(q): Query<After>) -> Answer {
+    let after = non_empty(q.after).and_then(|a| {
+        let (child, parent) = a.split_once('_')?;
+        Some((child.parse().ok()?, parent.parse().ok()?))
+    });
     let c = connect(&app, &headers).await?;
-    let (edges, note) = match db::workflows(&c).await {
+    let (mut edges, note) = match c.workflows(after).await {
         Ok(e) => (e, None),
         Err(f) => (Vec::new(), Some(format!("Workflows not shown: {} ({})", f.message, f.sqlstate))),
     };
-    Ok(page(&app, &headers, StatusCode::OK, "workflows.html", context! { title => "Workflows", edges, note }))
+    let next = (edges.len() > db::PAGE).then(|| {
+        edges.truncate(db::PAGE);
+        edges.last().map(|e| format!("{}_{}", e.child, e.parent))
+    });
+    Ok(page(&app, &headers, StatusCode::OK, "workflows.html", context! { title => "Workflows", edges, note, next => next.flatten() }))
 }
 
 const JOB_ACTIONS: [&str; 2] = ["retry", "cancel"];
@@ -252,8 +343,20 @@ async fn confirm_job(State(app): Shared, headers: HeaderMap, Path((id, action)):
     confirm(&app, &headers, "job", &id, &action, &JOB_ACTIONS)
 }
 
-async fn confirm_queue(State(app): Shared, headers: HeaderMap, Path((queue, action)): Path<(String, String)>) -> Response {
-    confirm(&app, &headers, "queue", &queue, &action, &QUEUE_ACTIONS)
+#[derive(Deserialize)]
+struct QueueParam {
+    queue: Option<String>,
+}
+
+fn no_queue(app: &App, headers: &HeaderMap) -> Response {
+    page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "Name a queue: ?queue=NAME." })
+}
+
+async fn confirm_queue(State(app): Shared, headers: HeaderMap, Path(action): Path<String>, Query(q): Query<QueueParam>) -> Response {
+    match q.queue {
+        Some(queue) => confirm(&app, &headers, "queue", &queue, &action, &QUEUE_ACTIONS),
+        None => no_queue(&app, &headers),
+    }
 }
 
 fn confirm(app: &App, headers: &HeaderMap, kind: &str, target: &str, action: &str, allowed: &[&str]) -> Response {
@@ -263,7 +366,12 @@ fn confirm(app: &App, headers: &HeaderMap, kind: &str, target: &str, action: &st
     if !allowed.contains(&action) {
         return page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." });
     }
-    page(app, headers, StatusCode::OK, "confirm.html", context! { title => format!("{action} {kind}"), kind, target, action })
+    let mut response = page(app, headers, StatusCode::OK, "confirm.html", context! { title => format!("{action} {kind}"), kind, target, action });
+    // This page's form must send its Origin, which the POST is checked
+    // against: under no-referrer (every other page's policy) browsers send
+    // `Origin: null` instead. Same-origin still sends nothing to other sites.
+    response.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    response
 }
 
 #[derive(Deserialize)]
@@ -272,26 +380,19 @@ struct ActionForm {
 }
 
 async fn act_on_job(State(app): Shared, headers: HeaderMap, Path((id, action)): Path<(String, String)>, Form(form): Form<ActionForm>) -> Answer {
-    act(&app, &headers, &id, &action, &JOB_ACTIONS, form, format!("/jobs/{id}")).await
+    act(&app, &headers, &id, &action, &JOB_ACTIONS, form, format!("/jobs/{}", url_part(&id))).await
 }
 
 async fn act_on_queue(
     State(app): Shared,
     headers: HeaderMap,
-    Path((queue, action)): Path<(String, String)>,
+    Path(action): Path<String>,
+    Query(q): Query<QueueParam>,
     Form(form): Form<ActionForm>,
 ) -> Answer {
-    act(&app, &headers, &queue, &action, &QUEUE_ACTIONS, form, "/".to_string()).await
-}
-
-/// Whether a POST came from this dashboard's own pages: the Origin, when
-/// the browser sends one, is the host the request was sent to. (The pages'
-/// Referrer-Policy is same-origin: with no-referrer, browsers send
-/// `Origin: null`, which this refuses.)
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+    let Some(queue) = q.queue else { return Err(no_queue(&app, &headers)) };
+    // back to the queues, starting with this one
+    act(&app, &headers, &queue, &action, &QUEUE_ACTIONS, form, format!("/?prefix={}", url_part(&queue))).await
 }
 
 async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed: &[&str], form: ActionForm, back: String) -> Answer {
@@ -303,28 +404,26 @@ async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed
         (Some(session), Some(token)) => app.csrf.verify(session, token),
         _ => false,
     };
-    if !same_origin(headers) || !token_ok {
+    if !app.access.origin_allowed(headers) || !token_ok {
         return Err(page(app, headers, StatusCode::FORBIDDEN, "error.html", context! {
-            title => "Refused", message => "The form's token is missing or wrong (a request from another site, or an expired page): go back, reload and try again.",
+            title => "Refused", message => "The form's token is missing or wrong, or it was sent from another site (or an expired page): go back, reload and try again.",
         }));
     }
     if !allowed.contains(&action) {
         return Err(page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
     }
     let c = connect(app, headers).await?;
-    db::act(&c, action, target).await.map_err(|f| failure(app, headers, f))?;
-    Ok(Redirect::to(&path_escape(&back)).into_response())
+    c.act(action, target).await.map_err(|f| failure(app, headers, f))?;
+    Ok(Redirect::to(&back).into_response())
 }
 
-/// A path with each segment's characters that a URL cannot hold escaped.
-fn path_escape(path: &str) -> String {
-    let mut out = String::new();
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_parts_keep_only_unreserved_characters() {
+        assert_eq!(url_part("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
+        assert_eq!(url_part("é-._~"), "%C3%A9-._~");
     }
-    out
 }

@@ -2,154 +2,14 @@
 //! through chromedriver (WebDriver), against a real server with raquel
 //! (RAQUEL_TEST_DSN, set by bin/test). Each page is loaded against jobs in
 //! every status and checked in the rendered DOM; screenshots are kept in
-//! dashboard/target/screenshots/ as the run's artifacts.
+//! dashboard/target/screenshots/ as the run's artifacts. The dashboards
+//! ask for a password (common::PASSWORD), which the browser is given in the
+//! first URL it loads.
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const XSS: &str = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">";
-
-fn server_dsn() -> String {
-    std::env::var("RAQUEL_TEST_DSN").expect("RAQUEL_TEST_DSN is not set: run the browser tests through bin/test")
-}
-
-fn sql(db: &str) -> postgres::Client {
-    postgres::Client::connect(&format!("{} dbname={db}", server_dsn()), postgres::NoTls).expect("connecting to the test server")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not start listening on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process stopped when the test ends, passing or not.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Jobs in every status, a schedule, a paused and a limited queue, a
-/// workflow and a payload that tries to run script; its metrics recorded.
-/// Returns the database's name.
-fn fill(name: &str) -> String {
-    let mut admin = sql("postgres");
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-    let mut c = sql(name);
-    c.batch_execute("CREATE EXTENSION raquel").unwrap();
-    c.batch_execute(
-        "SELECT rq_enqueue('mail', 'hello ' || i) FROM generate_series(1, 6) i;
-         SELECT rq_complete(id) FROM rq_claim(ARRAY['mail'], batch => 2) j;
-         SELECT count(*) FROM rq_claim(ARRAY['mail']);
-         SELECT rq_fail(id, 'boom: <b>not bold</b>', 'at line 1') FROM rq_claim(ARRAY['mail']) j;
-         SELECT rq_enqueue('once', 'x', max_retry_count => 0);
-         SELECT rq_cancel(id) FROM rq_enqueue('mail', 'to cancel') j;
-         SELECT rq_enqueue('mail', 'to expire', at => now() - interval '1 hour', max_age => '1 second');
-         SELECT rq_expire();
-         SELECT rq_pause('reports');
-         SELECT rq_set_limits('limited', max_claimed => 2);
-         SELECT rq_enqueue('limited', 'l');
-         SELECT rq_schedule('nightly', '0 3 * * *', 'reports', 'run');",
-    )
-    .unwrap();
-    c.batch_execute("SELECT rq_fail(id, 'no retry left') FROM rq_claim(ARRAY['once']) j").unwrap();
-    c.execute("SELECT rq_enqueue('xss', $1::text)", &[&XSS]).unwrap();
-    let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('flow', 'parent')", &[]).unwrap().get(0);
-    c.execute("SELECT rq_enqueue('flow', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
-    c.batch_execute("SELECT rq_record_metrics()").unwrap();
-    let statuses: i64 = c.query_one("SELECT count(DISTINCT status) FROM jobs", &[]).unwrap().get(0);
-    assert_eq!(statuses, 8, "jobs in every status");
-    name.to_string()
-}
-
-/// A dashboard on `db` as `user` (the server's own user when None).
-fn dashboard(db: &str, user: Option<&str>, read_write: bool) -> (Running, String) {
-    let port = free_port();
-    let mut dsn = format!("{} dbname={db}", server_dsn());
-    if let Some(user) = user {
-        dsn = format!("{dsn} user={user}");
-    }
-    let mut command = Command::new(env!("CARGO_BIN_EXE_raquel-dashboard"));
-    command.args(["--dsn", &dsn, "--port", &port.to_string()]).stdout(Stdio::null());
-    if read_write {
-        command.arg("--read-write");
-    }
-    let child = Running(command.spawn().expect("starting the dashboard"));
-    wait_for_port(port, "the dashboard");
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
-/// Headless Chromium through chromedriver.
-async fn browser() -> (Running, Client) {
-    let port = free_port();
-    let driver = Running(
-        Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting chromedriver (Debian package chromium-driver; bin/setup installs it)"),
-    );
-    wait_for_port(port, "chromedriver");
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--disable-background-networking", "--window-size=1280,900"]
-        }),
-    );
-    let client = ClientBuilder::native()
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{port}"))
-        .await
-        .expect("a Chromium session");
-    (driver, client)
-}
-
-async fn screenshot(client: &Client, name: &str) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    let png = client.screenshot().await.expect("a screenshot");
-    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
-}
-
-/// The text of the element `css` selects, waiting (up to fantoccini's
-/// default 30 s) for a page that a click is still loading to show it.
-async fn text(client: &Client, css: &str) -> String {
-    client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
-}
-
-/// Clicks the element with id `id`, once the page shows it.
-async fn click(client: &Client, id: &str) {
-    client.wait().for_element(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}")).click().await.unwrap();
-}
-
-async fn texts(client: &Client, css: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in client.find_all(Locator::Css(css)).await.unwrap() {
-        out.push(e.text().await.unwrap());
-    }
-    out
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
-}
+use common::*;
+use fantoccini::Locator;
 
 #[test]
 fn every_page_shows_what_the_database_holds() {
@@ -164,9 +24,10 @@ fn every_page_shows_what_the_database_holds() {
     let failed: i64 = c.query_one("SELECT count(*) FROM jobs WHERE status = 'failed'", &[]).unwrap().get(0);
     let xss_id: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'xss'", &[]).unwrap().get(0);
     let child: String = c.query_one("SELECT id::text FROM jobs WHERE status = 'blocked'", &[]).unwrap().get(0);
-    let (_dashboard, base) = dashboard(&db, None, false);
+    let dashboard = Dashboard::on(&db).start();
+    let base = dashboard.base.clone();
     runtime().block_on(async {
-        let (_driver, b) = browser().await;
+        let (_driver, b) = logged_in_browser(&base).await;
 
         // queues: each status's count, flow settings, charts
         b.goto(&format!("{base}/")).await.unwrap();
@@ -226,13 +87,13 @@ fn every_page_shows_what_the_database_holds() {
 fn a_read_only_dashboard_refuses_every_action() {
     let db = fill("rq_dashboard_read_only");
     let id: String = sql(&db).query_one("SELECT id::text FROM jobs WHERE status = 'failed' LIMIT 1", &[]).unwrap().get(0);
-    let (_dashboard, base) = dashboard(&db, None, false);
+    let dashboard = Dashboard::on(&db).start();
+    let base = dashboard.base.clone();
     runtime().block_on(async {
-        let http = reqwest::Client::new();
-        for path in [format!("/jobs/{id}/retry"), "/queues/mail/pause".to_string()] {
-            let get = http.get(format!("{base}{path}")).send().await.unwrap();
+        for path in [format!("/jobs/{id}/retry"), "/queues/pause?queue=mail".to_string()] {
+            let get = get(&format!("{base}{path}")).await;
             assert_eq!(get.status(), 403, "GET {path}");
-            let post = http.post(format!("{base}{path}")).form(&[("csrf", "x")]).send().await.unwrap();
+            let post = http().post(format!("{base}{path}")).basic_auth(USER, Some(PASSWORD)).form(&[("csrf", "x")]).send().await.unwrap();
             assert_eq!(post.status(), 403, "POST {path}");
         }
     });
@@ -244,26 +105,21 @@ fn a_read_only_dashboard_refuses_every_action() {
 fn retry_clicked_in_the_browser_requeues_the_job_and_forged_posts_do_not() {
     let db = fill("rq_dashboard_retry");
     let id: String = sql(&db).query_one("SELECT id::text FROM jobs WHERE status = 'exhausted' LIMIT 1", &[]).unwrap().get(0);
-    let (_dashboard, base) = dashboard(&db, None, true);
+    let dashboard = Dashboard::on(&db).read_write().start();
+    let base = dashboard.base.clone();
+    let own_origin = base.clone();
     runtime().block_on(async {
-        // forged: no cookie, a wrong token, another site's Origin
-        let http = reqwest::Client::new();
-        let no_token = http.post(format!("{base}/jobs/{id}/retry")).form(&[("csrf", "0")]).send().await.unwrap();
+        // forged: no cookie, a wrong token, another site's Origin, no Origin
+        let post = || http().post(format!("{base}/jobs/{id}/retry")).basic_auth(USER, Some(PASSWORD));
+        let no_token = post().header("origin", &own_origin).form(&[("csrf", "0")]).send().await.unwrap();
         assert_eq!(no_token.status(), 403);
-        let page = http.get(format!("{base}/jobs/{id}/retry")).send().await.unwrap();
+        let page = get(&format!("{base}/jobs/{id}/retry")).await;
         let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
         let body = page.text().await.unwrap();
         let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
-        let wrong = http
-            .post(format!("{base}/jobs/{id}/retry"))
-            .header("cookie", &cookie)
-            .form(&[("csrf", "00ff")])
-            .send()
-            .await
-            .unwrap();
+        let wrong = post().header("cookie", &cookie).header("origin", &own_origin).form(&[("csrf", "00ff")]).send().await.unwrap();
         assert_eq!(wrong.status(), 403);
-        let foreign = http
-            .post(format!("{base}/jobs/{id}/retry"))
+        let foreign = post()
             .header("cookie", &cookie)
             .header("origin", "http://evil.example")
             .form(&[("csrf", token.as_str())])
@@ -271,13 +127,16 @@ fn retry_clicked_in_the_browser_requeues_the_job_and_forged_posts_do_not() {
             .await
             .unwrap();
         assert_eq!(foreign.status(), 403);
+        // Browsers send an Origin with every POST: one without is no form of ours
+        let no_origin = post().header("cookie", &cookie).form(&[("csrf", token.as_str())]).send().await.unwrap();
+        assert_eq!(no_origin.status(), 403);
         let still: String = tokio::task::block_in_place(|| {
             sql(&db).query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0)
         });
         assert_eq!(still, "exhausted", "forged posts changed nothing");
 
         // the real thing, in the browser
-        let (_driver, b) = browser().await;
+        let (_driver, b) = logged_in_browser(&base).await;
         b.goto(&format!("{base}/jobs/{id}")).await.unwrap();
         assert_eq!(text(&b, "#status").await, "exhausted");
         click(&b, "retry").await;
@@ -307,11 +166,11 @@ fn a_role_with_only_select_sees_every_page() {
     .unwrap();
     let id: String = c.query_one("SELECT id::text FROM jobs LIMIT 1", &[]).unwrap().get(0);
     for (role, whole) in [("rq_dash_viewer", true), ("rq_dash_jobs_only", false)] {
-        let (_dashboard, base) = dashboard(&db, Some(role), false);
+        let dashboard = Dashboard::on(&db).user(role).start();
+        let base = dashboard.base.clone();
         runtime().block_on(async {
-            let http = reqwest::Client::new();
             for path in ["/", "/jobs", &format!("/jobs/{id}"), "/schedules", "/workflows"] {
-                let response = http.get(format!("{base}{path}")).send().await.unwrap();
+                let response = get(&format!("{base}{path}")).await;
                 assert_eq!(response.status(), 200, "{role}: {path}");
                 let body = response.text().await.unwrap();
                 if !whole && (path == "/schedules" || path == "/") {
@@ -319,8 +178,7 @@ fn a_role_with_only_select_sees_every_page() {
                 }
             }
             if whole {
-                let (_driver, b) = browser().await;
-                b.goto(&format!("{base}/")).await.unwrap();
+                let (_driver, b) = logged_in_browser(&base).await;
                 assert!(!texts(&b, "#queues td.name").await.is_empty());
                 b.close().await.unwrap();
             }
@@ -335,17 +193,14 @@ fn a_role_with_only_select_sees_every_page() {
 fn the_job_list_pages_through_every_job_once() {
     let n: i64 = std::env::var("RAQUEL_DASHBOARD_JOBS").ok().and_then(|n| n.parse().ok()).unwrap_or(250);
     let db = "rq_dashboard_paging";
-    let mut admin = sql("postgres");
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
-    let mut c = sql(db);
-    c.batch_execute("CREATE EXTENSION raquel").unwrap();
+    let mut c = fresh_db(db);
     // several jobs share an enqueued_at: the id breaks the tie
     c.execute("SELECT count(*) FROM rq_enqueue_batch('many', ARRAY(SELECT i::text FROM generate_series(1, $1::bigint) i))", &[&n])
         .unwrap();
-    let (_dashboard, base) = dashboard(db, None, false);
+    let dashboard = Dashboard::on(db).start();
+    let base = dashboard.base.clone();
     let seen = runtime().block_on(async {
-        let (_driver, b) = browser().await;
+        let (_driver, b) = logged_in_browser(&base).await;
         b.goto(&format!("{base}/jobs?queue=many")).await.unwrap();
         let mut seen = Vec::new();
         loop {
@@ -375,4 +230,177 @@ fn the_job_list_pages_through_every_job_once() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(seen, newest_first);
+}
+
+#[test]
+fn the_browser_is_asked_for_the_password() {
+    let db = fill("rq_dashboard_browser_auth");
+    let dashboard = Dashboard::on(&db).start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = browser().await;
+        // no password, or a wrong one: 401, and nothing of the queue
+        for url in [format!("{base}/"), format!("{base}/").replacen("://", &format!("://{USER}:wrong@"), 1)] {
+            b.goto(&url).await.unwrap();
+            // headless Chromium cannot ask; it shows its own error page
+            let status = b.execute("return performance.getEntriesByType('navigation').map(e => e.responseStatus)", vec![]).await.unwrap();
+            assert_eq!(status, serde_json::json!([401]), "{url}");
+            let html = b.source().await.unwrap();
+            assert!(b.find_all(Locator::Css("#queues")).await.unwrap().is_empty());
+            assert!(!html.contains("mail") && !html.contains("hello"), "{url}: {html}");
+        }
+        // the right one: the page, and the rest of the site without asking again
+        b.goto(&with_credentials(&format!("{base}/"))).await.unwrap();
+        assert!(!texts(&b, "#queues td.name").await.is_empty());
+        b.goto(&format!("{base}/jobs?queue=mail")).await.unwrap();
+        assert!(!texts(&b, "#jobs td.id").await.is_empty(), "the credentials are kept for the origin");
+        screenshot(&b, "logged-in").await;
+        b.close().await.unwrap();
+    });
+}
+
+/// A page of another site whose name was re-pointed at 127.0.0.1 (DNS
+/// rebinding) is same-origin with `http://rebind.evil.example:PORT`, which
+/// Chromium here resolves to the dashboard (--host-resolver-rules): it may
+/// read whatever that origin answers and post forms to it.
+#[test]
+fn a_rebinding_page_gets_nothing_and_changes_nothing() {
+    let db = fill("rq_dashboard_rebinding");
+    let mut c = sql(&db);
+    let ids: Vec<String> = c
+        .query("SELECT id::text FROM jobs WHERE status = 'queued' AND queue = 'mail' ORDER BY id LIMIT 2", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let (target, control) = (ids[0].clone(), ids[1].clone());
+    let xss: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'xss'", &[]).unwrap().get(0);
+    let dashboard = Dashboard::on(&db).read_write().start();
+    let (base, port) = (dashboard.base.clone(), dashboard.port);
+    let evil = format!("http://rebind.evil.example:{port}");
+    // builds a form in the page shown and posts it, as the rebinding page's
+    // script would; `arguments`: a cookie to set first (or ""), the action,
+    // the token; marks the page, so that the next one can be told apart
+    const POST: &str = "if (arguments[0]) { document.cookie = arguments[0]; }
+        const form = document.createElement('form');
+        form.method = 'post'; form.action = arguments[1];
+        const token = document.createElement('input');
+        token.type = 'hidden'; token.name = 'csrf'; token.value = arguments[2];
+        form.appendChild(token); document.body.appendChild(form);
+        window.__before_post = true; form.submit();";
+    let status = |id: &str| -> String { sql(&db).query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0) };
+    runtime().block_on(async {
+        let (_driver, b) = browser_with(&["--host-resolver-rules=MAP rebind.evil.example 127.0.0.1"]).await;
+        let posted = || async {
+            // the page the form's POST led to has loaded
+            for _ in 0..600 {
+                let done = b.execute("return window.__before_post === undefined && document.readyState === 'complete'", vec![]).await;
+                if done.ok() == Some(serde_json::json!(true)) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("the form's POST led nowhere");
+        };
+
+        // Control: the same script in the dashboard's own origin, with the
+        // token of its confirmation page, cancels a job.
+        b.goto(&with_credentials(&format!("{base}/jobs/{control}/cancel"))).await.unwrap();
+        let token = b.find(Locator::Css("input[name=csrf]")).await.unwrap().attr("value").await.unwrap().unwrap();
+        let args = vec![serde_json::json!(""), serde_json::json!(format!("/jobs/{control}/cancel")), serde_json::json!(token)];
+        b.execute(POST, args).await.unwrap();
+        posted().await;
+        assert_eq!(text(&b, "#status").await, "cancelled", "the script's POST works where it is allowed");
+
+        // Every page in the rebinding origin, the password given even (a
+        // rebinding page would not have it): refused, nothing shown.
+        for path in [
+            "/".to_string(),
+            "/?range=day".into(),
+            "/jobs".into(),
+            format!("/jobs/{xss}"),
+            "/schedules".into(),
+            "/workflows".into(),
+            format!("/jobs/{target}/cancel"),
+            "/queues/pause?queue=mail".into(),
+            "/static/style.css".into(),
+        ] {
+            b.goto(&with_credentials(&format!("{evil}{path}"))).await.unwrap();
+            let body = body_text(&b).await;
+            assert!(body.contains("does not answer to that host name"), "{evil}{path} was served: {body}");
+            for data in ["mail", "hello", "window.__xss", "nightly", "Cancel"] {
+                assert!(!body.contains(data), "{evil}{path} shows {data:?}");
+            }
+            assert!(b.find_all(Locator::Css("input[name=csrf]")).await.unwrap().is_empty(), "{evil}{path} gave a token");
+        }
+        screenshot(&b, "rebinding").await;
+
+        // A POST from the rebinding origin with a real session and token
+        // (got from the dashboard's own address, as no page here gives one):
+        // refused, and the job is still queued.
+        let confirm = get(&format!("{base}/jobs/{target}/cancel")).await;
+        let cookie = confirm.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+        let body = confirm.text().await.unwrap();
+        let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        b.goto(&with_credentials(&format!("{evil}/jobs/{target}/cancel"))).await.unwrap();
+        let args = vec![serde_json::json!(format!("{cookie}; path=/")), serde_json::json!(format!("/jobs/{target}/cancel")), serde_json::json!(token)];
+        b.execute(POST, args).await.unwrap();
+        posted().await;
+        let body = body_text(&b).await;
+        assert!(body.contains("does not answer to that host name"), "the POST was answered: {body}");
+        assert_eq!(tokio::task::block_in_place(|| status(&target)), "queued", "the rebinding page cancelled the job");
+        b.close().await.unwrap();
+    });
+    assert_eq!(status(&control), "cancelled");
+}
+
+/// Queue names are data: any of them is one piece of a URL.
+#[test]
+fn queues_of_any_name_are_paused_and_resumed_in_the_browser() {
+    let names = ["a/b", "what?", "hash#tag", "100%", "%2F", "with space", "ünïcødé ✓", "a/b?c#d%e f&g=h+i", "..", "."];
+    let db = "rq_dashboard_names";
+    let mut c = fresh_db(db);
+    for name in names {
+        c.execute("SELECT rq_enqueue($1::text, 'for ' || $1::text)", &[&name]).unwrap();
+    }
+    let paused = |name: &str| -> bool {
+        sql(db).query_opt("SELECT paused FROM queue_limits WHERE queue = $1", &[&name]).unwrap().is_some_and(|r| r.get(0))
+    };
+    let dashboard = Dashboard::on(db).read_write().start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        // the row of queue `name` on the page shown
+        let row = |name: &'static str| {
+            let b = &b;
+            async move {
+                for row in b.find_all(Locator::Css("#queues tr[data-queue]")).await.unwrap() {
+                    if row.attr("data-queue").await.unwrap().as_deref() == Some(name) {
+                        return row;
+                    }
+                }
+                panic!("no row for queue {name:?} on {}", b.current_url().await.unwrap());
+            }
+        };
+        for name in names {
+            for (action, want) in [("pause", true), ("resume", false)] {
+                b.goto(&format!("{base}/")).await.unwrap();
+                row(name).await.find(Locator::LinkText(action)).await.unwrap().click().await.unwrap();
+                assert_eq!(text(&b, "#confirm code").await, name, "the confirmation names the queue");
+                click(&b, "yes").await;
+                // back on the queues, this one first
+                b.wait().for_element(Locator::Css("#queues")).await.unwrap();
+                let flow = row(name).await.find(Locator::Css("td.flow")).await.unwrap().text().await.unwrap();
+                assert_eq!(flow.contains("paused"), want, "{name:?} after {action}: {flow:?}");
+                assert_eq!(tokio::task::block_in_place(|| paused(name)), want, "{name:?} after {action}");
+            }
+            // its jobs, through the link of its name
+            b.goto(&format!("{base}/")).await.unwrap();
+            row(name).await.find(Locator::Css("td.name a")).await.unwrap().click().await.unwrap();
+            b.wait().for_element(Locator::Css("#jobs")).await.unwrap();
+            assert_eq!(texts(&b, "#jobs td.queue").await, [name], "the jobs of {name:?}");
+        }
+        screenshot(&b, "queue-names").await;
+        b.close().await.unwrap();
+    });
 }
