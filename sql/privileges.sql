@@ -17,7 +17,7 @@ REVOKE EXECUTE ON FUNCTION
     rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
     rq_worker_wake(),
-    rq_enqueue_trigger(), rq_job_events(), rq_drop_started(),
+    rq_enqueue_trigger(), rq_job_events(), rq_job_values(), rq_drop_started(),
     rq_job_turn(), rq_queue_limits_changed(),
     rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
     rq_fire_schedules(integer),

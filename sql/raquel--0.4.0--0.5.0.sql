@@ -33,6 +33,83 @@
 -- The jobs table: whether a job has children is in job_dependencies.
 ALTER TABLE jobs DROP COLUMN has_children;
 
+-- A job's single values are checked by domains instead of the table's
+-- CHECK constraints (sql/schema.sql says why), and the checks across
+-- columns by the trigger rq_job_values. The domains are made without their
+-- constraints, so that a column changes to one without a rewrite of the
+-- table, and get them after (a read of the table, which the constraints
+-- they replace already held to them). The view rq_jobs reads the columns:
+-- it is made again, with its grants.
+CREATE DOMAIN rq_status AS text;
+CREATE DOMAIN rq_count AS integer;
+CREATE DOMAIN rq_delay_ms AS integer;
+CREATE DOMAIN rq_max_age_ms AS bigint;
+
+DO $$
+DECLARE
+    grants aclitem[];
+    g      record;
+BEGIN
+    SELECT c.relacl INTO grants FROM pg_catalog.pg_class c WHERE c.oid = '@extschema@.rq_jobs'::pg_catalog.regclass;
+    DROP VIEW @extschema@.rq_jobs;
+    -- the triggers whose WHEN reads status, made again below as they were
+    DROP TRIGGER jobs_enqueued ON @extschema@.jobs;
+    DROP TRIGGER jobs_grouped ON @extschema@.jobs;
+    ALTER TABLE @extschema@.jobs
+        DROP CONSTRAINT jobs_status_check, DROP CONSTRAINT jobs_max_age_check,
+        DROP CONSTRAINT jobs_max_retry_count_check, DROP CONSTRAINT jobs_retry_delays_check,
+        DROP CONSTRAINT jobs_backoff_base_check, DROP CONSTRAINT jobs_attempts_check,
+        DROP CONSTRAINT jobs_requeues_check,
+        ALTER COLUMN status TYPE @extschema@.rq_status,
+        ALTER COLUMN max_age TYPE @extschema@.rq_max_age_ms,
+        ALTER COLUMN max_retry_count TYPE @extschema@.rq_count,
+        ALTER COLUMN min_retry_delay TYPE @extschema@.rq_delay_ms,
+        ALTER COLUMN max_retry_delay TYPE @extschema@.rq_delay_ms,
+        ALTER COLUMN backoff_base TYPE @extschema@.rq_delay_ms,
+        ALTER COLUMN attempts TYPE @extschema@.rq_count,
+        ALTER COLUMN requeues TYPE @extschema@.rq_count;
+    CREATE TRIGGER jobs_enqueued
+        AFTER INSERT ON @extschema@.jobs
+        FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed'))
+        EXECUTE FUNCTION @extschema@.rq_job_events();
+    CREATE TRIGGER jobs_grouped
+        BEFORE INSERT ON @extschema@.jobs
+        FOR EACH ROW WHEN (NEW.group_key IS NOT NULL AND NEW.status IN ('queued', 'failed'))
+        EXECUTE FUNCTION @extschema@.rq_job_turn();
+    -- jobs for people (sql/observe.sql), over the columns' domains
+    CREATE VIEW @extschema@.rq_jobs AS
+    SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+           j.payload, j.error, j.claimed_by,
+           @extschema@.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+           @extschema@.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+           @extschema@.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+           @extschema@.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+           @extschema@.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+           @extschema@.rq_ms_to_interval(j.max_age)                  AS max_age,
+           @extschema@.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+           @extschema@.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+           @extschema@.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+           j.error_trace
+    FROM @extschema@.jobs j;
+    FOR g IN
+        SELECT a.grantee, a.privilege_type, a.is_grantable FROM pg_catalog.aclexplode(grants) a
+        WHERE a.grantee <> (SELECT c.relowner FROM pg_catalog.pg_class c
+                            WHERE c.oid = '@extschema@.rq_jobs'::pg_catalog.regclass)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON @extschema@.rq_jobs TO %s%s', g.privilege_type,
+            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$$;
+
+ALTER DOMAIN rq_status ADD CONSTRAINT rq_status_check CHECK (VALUE IN
+    ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked'));
+ALTER DOMAIN rq_count ADD CONSTRAINT rq_count_check CHECK (VALUE >= 0);
+ALTER DOMAIN rq_delay_ms ADD CONSTRAINT rq_delay_ms_check CHECK (VALUE >= 0);
+ALTER DOMAIN rq_max_age_ms ADD CONSTRAINT rq_max_age_ms_check CHECK (VALUE > 0);
+
+
 -- Schedules: why the last slot could not be enqueued.
 ALTER TABLE schedules ADD COLUMN last_error text;
 
@@ -618,6 +695,10 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION rq_job_values() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_values';
+
 CREATE  FUNCTION "rq_metrics_lost"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
@@ -833,6 +914,11 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
 -- END functions
 
+-- The checks across a job's columns (rq_job_values, above).
+CREATE TRIGGER jobs_values
+    BEFORE INSERT OR UPDATE OF min_retry_delay, max_retry_delay, attempts, requeues ON jobs
+    FOR EACH ROW EXECUTE FUNCTION rq_job_values();
+
 -- Schedules for people: instants as timestamptz, and why the last slot
 -- could not be enqueued.
 CREATE OR REPLACE VIEW rq_schedules AS
@@ -865,6 +951,6 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
-    rq_check_parents(integer, uuid[]),
+    rq_check_parents(integer, uuid[]), rq_job_values(),
     rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
 FROM PUBLIC;

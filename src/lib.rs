@@ -45,6 +45,7 @@ mod limits;
 mod metrics;
 mod privileges;
 mod schedules;
+mod schema;
 mod settings;
 mod statements;
 mod waiters;

@@ -50,12 +50,28 @@ SELECT rq_complete(:'queued');
 SELECT rq_fail(:'queued');
 \echo :LAST_ERROR_SQLSTATE
 
--- 23514 check_violation: the table refuses impossible rows
+-- 23514 check_violation: the table refuses impossible rows, inserted or
+-- updated: a single value by its column's domain, values that contradict
+-- each other by the table's trigger (sql/schema.sql)
 INSERT INTO jobs (id, queue, status, enqueued_at, scheduled_at)
 VALUES ('00000000-0000-7000-8000-00000000000b', 'q', 'done', 0, 0);
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO jobs (id, queue, min_retry_delay, enqueued_at, scheduled_at)
 VALUES ('00000000-0000-7000-8000-00000000000c', 'q', -1, 0, 0);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO jobs (queue, max_age) VALUES ('q', 0);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO jobs (queue, min_retry_delay, max_retry_delay) VALUES ('q', 5000, 1000);
+\echo :LAST_ERROR_SQLSTATE
+UPDATE jobs SET status = 'done' WHERE id = :'queued';
+\echo :LAST_ERROR_SQLSTATE
+UPDATE jobs SET attempts = -1 WHERE id = :'queued';
+\echo :LAST_ERROR_SQLSTATE
+UPDATE jobs SET requeues = attempts + 1 WHERE id = :'queued';
+\echo :LAST_ERROR_SQLSTATE
+UPDATE jobs SET max_retry_delay = 10 WHERE id = :'queued';
+\echo :LAST_ERROR_SQLSTATE
+SELECT rq_job_values();
 \echo :LAST_ERROR_SQLSTATE
 
 -- Nothing changed.
