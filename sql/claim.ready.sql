@@ -13,6 +13,12 @@
 --   @batch@         the LIMIT, a constant: with a parameter instead, the
 --                   generic plan would assume a tenth of the table and sort it
 --   @order_by@      the claim order for a batch, nothing for one job
+--   (ready)         what the walk reads of a ready job: `id`, or `*` for a
+--                   take, which writes nothing (src/claim.rs Mode)
+--   (claimed)       what becomes of the ready jobs: claimed (sql/claim.lease.sql),
+--                   taken (sql/claim.take.sql) or taken and completed
+--                   (sql/claim.take_complete.sql)
+--   (the two are written between at signs below; src/claim.rs fills them)
 --
 -- Bounded by the claim's own queue and its ready jobs. A ready index
 -- (sql/schema.sql) lists a queue's jobs by priority, then scheduled time: a
@@ -27,9 +33,9 @@
 -- each other's rows instead of queueing behind them, and locks only the
 -- rows taken.
 WITH RECURSIVE @priorities@, ready AS (
-    SELECT r.id FROM priorities p
+    SELECT r.@ready@ FROM priorities p
     CROSS JOIN LATERAL (
-        SELECT j.id FROM @jobs@ j
+        SELECT j.@ready@ FROM @jobs@ j
         WHERE j.status IN ('queued', 'failed') @ungrouped@ @queue_filter@
           AND j.priority = p.priority
           AND j.scheduled_at <= $3
@@ -41,10 +47,6 @@ WITH RECURSIVE @priorities@, ready AS (
     WHERE p.priority IS NOT NULL
     LIMIT @batch@
 ), claimed AS (
-    UPDATE @jobs@ j
-    SET status = 'claimed', attempts = j.attempts + 1, claimed_by = $2,
-        claimed_at = $3, lease_expires_at = $3 + $4, finished_at = NULL
-    FROM ready WHERE j.id = ready.id
-    RETURNING j.*
+    @claimed@
 )
 SELECT * FROM claimed c @order_by@

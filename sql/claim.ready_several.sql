@@ -7,6 +7,7 @@
 --                   0.3.0, which has no groups)
 --   @batch@    the LIMIT, a constant
 --   @window@   how many due jobs of each queue and priority are candidates
+--   (ready) and (claimed): as in sql/claim.ready.sql
 --   (and the priorities, where the statement says so:
 --   sql/claim.priorities_several.sql)
 --
@@ -31,7 +32,7 @@ WITH RECURSIVE @priorities@, candidates AS (
         LIMIT @window@
     ) c
 ), ready AS (
-    SELECT j.id FROM @jobs@ j
+    SELECT j.@ready@ FROM @jobs@ j
     WHERE j.id IN (SELECT c.id FROM candidates c)
       AND j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = ANY ($1)
       AND j.scheduled_at <= $3
@@ -40,10 +41,6 @@ WITH RECURSIVE @priorities@, candidates AS (
     LIMIT @batch@
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
-    UPDATE @jobs@ j
-    SET status = 'claimed', attempts = j.attempts + 1, claimed_by = $2,
-        claimed_at = $3, lease_expires_at = $3 + $4, finished_at = NULL
-    FROM ready WHERE j.id = ready.id
-    RETURNING j.*
+    @claimed@
 )
 SELECT * FROM claimed c @order_by@

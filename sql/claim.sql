@@ -26,6 +26,27 @@ LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_claim_c';
 
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
 -- A worker's loop in one round trip: completes the job in hand (as
 -- rq_complete, the attempt its fencing token) and claims the next (as
 -- rq_claim), in one statement, so one transaction and one commit where the
@@ -57,18 +78,9 @@ CREATE FUNCTION rq_fail_and_claim(
     lease       interval DEFAULT rq_default_lease(),
     wait        interval DEFAULT '0'
 ) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
+LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_fail_and_claim.id IS NOT NULL THEN
-        PERFORM @extschema@.rq_fail(rq_fail_and_claim.id, rq_fail_and_claim.error,
-                                    rq_fail_and_claim.error_trace, rq_fail_and_claim.attempt);
-    END IF;
-    RETURN QUERY SELECT * FROM @extschema@.rq_claim(rq_fail_and_claim.queues, rq_fail_and_claim.worker,
-        rq_fail_and_claim.batch, rq_fail_and_claim.lease, rq_fail_and_claim.wait);
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_c';
 
 -- A waiting claim holds locks on the jobs table while it sleeps, and DROP
 -- EXTENSION would wait behind it for as long as the wait lasts: before any

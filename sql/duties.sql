@@ -60,7 +60,8 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-        SELECT j.id, j.attempts, j.claimed_by FROM @extschema@.jobs j
+        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())

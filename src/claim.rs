@@ -36,6 +36,9 @@ const READY_SEVERAL: &str = include_str!("../sql/claim.ready_several.sql");
 const PRIORITIES: &str = include_str!("../sql/claim.priorities.sql");
 const PRIORITIES_SEVERAL: &str = include_str!("../sql/claim.priorities_several.sql");
 const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
+const LEASE: &str = include_str!("../sql/claim.lease.sql");
+const TAKE: &str = include_str!("../sql/claim.take.sql");
+const TAKE_COMPLETE: &str = include_str!("../sql/claim.take_complete.sql");
 const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
 
 /// A claim on several queues merges their due jobs: each queue and priority
@@ -84,10 +87,34 @@ impl QueueFilter {
     }
 }
 
+/// What a claim does with the ready jobs it locks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// rq_claim: claims them, each an attempt under a lease.
+    Lease,
+    /// rq_take: writes nothing; this transaction finishes them (src/take.rs).
+    Take,
+    /// rq_take(complete => true): completes them in the same write.
+    TakeAndComplete,
+}
+
+impl Mode {
+    /// What the walk reads of a ready job, and what becomes of it
+    /// (sql/claim.ready.sql's @ready@ and @claimed@).
+    fn statement_parts(self) -> (&'static str, &'static str) {
+        match self {
+            Mode::Lease => ("id", LEASE),
+            Mode::Take => ("*", TAKE),
+            Mode::TakeAndComplete => ("id", TAKE_COMPLETE),
+        }
+    }
+}
+
 /// One call's claim: what it asks for, and the statements that serve it.
 struct Claim {
     function: pg_sys::Oid,
     filter: QueueFilter,
+    mode: Mode,
     batch: i32,
     /// $1 queues, $2 worker, $3 now (filled in per claim), $4 lease
     args: [Option<pg_sys::Datum>; 4],
@@ -122,10 +149,10 @@ impl Claim {
         if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
     }
 
-    /// Which of the statements' shapes: the queue filter, and whether the
-    /// table has groups.
+    /// Which of the statements' shapes: the queue filter, whether the
+    /// table has groups, and the mode.
     fn variant(&self) -> i64 {
-        self.filter as i64 + if self.grouped_table { 10 } else { 0 }
+        self.filter as i64 + if self.grouped_table { 10 } else { 0 } + 100 * self.mode as i64
     }
 
     fn ungrouped(&self) -> &'static str {
@@ -137,9 +164,13 @@ impl Claim {
         self.args[2] = now_ms.into_datum();
         let text = || {
             let template = if self.filter == QueueFilter::Several { READY_SEVERAL } else { READY };
+            let (ready, claimed) = self.mode.statement_parts();
             statements::fill(
                 template,
                 &[
+                    ("@claimed@", claimed),
+                    ("@ready@", ready),
+                    ("@sets_off@", &if self.mode == Mode::TakeAndComplete { crate::finish::sets_off(self.function, false) } else { String::new() }),
                     ("@priorities@", self.filter.priorities()),
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
@@ -245,6 +276,15 @@ impl Claim {
     }
 }
 
+/// The dimensions of an array datum.
+///
+/// # Safety
+/// `array` is a (maybe toasted) array datum.
+pub unsafe fn array_dimensions(array: pg_sys::Datum) -> i32 {
+    // SAFETY: per the contract above.
+    unsafe { array_shape(array).0 }
+}
+
 /// The dimensions of an array datum, and the lower bound of its first.
 ///
 /// # Safety
@@ -271,7 +311,22 @@ function_info_v1!(pg_finfo_rq_claim_c);
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fcinfo is this call's own, with rq_claim's arguments first.
-    unsafe { claim_from_args(fcinfo, 0) }
+    unsafe { claim_from_args(fcinfo, 0, false) }
+}
+
+// rq_take(queues text[], worker text, batch integer, complete boolean, wait
+// interval) RETURNS SETOF jobs: a claim that only locks (src/take.rs). See
+// sql/claim.sql.
+function_info_v1!(pg_finfo_rq_take_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/claim.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_take_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own, with rq_take's arguments.
+    unsafe { claim_from_args(fcinfo, 0, true) }
 }
 
 // rq_complete_and_claim(id uuid, attempt integer, queues text[], worker
@@ -291,24 +346,53 @@ pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::Function
         if nullable_arg(fcinfo, 0).is_some() {
             crate::finish::complete_from_args(fcinfo);
         }
-        claim_from_args(fcinfo, 2)
+        claim_from_args(fcinfo, 2, false)
     }
 }
 
-/// rq_claim, with its five arguments from argument `first` of `fcinfo` on.
+// rq_fail_and_claim(id uuid, error text, error_trace text, attempt integer,
+// queues text[], worker text, batch integer, lease interval, wait interval)
+// RETURNS SETOF jobs. See sql/claim.sql.
+function_info_v1!(pg_finfo_rq_fail_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/claim.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_fail_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: rq_fail's four arguments first,
+    // then rq_claim's.
+    unsafe {
+        if nullable_arg(fcinfo, 0).is_some() {
+            crate::finish::fail_from_args(fcinfo);
+        }
+        claim_from_args(fcinfo, 4, false)
+    }
+}
+
+/// rq_claim, with its five arguments from argument `first` of `fcinfo` on;
+/// or, `take`, rq_take's (its fourth is `complete` instead of a lease).
 ///
 /// # Safety
-/// `fcinfo` is a call whose arguments `first`.. are rq_claim's, in a
-/// context that accepts a materialized set.
-unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_sys::Datum {
+/// `fcinfo` is a call whose arguments `first`.. are rq_claim's (or
+/// rq_take's), in a context that accepts a materialized set.
+unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: bool) -> pg_sys::Datum {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
-    let (wait, batch, lease_ms, queues) = unsafe {
+    let (wait, batch, queues) = unsafe {
         (
             pg_getarg::<Interval>(fcinfo, first + 4).map_or(0, |wait| interval_ms_within(wait, "wait", 0, MAX_WAIT_MS)),
             limits::check_batch(pg_getarg::<i32>(fcinfo, first + 2)),
-            limits::lease_ms(pg_getarg::<Interval>(fcinfo, first + 3)),
             pg_getarg::<Array<&str>>(fcinfo, first),
         )
+    };
+    // SAFETY: argument first + 3 is the lease (an interval), or rq_take's complete (a boolean).
+    let (mode, lease_ms) = unsafe {
+        match take {
+            false => (Mode::Lease, limits::lease_ms(pg_getarg::<Interval>(fcinfo, first + 3))),
+            true if pg_getarg::<bool>(fcinfo, first + 3) == Some(true) => (Mode::TakeAndComplete, 0),
+            true => (Mode::Take, 0),
+        }
     };
     // SAFETY: argument first + 1 is the worker's name, a text.
     limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, first + 1) }, "worker");
@@ -338,12 +422,27 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
     let mut claim = Claim {
         function,
         filter,
+        mode,
         batch,
         args: [queues_arg, worker_arg, None, lease_ms.into_datum()],
         flow: flow::for_claim(function, names.as_deref()),
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
     };
+    if take {
+        if distributed {
+            distributed::refuse("rq_take (a claim that only locks)")
+        }
+        if claim.flow.is_some() {
+            Refusal::new(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "rq_take cannot take jobs of a paused, limited or grouped queue",
+            )
+            .detail("Flow settings count claimed jobs, and a job taken for a transaction is never claimed in the table.")
+            .hint("Claim that queue's jobs with rq_claim.")
+            .raise()
+        }
+    }
     if distributed {
         if claim.flow.is_some() {
             distributed::refuse("flow control (a paused, limited or grouped queue)")
@@ -364,14 +463,22 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize) -> pg_
     } else {
         claim.run(now_ms(), false);
     }
-    // SAFETY: set by the claim statement that just ran.
-    if unsafe { pg_sys::SPI_processed } > 0 {
-        // the rescue duty's deadline, told to the background worker at commit
-        deadlines::note(now_ms().saturating_add(lease_ms));
-        crate::metrics::note_claimed_rows();
+    match mode {
+        Mode::Lease => {
+            // SAFETY: set by the claim statement that just ran.
+            if unsafe { pg_sys::SPI_processed } > 0 {
+                // the rescue duty's deadline, told to the background worker at commit
+                deadlines::note(now_ms().saturating_add(lease_ms));
+                crate::metrics::note_claimed_rows();
+            }
+            // SAFETY: the last SPI result is the claim's rows; still connected.
+            unsafe { statements::return_rows(fcinfo) };
+        }
+        // SAFETY: the last SPI result is the taken rows; still connected.
+        Mode::Take => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
+        // SAFETY: as above: the taken and completed rows.
+        Mode::TakeAndComplete => unsafe { crate::take::return_completed_rows(fcinfo, function) },
     }
-    // SAFETY: the last SPI result is the claim's rows; still connected.
-    unsafe { statements::return_rows(fcinfo) };
     statements::finish();
     pg_sys::Datum::from(0)
 }
@@ -417,6 +524,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
     let mut claim = Claim {
         function,
         filter,
+        mode: Mode::Lease,
         batch,
         // the names again, numbered from 1 whatever the array's bounds
         args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum()],

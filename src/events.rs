@@ -84,7 +84,7 @@ fn misused() -> ! {
 
 /// A job of `queue` became ready (now or at scheduled_at): wake a waiting
 /// claim at commit; one with a max_age tells the worker when it expires.
-fn ready(queue: &str, scheduled_at: Option<i64>, max_age: Option<i64>) {
+pub fn ready(queue: &str, scheduled_at: Option<i64>, max_age: Option<i64>) {
     note_ready(queue, 1);
     if let (Some(scheduled_at), Some(max_age)) = (scheduled_at, max_age) {
         deadlines::note(scheduled_at.saturating_add(max_age));

@@ -1,21 +1,200 @@
-//! Finishing a claimed job: `rq_complete` (declared in sql/finish.sql with
-//! rq_fail and rq_complete_batch).
+//! Ending a job: `rq_complete` and `rq_fail` (declared in sql/finish.sql;
+//! with a claim after them, rq_complete_and_claim and rq_fail_and_claim in
+//! src/claim.rs).
 //!
-//! It is a C function because it is every job's last call: one kept plan of
-//! sql/finish.complete.sql; only when it matches nothing does it look at the
-//! job to say why (src/errors.rs).
+//! A job claimed under a lease ends with one UPDATE of its claimed row; a
+//! job this transaction took (src/take.rs) with one UPDATE that also writes
+//! the claim it never wrote (its attempt, worker and time). Each is one kept
+//! plan (sql/finish.complete.sql, sql/finish.fail.sql); only when it matches
+//! nothing does the verb look at the job to say why (src/errors.rs). What a
+//! job's end sets off is here too: the metrics, a waiting claim woken for a
+//! retry or a freed slot, and rq_job_ended (children waiting, a key held for
+//! a period).
 
 use crate::clock::now_ms;
 use crate::distributed;
-use crate::errors;
+use crate::errors::{self, Refusal};
+use crate::events;
 use crate::flow;
+use crate::limits;
+use crate::metrics::{self, Event};
 use crate::statements::{self, Shape, Statement, nullable_arg};
+use crate::take;
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
+use pgrx::Array;
 
 const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
+const FAIL: &str = include_str!("../sql/finish.fail.sql");
 /// A completed job whose end sets something off (sql/finish.sql).
 const JOB_ENDED: &str = "SELECT @schema@rq_job_ended($1)";
+
+/// The parameters of sql/finish.complete.sql and sql/finish.fail.sql.
+const PARAMETER_TYPES: [pg_sys::Oid; 9] = [
+    pg_sys::UUIDOID,
+    pg_sys::INT4OID,
+    pg_sys::INT8OID,
+    pg_sys::INT4OID,
+    pg_sys::TEXTOID,
+    pg_sys::INT8OID,
+    pg_sys::TEXTOID,
+    pg_sys::TEXTOID,
+    pg_sys::TEXTOID,
+];
+
+/// The column a statement that ends jobs returns after each whole row:
+/// whether its end sets something off (rq_job_ended: children waiting, a key
+/// held for a period). On Citus no job has children (workflows are refused
+/// there), and a shard's statement cannot read the coordinator's
+/// job_dependencies.
+pub fn sets_off(function: pg_sys::Oid, distributed: bool) -> String {
+    if distributed {
+        ", j.key_period IS NOT NULL AS sets_off".to_string()
+    } else {
+        format!(
+            ", j.key_period IS NOT NULL OR EXISTS (SELECT FROM {} d WHERE d.parent_id = j.id) AS sets_off",
+            statements::in_schema_of(function, "job_dependencies")
+        )
+    }
+}
+
+/// Runs rq_job_ended (sql/finish.sql) for job `id`, whose end sets
+/// something off. Replaces the last SPI result.
+pub fn job_ended(function: pg_sys::Oid, id: Option<pg_sys::Datum>) {
+    let text = || statements::fill(JOB_ENDED, &[("@schema@", &statements::in_schema_of(function, ""))]);
+    let released = Statement { shape: Shape { name: "job_ended", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
+    statements::run(function, &released, &[id]);
+}
+
+/// How a job comes to its end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Complete,
+    Fail,
+}
+
+/// One call's end of one job: the statement's shape and arguments.
+struct Ending {
+    function: pg_sys::Oid,
+    end: End,
+    distributed: bool,
+    /// The job was taken by this transaction (src/take.rs), not claimed.
+    taken: Option<take::Taken>,
+    /// The table has the columns of 0.3.0 (workflows, key periods).
+    workflows: bool,
+    args: [Option<pg_sys::Datum>; 9],
+}
+
+impl Ending {
+    /// The verb's arguments: id, attempt, and for a failure the error and
+    /// its trace; None when there is no job to end (a NULL id, or on Citus
+    /// an id no shard has).
+    fn new(function: pg_sys::Oid, end: End, id: Option<pg_sys::Datum>, attempt: Option<pg_sys::Datum>, error: [Option<pg_sys::Datum>; 2]) -> Option<Ending> {
+        let id_datum = id?;
+        // SAFETY: a uuid argument of the call.
+        let uuid = unsafe { pgrx::Uuid::from_datum(id_datum, false) }?;
+        let taken = if take::any() { take::taken(&uuid) } else { None };
+        let distributed = distributed::is_distributed(function);
+        // On Citus the UPDATE names the job's queue, to run in its shard; a
+        // job no shard has is not there to end.
+        let queue = if distributed { Some(distributed::queue_of(function, id_datum)?) } else { None };
+        let mut args = [Some(id_datum), attempt, now_ms().into_datum(), None, None, None, error[0], error[1], None];
+        if let Some(t) = &taken {
+            if let Some(given) = attempt.and_then(|a| unsafe { i32::from_datum(a, false) }) {
+                if given != t.attempt {
+                    Refusal::new(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!("job {uuid} was taken by this transaction as attempt {}, not {given}", t.attempt),
+                    )
+                    .hint("Pass the attempts value rq_take returned.")
+                    .raise()
+                }
+            }
+            (args[3], args[4], args[5]) = (t.attempt.into_datum(), t.worker.as_deref().into_datum(), t.claimed_at.into_datum());
+        }
+        args[8] = queue.as_deref().into_datum();
+        Some(Ending { function, end, distributed, taken, workflows: statements::jobs_have(function, c"key_period"), args })
+    }
+
+    fn statement_text(&self) -> std::ffi::CString {
+        let taken = self.taken.is_some();
+        let attempt = if taken { "$4" } else { "j.attempts" };
+        let backoff = statements::in_schema_of(self.function, "rq_backoff");
+        let (base, min, max) = (
+            limits::DEFAULT_BACKOFF_BASE_MS.to_string(),
+            limits::DEFAULT_MIN_RETRY_DELAY_MS.to_string(),
+            limits::DEFAULT_MAX_RETRY_DELAY_MS.to_string(),
+        );
+        statements::fill(
+            if self.end == End::Complete { COMPLETE } else { FAIL },
+            &[
+                ("@taken_set@", if taken { ", attempts = $4, claimed_by = $5, claimed_at = $6" } else { "" }),
+                (
+                    "@was@",
+                    if taken { "j.status IN ('queued', 'failed')" } else { "j.status = 'claimed' AND ($2 IS NULL OR j.attempts = $2)" },
+                ),
+                ("@attempt@", attempt),
+                ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
+                ("@sets_off@", &if self.workflows { sets_off(self.function, self.distributed) } else { String::new() }),
+                ("@row@", &distributed::whole_row(self.function)),
+                ("@same_queue@", if self.distributed { "AND j.queue = $9" } else { "" }),
+                ("@backoff@", &backoff),
+                ("@default_backoff_base@", &base),
+                ("@default_min_retry_delay@", &min),
+                ("@default_max_retry_delay@", &max),
+            ],
+        )
+    }
+
+    /// Runs the UPDATE and what the end sets off; the job's row, in the
+    /// caller's memory, or None when it matched nothing. Connected to SPI.
+    fn run(&self) -> Option<pg_sys::Datum> {
+        // Before the UPDATE: reading the settings may run a statement, which
+        // would replace the UPDATE's result.
+        let frees_slots = flow::some_queue_counts_claims(self.function);
+        let text = || self.statement_text();
+        let variant = i64::from(self.workflows) + 2 * i64::from(self.taken.is_some()) + 4 * i64::from(self.end == End::Fail);
+        let statement = Statement { shape: Shape { name: "end", variant }, text: &text, types: &PARAMETER_TYPES };
+        if statements::run(self.function, &statement, &self.args) != 1 {
+            return None;
+        }
+        // SAFETY (each value below): the UPDATE returned the ended row and
+        // then the columns its statement names, in that order.
+        let queue = unsafe { statements::value::<String>(0, 2) }.unwrap_or_default();
+        let run_ms = unsafe { statements::value::<i64>(0, 3) }.map(|claimed_at| now_ms() - claimed_at);
+        let (retried, sets_off_column) = match self.end {
+            End::Complete => {
+                metrics::note(&queue, Event::Succeeded, run_ms);
+                (false, 4)
+            }
+            End::Fail => {
+                metrics::note(&queue, Event::Failed, run_ms);
+                let retried = unsafe { statements::value::<String>(0, 4) }.as_deref() == Some("failed");
+                if retried {
+                    // to be retried: wake a waiting claim when it is due
+                    let (due, max_age) = unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6)) };
+                    events::ready(&queue, due, max_age);
+                }
+                (retried, 7)
+            }
+        };
+        if !retried && frees_slots {
+            flow::claim_ended(&queue);
+        }
+        if self.taken.is_some() {
+            // SAFETY: the id argument is a uuid.
+            if let Some(id) = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) }) {
+                take::finished(&id);
+            }
+        }
+        // SAFETY: as above.
+        let row = unsafe { statements::first_row_copied() };
+        if !retried && self.workflows && unsafe { statements::value::<bool>(0, sets_off_column) } == Some(true) {
+            job_ended(self.function, self.args[0]);
+        }
+        Some(row)
+    }
+}
 
 // rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
 function_info_v1!(pg_finfo_rq_complete_c);
@@ -29,8 +208,8 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
     unsafe { complete_from_args(fcinfo) }
 }
 
-/// Completes the claimed job of arguments 0 (id) and 1 (attempt) of
-/// `fcinfo`'s call, with what its end sets off; its row, in the caller's
+/// Completes the claimed (or taken) job of arguments 0 (id) and 1 (attempt)
+/// of `fcinfo`'s call, with what its end sets off; its row, in the caller's
 /// memory. Raises (rq_raise_cannot) when it cannot. For rq_complete and
 /// rq_complete_and_claim (src/claim.rs).
 ///
@@ -38,73 +217,188 @@ pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) 
 /// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer.
 pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: per the contract above.
-    let (function, mut args) = unsafe {
-        (statements::called_function(fcinfo), [nullable_arg(fcinfo, 0), nullable_arg(fcinfo, 1), now_ms().into_datum(), None])
-    };
+    unsafe { end_from_args(fcinfo, End::Complete, [None, None]) }
+}
+
+// rq_fail(id uuid, error text, error_trace text, attempt integer) RETURNS
+// jobs. See sql/finish.sql.
+function_info_v1!(pg_finfo_rq_fail_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/finish.sql declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_fail_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: id, error, error_trace, attempt.
+    unsafe { fail_from_args(fcinfo) }
+}
+
+/// rq_fail of arguments 0 (id), 1 (error), 2 (error_trace) and 3 (attempt)
+/// of `fcinfo`'s call. For rq_fail and rq_fail_and_claim (src/claim.rs).
+///
+/// # Safety
+/// `fcinfo` is a call whose arguments 0 to 3 are rq_fail's.
+pub unsafe fn fail_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: per the contract above: arguments 1 and 2 are texts.
+    unsafe { end_from_args(fcinfo, End::Fail, [nullable_arg(fcinfo, 1), nullable_arg(fcinfo, 2)]) }
+}
+
+/// # Safety
+/// `fcinfo` is a call whose argument 0 is the id and whose attempt is
+/// argument 1 (complete) or 3 (fail).
+unsafe fn end_from_args(fcinfo: pg_sys::FunctionCallInfo, end: End, error: [Option<pg_sys::Datum>; 2]) -> pg_sys::Datum {
+    let attempt_arg = if end == End::Complete { 1 } else { 3 };
+    // SAFETY: per the contract above.
+    let (function, id, attempt) =
+        unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 0), nullable_arg(fcinfo, attempt_arg)) };
     statements::connect();
-    // On Citus the UPDATE names the job's queue, to run in its shard; a job
-    // no shard has is not there to complete.
-    let distributed = distributed::is_distributed(function);
-    let queue = if distributed { args[0].and_then(|id| distributed::queue_of(function, id)) } else { None };
-    args[3] = queue.as_deref().and_then(|q| q.into_datum());
-    // Before the UPDATE: reading the settings may run a statement, which
-    // would replace the UPDATE's result.
-    let frees_slots = flow::some_queue_counts_claims(function);
-    if args[0].is_some() && (!distributed || queue.is_some()) {
-        // a table not yet updated to 0.3.0 has no workflows (nor key periods)
-        let workflows = statements::jobs_have(function, c"key_period");
-        // On Citus no job has children (workflows are refused there), and
-        // a shard's UPDATE cannot read the coordinator's job_dependencies.
-        let sets_off = || {
-            if distributed {
-                ", j.key_period IS NOT NULL".to_string()
-            } else {
-                format!(
-                    ", j.key_period IS NOT NULL OR EXISTS (SELECT FROM {} d WHERE d.parent_id = j.id)",
-                    statements::in_schema_of(function, "job_dependencies")
-                )
+    if let Some(row) = Ending::new(function, end, id, attempt, error).and_then(|ending| ending.run()) {
+        statements::finish();
+        return row;
+    }
+    // SAFETY: the arguments as declared: a uuid and an integer.
+    let (id, attempt) = unsafe { (pg_getarg::<pgrx::Uuid>(fcinfo, 0), pg_getarg::<i32>(fcinfo, attempt_arg)) };
+    errors::raise_cannot(function, id, attempt, if end == End::Complete { "complete" } else { "fail" }, &["claimed"])
+}
+
+const COMPLETE_BATCH: &str = include_str!("../sql/finish.complete_batch.sql");
+
+// rq_complete_batch(ids uuid[], attempts integer[]) RETURNS SETOF jobs.
+// See sql/finish.sql.
+function_info_v1!(pg_finfo_rq_complete_batch_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/finish.sql
+/// declares, in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments are read as the types the SQL declaration gives them.
+    let (ids, attempts) = unsafe { (pg_getarg::<Array<pgrx::Uuid>>(fcinfo, 0), pg_getarg::<Array<i32>>(fcinfo, 1)) };
+    let Some(ids) = ids else { Refusal::invalid_parameter("ids must not be null").raise() };
+    // SAFETY: arguments 0 and 1 are arrays when not null.
+    unsafe {
+        for (n, name) in [(0, "ids"), (1, "attempts")] {
+            if let Some(array) = nullable_arg(fcinfo, n) {
+                limits::check_dimensions(crate::claim::array_dimensions(array), name);
             }
+        }
+    }
+    let ids: Vec<Option<pgrx::Uuid>> = ids.iter().collect();
+    let tokens: Vec<Option<i32>> = match attempts {
+        Some(attempts) => attempts.iter().collect(),
+        None => vec![None; ids.len()],
+    };
+    if tokens.len() != ids.len() {
+        Refusal::invalid_parameter(format!("attempts has {} tokens for {} ids", tokens.len(), ids.len()))
+            .hint("Give one attempt number per id, or none.")
+            .raise()
+    }
+    // SAFETY: fcinfo is this call's own; rq_complete_batch returns SETOF jobs.
+    let function = unsafe { statements::called_function(fcinfo) };
+    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
+    statements::connect();
+    let distributed = distributed::is_distributed(function);
+    let frees_slots = flow::some_queue_counts_claims(function);
+    let workflows = statements::jobs_have(function, c"key_period");
+    // One UPDATE in all on one server; on Citus one per queue, each in the
+    // queue's shard alone (an id no shard has goes with the empty name).
+    let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let queue = if distributed {
+            Some(id.and_then(|id| distributed::queue_of(function, id.into_datum()?)).unwrap_or_default())
+        } else {
+            None
         };
+        match groups.iter_mut().find(|(q, _)| *q == queue) {
+            Some((_, members)) => members.push(n),
+            None => groups.push((queue, vec![n])),
+        }
+    }
+    let now = now_ms();
+    let (mut done, mut queues, mut sets_off_ids) = (Vec::new(), Vec::new(), Vec::new());
+    for (queue, members) in &groups {
+        let taken: Vec<Option<take::Taken>> =
+            members.iter().map(|&n| ids[n].filter(|_| take::any()).and_then(|id| take::taken(&id))).collect();
+        let any_taken = taken.iter().any(Option::is_some);
         let text = || {
+            let (was, taken_set) = if any_taken {
+                (
+                    "CASE WHEN w.taken_attempt IS NULL THEN j.status = 'claimed' AND (w.token IS NULL OR j.attempts = w.token) \
+                     ELSE j.status IN ('queued', 'failed') END",
+                    ", attempts = coalesce(w.taken_attempt, j.attempts), \
+                     claimed_by = CASE WHEN w.taken_attempt IS NULL THEN j.claimed_by ELSE w.worker END, \
+                     claimed_at = coalesce(w.taken_at, j.claimed_at)",
+                )
+            } else {
+                ("j.status = 'claimed' AND (w.token IS NULL OR j.attempts = w.token)", "")
+            };
             statements::fill(
-                COMPLETE,
+                COMPLETE_BATCH,
                 &[
+                    ("@taken_set@", taken_set),
+                    ("@was@", was),
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
-                    ("@sets_off@", &if workflows { sets_off() } else { String::new() }),
-                    ("@row@", &distributed::whole_row(function)),
-                    ("@same_queue@", if distributed { "AND j.queue = $4" } else { "" }),
+                    ("@same_queue@", if distributed { "AND j.queue = $7" } else { "" }),
+                    ("@sets_off@", &if workflows { sets_off(function, distributed) } else { String::new() }),
                 ],
             )
         };
-        let complete = Statement {
-            shape: Shape { name: "complete", variant: i64::from(workflows) },
-            text: &text,
-            types: &[pg_sys::UUIDOID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::TEXTOID][..if distributed { 4 } else { 3 }],
+        let variant = i64::from(workflows) + 2 * i64::from(any_taken);
+        let types = [
+            pg_sys::UUIDARRAYOID,
+            pg_sys::INT4ARRAYOID,
+            pg_sys::INT8OID,
+            pg_sys::INT4ARRAYOID,
+            pg_sys::TEXTARRAYOID,
+            pg_sys::INT8ARRAYOID,
+            pg_sys::TEXTOID,
+        ];
+        let statement = Statement { shape: Shape { name: "complete_batch", variant }, text: &text, types: &types };
+        let column = |f: &dyn Fn(usize, &Option<take::Taken>) -> Option<pg_sys::Datum>| -> Vec<Option<pg_sys::Datum>> {
+            members.iter().zip(&taken).map(|(&n, t)| f(n, t)).collect()
         };
-        if statements::run(function, &complete, &args[..if distributed { 4 } else { 3 }]) == 1 {
-            // SAFETY: the UPDATE returned the completed row, its queue and when it was claimed.
-            if let Some(queue) = unsafe { statements::value::<&str>(0, 2) } {
-                if frees_slots {
-                    flow::claim_ended(queue);
+        let args = [
+            column(&|n, _| ids[n].into_datum()).into_datum(),
+            column(&|n, _| tokens[n].into_datum()).into_datum(),
+            now.into_datum(),
+            taken.iter().map(|t| t.as_ref().map(|t| t.attempt)).collect::<Vec<_>>().into_datum(),
+            taken.iter().map(|t| t.as_ref().and_then(|t| t.worker.clone())).collect::<Vec<_>>().into_datum(),
+            taken.iter().map(|t| t.as_ref().map(|t| t.claimed_at)).collect::<Vec<_>>().into_datum(),
+            queue.as_deref().into_datum(),
+        ];
+        statements::run(function, &statement, &args);
+        // SAFETY: the last SPI result is the completed jobs rows (and
+        // sets_off); connected; set up as a materialized set above.
+        unsafe {
+            statements::return_rows_changed(fcinfo, |row| {
+                let (id, queue) = (row.get::<pgrx::Uuid>(c"id"), row.get::<String>(c"queue").unwrap_or_default());
+                let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);
+                metrics::note(&queue, Event::Succeeded, run_ms);
+                if workflows && row.get::<bool>(c"sets_off") == Some(true) {
+                    sets_off_ids.push(id);
                 }
-                let claimed_at = unsafe { statements::value::<i64>(0, 3) };
-                crate::metrics::note(queue, crate::metrics::Event::Succeeded, claimed_at.map(|at| now_ms() - at));
-            }
-            // SAFETY: the UPDATE returned the completed row, its queue, its claim's time and whether it sets something off.
-            if workflows && unsafe { statements::value::<bool>(0, 4) } == Some(true) {
-                // SAFETY: as above.
-                let row = unsafe { statements::first_row_copied() };
-                let text = || statements::fill(JOB_ENDED, &[("@schema@", &statements::in_schema_of(function, ""))]);
-                let released = Statement { shape: Shape { name: "job_ended", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
-                statements::run(function, &released, &args[..1]);
-                statements::finish();
-                return row;
-            }
-            // SAFETY: the UPDATE returned the completed row.
-            return unsafe { statements::finish_with_first_row() };
-        }
+                if !queues.contains(&queue) {
+                    queues.push(queue);
+                }
+                done.push(id);
+            })
+        };
     }
-    // SAFETY: the arguments as declared: uuid and integer.
-    let (id, attempt) = unsafe { (pg_getarg::<pgrx::Uuid>(fcinfo, 0), pg_getarg::<i32>(fcinfo, 1)) };
-    errors::raise_cannot(function, id, attempt, "complete", &["claimed"])
+    // Fewer rows than ids: an id this call could not complete (raise, which
+    // undoes the rest), or the same id given twice (fine).
+    if let Some(n) = (0..ids.len()).find(|&n| ids[n].is_none() || !done.contains(&ids[n])) {
+        errors::raise_cannot(function, ids[n], tokens[n], "complete", &["claimed"])
+    }
+    for id in done.iter().flatten() {
+        take::finished(id);
+    }
+    if frees_slots {
+        queues.iter().for_each(|queue| flow::claim_ended(queue));
+    }
+    for id in sets_off_ids.into_iter().flatten() {
+        job_ended(function, id.into_datum());
+    }
+    statements::finish();
+    pg_sys::Datum::from(0)
 }

@@ -48,6 +48,7 @@ mod schedules;
 mod schema;
 mod settings;
 mod statements;
+mod take;
 mod waiters;
 mod worker;
 mod workflows;

@@ -274,6 +274,73 @@ pub unsafe fn return_rows(fcinfo: pg_sys::FunctionCallInfo) {
     }
 }
 
+/// One row of the last SPI result, deformed, while `return_rows_changed`
+/// copies it: its columns read and set by name.
+pub struct Row<'a> {
+    desc: pg_sys::TupleDesc,
+    values: &'a mut [pg_sys::Datum],
+    nulls: &'a mut [bool],
+}
+
+impl Row<'_> {
+    fn index(&self, column: &CStr) -> usize {
+        // SAFETY: a valid descriptor; SPI_fnumber numbers columns from 1.
+        let number = unsafe { pg_sys::SPI_fnumber(self.desc, column.as_ptr()) };
+        assert!(number > 0, "raquel: the statement's rows have no column {column:?}");
+        number as usize - 1
+    }
+
+    pub fn get<T: FromDatum>(&self, column: &CStr) -> Option<T> {
+        let i = self.index(column);
+        // SAFETY: a value of this row, of the column's type.
+        unsafe { T::from_datum(self.values[i], self.nulls[i]) }
+    }
+
+    /// Sets `column` to `value` (None: NULL), a datum of the column's type
+    /// that lives as long as the SPI session.
+    pub fn set(&mut self, column: &CStr, value: Option<pg_sys::Datum>) {
+        let i = self.index(column);
+        (self.values[i], self.nulls[i]) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
+    }
+}
+
+/// As `return_rows`, with each row changed by `change` first.
+///
+/// # Safety
+/// As `return_rows`.
+pub unsafe fn return_rows_changed(fcinfo: pg_sys::FunctionCallInfo, mut change: impl FnMut(&mut Row)) {
+    // SAFETY: per the contract above (return_rows's).
+    unsafe {
+        let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+        let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+        let table = pg_sys::SPI_tuptable;
+        if pg_sys::SPI_processed == 0 || table.is_null() {
+            return;
+        }
+        let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
+        let natts = (*desc).natts as usize;
+        let attrs = (*desc).attrs.as_slice(natts);
+        let spi_desc = (*table).tupdesc;
+        let spi_natts = (*spi_desc).natts as usize;
+        let (mut spi_values, mut spi_nulls) = (vec![pg_sys::Datum::from(0); spi_natts], vec![true; spi_natts]);
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); natts], vec![true; natts]);
+        for &tuple in rows {
+            pg_sys::heap_deform_tuple(tuple, spi_desc, spi_values.as_mut_ptr(), spi_nulls.as_mut_ptr());
+            change(&mut Row { desc: spi_desc, values: &mut spi_values, nulls: &mut spi_nulls });
+            let mut column = 0;
+            for (i, attr) in attrs.iter().enumerate() {
+                if attr.attisdropped {
+                    nulls[i] = true;
+                } else {
+                    (values[i], nulls[i]) = (spi_values[column], spi_nulls[column]);
+                    column += 1;
+                }
+            }
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
+    }
+}
+
 /// Ends the SPI session and returns the first column of the first row of
 /// its last result (a whole `jobs` row), copied into the caller's memory.
 ///

@@ -1482,7 +1482,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     // jobs for the worker role, which cannot enqueue
     for queue in ["wq-one", "wq-a", "wq-b", "wq-any", "wq-wait", "wq-complete", "wq-complete2", "wq-fail",
         "wq-fail-stale", "wq-resched", "wq-resched-at", "wq-resched-none", "wq-reject", "wq-extend", "wq-batch",
-        "wq-batch", "wq-cancel", "wq-retry", "wq-loop", "wq-loop", "wq-loop"]
+        "wq-batch", "wq-cancel", "wq-retry", "wq-loop", "wq-loop", "wq-loop", "wq-take", "wq-take", "wq-take", "wq-take"]
     {
         su.enqueue(queue);
     }
@@ -1525,6 +1525,22 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-later', 'later'], batch => 3, wait => '200 milliseconds')"));
         // a job with a key_period ends: its key is held
         v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-period'], worker => 'w')))"));
+        // jobs taken for a transaction (src/take.rs): completed, failed and
+        // completed in a batch in it; taken and completed in one statement
+        for _ in 0..4 {
+            enqueue_for(v, &format!("{p}-take"));
+        }
+        v.ok("BEGIN");
+        let taken: Vec<String> = v
+            .ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-take'], 'w', 3)"))
+            .into_iter()
+            .filter_map(|row| row[0].clone())
+            .collect();
+        v.ok(&format!("SELECT id FROM rq_complete('{}')", taken[0]));
+        v.ok(&format!("SELECT id FROM rq_fail('{}', 'boom')", taken[1]));
+        v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[])", taken[2]));
+        v.ok("COMMIT");
+        v.ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-take'], 'w', 1, true)"));
         // a worker's loop in one round trip: claim, then complete and claim, fail and claim
         enqueue_for(v, &format!("{p}-loop"));
         enqueue_for(v, &format!("{p}-loop"));
@@ -1658,6 +1674,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_caller_may_read", "SELECT rq_caller_may_read('jobs'::regclass)", "00000"),
         ("rq_next_duty_ms", "SELECT rq_next_duty_ms('1 day')", "00000"),
         ("rq_job_events", "SELECT rq_job_events()", "*"),
+        ("rq_job_values", "SELECT rq_job_values()", "*"),
         ("rq_drop_started", "SELECT rq_drop_started()", "*"),
         ("rq_job_ready_again", "SELECT rq_job_ready_again('hq', 0, NULL)", "*"),
         ("rq_check_limits", "SELECT rq_check_limits('hq', 1, 5, '1 second', 1)", "00000"),

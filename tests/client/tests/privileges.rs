@@ -148,6 +148,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_enqueue_trigger()",                                      No,  Yes, No,  "SELECT rq_enqueue_trigger()"),
     // -- working the queue: workers
     ("rq_claim(text[],text,int,interval,interval)",               No,  No,  Yes, "SELECT id FROM rq_claim(ARRAY['m'], 'w')"),
+    ("rq_take(text[],text,int,boolean,interval)",                 No,  No,  Yes, "SELECT id FROM rq_take(ARRAY['m'], 'w')"),
     ("rq_complete_and_claim(uuid,int,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
@@ -180,6 +181,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_prune(int,interval)",                                    No,  No,  No,  "SELECT rq_prune()"),
     ("rq_next_duty_ms(interval)",                                 No,  No,  No,  "SELECT rq_next_duty_ms('1 day')"),
     ("rq_job_events()",                                           No,  No,  No,  "SELECT rq_job_events()"),
+    ("rq_job_values()",                                           No,  No,  No,  "SELECT rq_job_values()"),
     ("rq_job_turn()",                                             No,  No,  No,  "SELECT rq_job_turn()"),
     ("rq_queue_limits_changed()",                                 No,  No,  No,  "SELECT rq_queue_limits_changed()"),
     // -- schedules: the owner's, or roles given INSERT, UPDATE and DELETE on schedules
