@@ -66,6 +66,24 @@ LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_and_claim_c';
 
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], or no attempts at all) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT rq_default_lease(),
+    wait     interval  DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_c';
+
 -- The same for a job whose work failed: rq_fail, then rq_claim.
 CREATE FUNCTION rq_fail_and_claim(
     id          uuid     DEFAULT NULL,

@@ -342,6 +342,19 @@ LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_batch_c';
 
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT rq_default_lease(),
+    wait     interval  DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_c';
+
 CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp

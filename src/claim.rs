@@ -350,6 +350,27 @@ pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::Function
     }
 }
 
+// rq_complete_batch_and_claim(ids uuid[], attempts integer[], queues text[],
+// worker text, batch integer, lease interval, wait interval) RETURNS SETOF
+// jobs: a worker's loop in batches. See sql/claim.sql.
+function_info_v1!(pg_finfo_rq_complete_batch_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/claim.sql declares,
+/// in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_batch_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: ids and attempts first (as
+    // rq_complete_batch's), then rq_claim's arguments.
+    unsafe {
+        if nullable_arg(fcinfo, 0).is_some_and(|ids| array_dimensions(ids) > 0) {
+            crate::finish::complete_batch_from_args(fcinfo, false);
+        }
+        claim_from_args(fcinfo, 2, false)
+    }
+}
+
 // rq_fail_and_claim(id uuid, error text, error_trace text, attempt integer,
 // queues text[], worker text, batch integer, lease interval, wait interval)
 // RETURNS SETOF jobs. See sql/claim.sql.

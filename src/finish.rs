@@ -273,6 +273,23 @@ function_info_v1!(pg_finfo_rq_complete_batch_c);
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: ids and attempts; it returns SETOF jobs.
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, 0);
+        complete_batch_from_args(fcinfo, true);
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// rq_complete_batch of arguments 0 (ids) and 1 (attempts) of `fcinfo`'s
+/// call; with `return_rows`, the completed rows go into its result set (set
+/// up by the caller). For rq_complete_batch and rq_complete_and_claim with
+/// ids (src/claim.rs).
+///
+/// # Safety
+/// `fcinfo` is a call whose arguments 0 and 1 are a uuid[] and an integer[];
+/// with `return_rows`, it was set up by `InitMaterializedSRF`.
+pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, return_rows: bool) {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
     let (ids, attempts) = unsafe { (pg_getarg::<Array<pgrx::Uuid>>(fcinfo, 0), pg_getarg::<Array<i32>>(fcinfo, 1)) };
     let Some(ids) = ids else { Refusal::invalid_parameter("ids must not be null").raise() };
@@ -294,10 +311,27 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCall
             .hint("Give one attempt number per id, or none.")
             .raise()
     }
-    // SAFETY: fcinfo is this call's own; rq_complete_batch returns SETOF jobs.
+    // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
-    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
     statements::connect();
+    // SAFETY: per the contract above.
+    unsafe { complete_batch(fcinfo, function, &ids, &tokens, return_rows) };
+    statements::finish();
+}
+
+/// Completes the jobs `ids` (claimed, with their fencing `tokens`, or taken
+/// by this transaction) in one UPDATE (on Citus one per queue), all or
+/// nothing, with what their ends set off. Connected to SPI.
+///
+/// # Safety
+/// With `return_rows`, `fcinfo` was set up by `InitMaterializedSRF`.
+unsafe fn complete_batch(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: pg_sys::Oid,
+    ids: &[Option<pgrx::Uuid>],
+    tokens: &[Option<i32>],
+    return_rows: bool,
+) {
     let distributed = distributed::is_distributed(function);
     let frees_slots = flow::some_queue_counts_claims(function);
     let workflows = statements::jobs_have(function, c"key_period");
@@ -355,12 +389,9 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCall
             pg_sys::TEXTOID,
         ];
         let statement = Statement { shape: Shape { name: "complete_batch", variant }, text: &text, types: &types };
-        let column = |f: &dyn Fn(usize, &Option<take::Taken>) -> Option<pg_sys::Datum>| -> Vec<Option<pg_sys::Datum>> {
-            members.iter().zip(&taken).map(|(&n, t)| f(n, t)).collect()
-        };
         let args = [
-            column(&|n, _| ids[n].into_datum()).into_datum(),
-            column(&|n, _| tokens[n].into_datum()).into_datum(),
+            members.iter().map(|&n| ids[n]).collect::<Vec<_>>().into_datum(),
+            members.iter().map(|&n| tokens[n]).collect::<Vec<_>>().into_datum(),
             now.into_datum(),
             taken.iter().map(|t| t.as_ref().map(|t| t.attempt)).collect::<Vec<_>>().into_datum(),
             taken.iter().map(|t| t.as_ref().and_then(|t| t.worker.clone())).collect::<Vec<_>>().into_datum(),
@@ -368,22 +399,27 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCall
             queue.as_deref().into_datum(),
         ];
         statements::run(function, &statement, &args);
-        // SAFETY: the last SPI result is the completed jobs rows (and
-        // sets_off); connected; set up as a materialized set above.
-        unsafe {
-            statements::return_rows_changed(fcinfo, |row| {
-                let (id, queue) = (row.get::<pgrx::Uuid>(c"id"), row.get::<String>(c"queue").unwrap_or_default());
-                let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);
-                metrics::note(&queue, Event::Succeeded, run_ms);
-                if workflows && row.get::<bool>(c"sets_off") == Some(true) {
-                    sets_off_ids.push(id);
-                }
-                if !queues.contains(&queue) {
-                    queues.push(queue);
-                }
-                done.push(id);
-            })
+        let mut each_row = |row: &mut statements::Row| {
+            let (id, queue) = (row.get::<pgrx::Uuid>(c"id"), row.get::<String>(c"queue").unwrap_or_default());
+            let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);
+            metrics::note(&queue, Event::Succeeded, run_ms);
+            if workflows && row.get::<bool>(c"sets_off") == Some(true) {
+                sets_off_ids.push(id);
+            }
+            if !queues.contains(&queue) {
+                queues.push(queue);
+            }
+            done.push(id);
         };
+        // SAFETY: the last SPI result is the completed jobs rows (and
+        // sets_off); connected; set up as a materialized set when asked.
+        unsafe {
+            if return_rows {
+                statements::return_rows_changed(fcinfo, each_row);
+            } else {
+                statements::each_row(&mut each_row);
+            }
+        }
     }
     // Fewer rows than ids: an id this call could not complete (raise, which
     // undoes the rest), or the same id given twice (fine).
@@ -399,6 +435,4 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCall
     for id in sets_off_ids.into_iter().flatten() {
         job_ended(function, id.into_datum());
     }
-    statements::finish();
-    pg_sys::Datum::from(0)
 }

@@ -304,6 +304,28 @@ impl Row<'_> {
     }
 }
 
+/// Calls `f` with each row of the last SPI result.
+///
+/// # Safety
+/// Connected to SPI.
+pub unsafe fn each_row(f: &mut impl FnMut(&mut Row)) {
+    // SAFETY: per the contract above: SPI's last result, valid until SPI_finish.
+    unsafe {
+        let table = pg_sys::SPI_tuptable;
+        if pg_sys::SPI_processed == 0 || table.is_null() {
+            return;
+        }
+        let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
+        let desc = (*table).tupdesc;
+        let natts = (*desc).natts as usize;
+        let (mut values, mut nulls) = (vec![pg_sys::Datum::from(0); natts], vec![true; natts]);
+        for &tuple in rows {
+            pg_sys::heap_deform_tuple(tuple, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            f(&mut Row { desc, values: &mut values, nulls: &mut nulls });
+        }
+    }
+}
+
 /// As `return_rows`, with each row changed by `change` first.
 ///
 /// # Safety

@@ -179,6 +179,80 @@ fn four_workers_looping_in_one_round_trip_handle_each_job_once() {
 }
 
 #[test]
+fn four_workers_looping_in_batches_handle_each_job_once() {
+    // Each transaction does the work of the 25 jobs in hand (their own
+    // writes), then completes them and claims the next 25 in one call
+    // (rq_complete_batch_and_claim). Once in a while a worker hands in a
+    // stale fencing token with its batch: the whole call fails, nothing of
+    // the batch is completed and nothing is claimed, and the worker tries
+    // again with the right tokens.
+    let db = fresh_db("rq_it_batch_loop");
+    connect(&db)
+        .batch_execute("CREATE TABLE done (job_id uuid PRIMARY KEY, attempt int)")
+        .unwrap();
+    enqueue_jobs(&db, "work", JOBS);
+    let handled = run_workers(&db, |name, client| {
+        let mut mine = Vec::new();
+        let (mut ids, mut attempts): (Vec<String>, Vec<i32>) = (Vec::new(), Vec::new());
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            if rounds % 7 == 0 && !ids.is_empty() {
+                // a stale token: refused as a whole, in a transaction of its own
+                let mut wrong = attempts.clone();
+                wrong[ids.len() - 1] += 1;
+                let mut tx = client.transaction().unwrap();
+                let refused = tx
+                    .query(
+                        "SELECT id FROM rq_complete_batch_and_claim($1::text[]::uuid[], $2, ARRAY['work'], $3, 25)",
+                        &[&ids, &wrong, &name],
+                    )
+                    .expect_err("a stale token fails the batch");
+                assert_eq!(refused.code().map(|c| c.code()), Some("55000"), "{refused}");
+                drop(tx);
+                let still: i64 = client
+                    .query_one(
+                        "SELECT count(*) FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND status = 'claimed' AND claimed_by = $2",
+                        &[&ids, &name],
+                    )
+                    .unwrap()
+                    .get(0);
+                assert_eq!(still, ids.len() as i64, "a refused batch completes none of its jobs");
+            }
+            let mut tx = client.transaction().unwrap();
+            for (id, attempt) in ids.iter().zip(&attempts) {
+                tx.execute("INSERT INTO done VALUES ($1::text::uuid, $2)", &[id, attempt]).unwrap();
+            }
+            let next = tx
+                .query(
+                    "SELECT id::text, attempts FROM rq_complete_batch_and_claim($1::text[]::uuid[], $2, ARRAY['work'], $3, 25)",
+                    &[&ids, &attempts, &name],
+                )
+                .unwrap();
+            tx.commit().unwrap();
+            mine.append(&mut ids);
+            attempts.clear();
+            if next.is_empty() {
+                break mine;
+            }
+            for row in next {
+                ids.push(row.get(0));
+                attempts.push(row.get(1));
+            }
+        }
+    });
+    assert_each_job_once(&handled, JOBS);
+    let mut c = connect(&db);
+    let row = c
+        .query_one("SELECT count(*) FILTER (WHERE status = 'success' AND attempts = 1), count(*) FROM jobs", &[])
+        .unwrap();
+    let writes: i64 = c.query_one("SELECT count(*) FROM done", &[]).unwrap().get(0);
+    assert_eq!(row.get::<_, i64>(0), JOBS, "every job completed on its one attempt");
+    assert_eq!(row.get::<_, i64>(1), JOBS, "no job appeared or vanished");
+    assert_eq!(writes, JOBS, "every job's own write committed once");
+}
+
+#[test]
 fn a_claim_held_by_one_connection_is_skipped_by_another() {
     let db = fresh_db("rq_it_skip_locked");
     enqueue_jobs(&db, "q", 1);

@@ -151,6 +151,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_take(text[],text,int,boolean,interval)",                 No,  No,  Yes, "SELECT id FROM rq_take(ARRAY['m'], 'w')"),
     ("rq_complete_and_claim(uuid,int,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
+    ("rq_complete_batch_and_claim(uuid[],int[],text[],text,int,interval,interval)",
+                                                                  No,  No,  Yes, "SELECT id FROM rq_complete_batch_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_claim_flow(text[],text,int,bigint)",                     No,  No,  No,  "SELECT id FROM rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
