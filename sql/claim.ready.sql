@@ -15,9 +15,11 @@
 --   @order_by@      the claim order for a batch, nothing for one job
 --   (ready)         what the walk reads of a ready job: `id`, or `*` for a
 --                   take, which writes nothing (src/claim.rs Mode)
---   (claimed)       what becomes of the ready jobs: claimed (sql/claim.lease.sql),
---                   taken (sql/claim.take.sql) or taken and completed
---                   (sql/claim.take_complete.sql)
+--   (claimed)       what becomes of the ready jobs, the CTE `claimed` (and
+--                   any it needs): claimed (sql/claim.lease.sql), taken
+--                   (sql/claim.take.sql), or taken and completed
+--                   (sql/claim.take_complete.sql; sql/claim.take_deleting.sql
+--                   where some queue keeps no history, $5 those queues)
 --   (the two are written between at signs below; src/claim.rs fills them)
 --
 -- Bounded by the claim's own queue and its ready jobs. A ready index
@@ -46,7 +48,5 @@ WITH RECURSIVE @priorities@, ready AS (
     ) r
     WHERE p.priority IS NOT NULL
     LIMIT @batch@
-), claimed AS (
-    @claimed@
-)
+), @claimed@
 SELECT * FROM claimed c @order_by@

@@ -40,7 +40,5 @@ WITH RECURSIVE @priorities@, candidates AS (
     ORDER BY j.priority DESC, j.scheduled_at, j.id
     LIMIT @batch@
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-    @claimed@
-)
+), @claimed@
 SELECT * FROM claimed c @order_by@

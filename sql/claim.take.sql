@@ -3,4 +3,4 @@
 -- lock is the lease, and the job is written once, when this transaction
 -- finishes it (src/take.rs); src/claim.rs hands each back as a claim would
 -- make it (claimed, attempts + 1, by the worker, now).
-SELECT * FROM ready
+claimed AS (SELECT * FROM ready)

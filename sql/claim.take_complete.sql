@@ -5,8 +5,10 @@
 -- ready, as a DELETE … RETURNING queue does. Each row comes back with
 -- whether its end sets something off (sql/finish.complete.sql).
 --   $2 worker text, $3 now (ms)
+claimed AS (
 UPDATE @jobs@ j
 SET status = 'success', attempts = j.attempts + 1, claimed_by = $2,
     claimed_at = $3, lease_expires_at = NULL, finished_at = $3
 FROM ready WHERE j.id = ready.id
 RETURNING j.*@sets_off@
+)

@@ -33,6 +33,8 @@ FROM PUBLIC;
 -- (rq_grant_worker), and changing the settings (rq_pause, rq_resume,
 -- rq_set_limits) for roles given INSERT and UPDATE on the table.
 GRANT SELECT (queue, paused, max_claimed, rate, per, group_max_claimed, grouped) ON queue_limits TO PUBLIC;
+-- Every complete reads which queues keep no history (src/history.rs).
+GRANT SELECT ON queues_without_history TO PUBLIC;
 
 -- Lets `role` enqueue jobs (and nothing else), also from a row trigger of its
 -- tables (CREATE TRIGGER needs EXECUTE on rq_enqueue_trigger).

@@ -28,6 +28,16 @@
 --   rq_record_metrics keeps backlog rows for the queues counted that minute
 --   and the 100 longest backlogs; rq_metrics_lost() counts the events the
 --   metrics could not count.
+-- And the hot path (issue 23: less work per job):
+-- * A job's single values are checked by domains, its checks across
+--   columns by a C trigger (rq_job_values), instead of seven CHECK
+--   constraints that PostgreSQL read and planned for every statement.
+-- * rq_take: a claim that only locks, for work inside the claim's
+--   transaction (the row lock is the lease; the job is written once).
+-- * rq_complete_batch_and_claim: a worker's loop in batches.
+-- * Queues without history (sql/history.sql, rq_set_history): a job that
+--   succeeds is deleted in the same write.
+-- * rq_fail, rq_fail_and_claim and rq_complete_batch are written in C.
 -- The jobs table loses the column has_children; no job is rewritten.
 
 -- The jobs table: whether a job has children is in job_dependencies.
@@ -116,6 +126,20 @@ ALTER TABLE schedules ADD COLUMN last_error text;
 DROP FUNCTION rq_check_schedule(text, text);
 DROP FUNCTION rq_cron_slots(text, text, bigint, bigint, integer);
 DROP FUNCTION rq_prometheus();
+
+-- Queues without history (sql/history.sql).
+CREATE TABLE queues_without_history (
+    queue text NOT NULL,
+    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
+);
+COMMENT ON TABLE queues_without_history IS
+    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
+SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
+CREATE TRIGGER queues_without_history_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON queues_without_history
+    FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
+GRANT SELECT ON queues_without_history TO PUBLIC;
 
 -- BEGIN functions (drafted by bin/update-script-draft)
 CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
@@ -354,6 +378,46 @@ CREATE FUNCTION rq_complete_batch_and_claim(
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_c';
+
+CREATE OR REPLACE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF @extschema@.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
 
 CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -884,6 +948,26 @@ CREATE  FUNCTION "rq_schedule_slots"(
 STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+
+CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    IF keep IS NULL THEN
+        PERFORM @extschema@.rq_refuse('keep_null', ARRAY[queue]);
+    END IF;
+    PERFORM @extschema@.rq_refuse_distributed('rq_set_history');
+    IF keep THEN
+        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
+    ELSE
+        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
+        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    END IF;
+    RETURN keep;
+END
+$$;
 
 CREATE FUNCTION rq_take(
     queues   text[]   DEFAULT NULL,

@@ -39,6 +39,7 @@ const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
 const LEASE: &str = include_str!("../sql/claim.lease.sql");
 const TAKE: &str = include_str!("../sql/claim.take.sql");
 const TAKE_COMPLETE: &str = include_str!("../sql/claim.take_complete.sql");
+const TAKE_DELETING: &str = include_str!("../sql/claim.take_deleting.sql");
 const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
 
 /// A claim on several queues merges their due jobs: each queue and priority
@@ -96,6 +97,9 @@ enum Mode {
     Take,
     /// rq_take(complete => true): completes them in the same write.
     TakeAndComplete,
+    /// The same where some queue keeps no history (src/history.rs): those
+    /// queues' jobs are deleted instead, $5 naming the queues.
+    TakeAndCompleteDeleting,
 }
 
 impl Mode {
@@ -106,6 +110,7 @@ impl Mode {
             Mode::Lease => ("id", LEASE),
             Mode::Take => ("*", TAKE),
             Mode::TakeAndComplete => ("id", TAKE_COMPLETE),
+            Mode::TakeAndCompleteDeleting => ("id", TAKE_DELETING),
         }
     }
 }
@@ -116,8 +121,9 @@ struct Claim {
     filter: QueueFilter,
     mode: Mode,
     batch: i32,
-    /// $1 queues, $2 worker, $3 now (filled in per claim), $4 lease
-    args: [Option<pg_sys::Datum>; 4],
+    /// $1 queues, $2 worker, $3 now (filled in per claim), $4 lease, and
+    /// for TakeAndCompleteDeleting $5 the queues without history
+    args: [Option<pg_sys::Datum>; 5],
     /// The queues' flow settings, when any has some.
     flow: Option<ClaimFlow>,
     /// The jobs table has groups (0.3.0 on), which the plain claim leaves out.
@@ -170,7 +176,8 @@ impl Claim {
                 &[
                     ("@claimed@", claimed),
                     ("@ready@", ready),
-                    ("@sets_off@", &if self.mode == Mode::TakeAndComplete { crate::finish::sets_off(self.function, false) } else { String::new() }),
+                    ("@sets_off@", &if self.completes() { crate::finish::sets_off(self.function, false) } else { String::new() }),
+                    ("@sets_off_condition@", &crate::finish::sets_off_condition(self.function, false)),
                     ("@priorities@", self.filter.priorities()),
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
@@ -181,12 +188,21 @@ impl Claim {
                 ],
             )
         };
+        let deleting = self.mode == Mode::TakeAndCompleteDeleting;
+        let types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID, pg_sys::TEXTARRAYOID];
+        let count = if deleting { 5 } else { 4 };
         let statement = Statement {
             shape: Shape { name: "claim", variant: self.variant() * 1_000_000 + i64::from(self.batch) },
             text: &text,
-            types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID],
+            types: &types[..count],
         };
-        statements::run(self.function, &statement, &self.args)
+        let run = || statements::run(self.function, &statement, &self.args[..count]);
+        if deleting { crate::history::as_owner(self.function, run) } else { run() }
+    }
+
+    /// Whether the claim completes what it takes (rq_take(complete => true)).
+    fn completes(&self) -> bool {
+        matches!(self.mode, Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting)
     }
 
     /// When the next of these queues' jobs scheduled after `now_ms` is due.
@@ -445,7 +461,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         filter,
         mode,
         batch,
-        args: [queues_arg, worker_arg, None, lease_ms.into_datum()],
+        args: [queues_arg, worker_arg, None, lease_ms.into_datum(), None],
         flow: flow::for_claim(function, names.as_deref()),
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
@@ -462,6 +478,13 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
             .detail("Flow settings count claimed jobs, and a job taken for a transaction is never claimed in the table.")
             .hint("Claim that queue's jobs with rq_claim.")
             .raise()
+        }
+        if claim.mode == Mode::TakeAndComplete {
+            let without_history = crate::history::queues_without(function);
+            if !without_history.is_empty() {
+                claim.mode = Mode::TakeAndCompleteDeleting;
+                claim.args[4] = without_history.into_datum();
+            }
         }
     }
     if distributed {
@@ -498,7 +521,9 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         // SAFETY: the last SPI result is the taken rows; still connected.
         Mode::Take => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
         // SAFETY: as above: the taken and completed rows.
-        Mode::TakeAndComplete => unsafe { crate::take::return_completed_rows(fcinfo, function) },
+        Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => unsafe {
+            crate::take::return_completed_rows(fcinfo, function)
+        },
     }
     statements::finish();
     pg_sys::Datum::from(0)
@@ -548,7 +573,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         mode: Mode::Lease,
         batch,
         // the names again, numbered from 1 whatever the array's bounds
-        args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum()],
+        args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum(), None],
         flow: None,
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,

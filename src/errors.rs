@@ -89,6 +89,8 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
             .hint("Give one group key (or NULL) per payload."),
         "key_finished" => key_finished(&v0, &v1),
         "ids_null" => Refusal::new(invalid, "ids must not be null"),
+        "keep_null" => Refusal::new(invalid, format!("rq_set_history: keep must not be null (queue {v0})"))
+            .hint("true keeps the queue's succeeded jobs (the default), false deletes each as it succeeds."),
         "attempts_count" => Refusal::new(invalid, format!("attempts has {v0} tokens for {v1} ids"))
             .hint("Give one attempt number per id, or none."),
         "retry_key_taken" => {

@@ -25,12 +25,15 @@ use pgrx::prelude::*;
 use pgrx::Array;
 
 const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
+const COMPLETE_DELETING: &str = include_str!("../sql/finish.complete_deleting.sql");
 const FAIL: &str = include_str!("../sql/finish.fail.sql");
 /// A completed job whose end sets something off (sql/finish.sql).
 const JOB_ENDED: &str = "SELECT @schema@rq_job_ended($1)";
 
-/// The parameters of sql/finish.complete.sql and sql/finish.fail.sql.
-const PARAMETER_TYPES: [pg_sys::Oid; 9] = [
+/// The parameters of sql/finish.complete.sql and sql/finish.fail.sql (and,
+/// with a tenth, the queues without history, of
+/// sql/finish.complete_deleting.sql).
+const PARAMETER_TYPES: [pg_sys::Oid; 10] = [
     pg_sys::UUIDOID,
     pg_sys::INT4OID,
     pg_sys::INT8OID,
@@ -40,6 +43,7 @@ const PARAMETER_TYPES: [pg_sys::Oid; 9] = [
     pg_sys::TEXTOID,
     pg_sys::TEXTOID,
     pg_sys::TEXTOID,
+    pg_sys::TEXTARRAYOID,
 ];
 
 /// The column a statement that ends jobs returns after each whole row:
@@ -48,14 +52,29 @@ const PARAMETER_TYPES: [pg_sys::Oid; 9] = [
 /// there), and a shard's statement cannot read the coordinator's
 /// job_dependencies.
 pub fn sets_off(function: pg_sys::Oid, distributed: bool) -> String {
+    format!(", {} AS sets_off", sets_off_condition(function, distributed))
+}
+
+/// The condition of `sets_off`, on the row `j`.
+pub fn sets_off_condition(function: pg_sys::Oid, distributed: bool) -> String {
     if distributed {
-        ", j.key_period IS NOT NULL AS sets_off".to_string()
+        "j.key_period IS NOT NULL".to_string()
     } else {
         format!(
-            ", j.key_period IS NOT NULL OR EXISTS (SELECT FROM {} d WHERE d.parent_id = j.id) AS sets_off",
+            "j.key_period IS NOT NULL OR EXISTS (SELECT FROM {} d WHERE d.parent_id = j.id)",
             statements::in_schema_of(function, "job_dependencies")
         )
     }
+}
+
+/// The queues whose jobs a complete beside `function` deletes (src/history.rs),
+/// or None when it updates every job: on Citus, and on a table older than
+/// 0.3.0, no queue is without history. May run a statement.
+fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option<Vec<String>> {
+    if distributed || !workflows {
+        return None;
+    }
+    Some(crate::history::queues_without(function)).filter(|queues| !queues.is_empty())
 }
 
 /// Runs rq_job_ended (sql/finish.sql) for job `id`, whose end sets
@@ -82,7 +101,10 @@ struct Ending {
     taken: Option<take::Taken>,
     /// The table has the columns of 0.3.0 (workflows, key periods).
     workflows: bool,
-    args: [Option<pg_sys::Datum>; 9],
+    /// A complete where some queue keeps no history: the jobs of those
+    /// queues are deleted (sql/finish.complete_deleting.sql).
+    deleting: bool,
+    args: [Option<pg_sys::Datum>; 10],
 }
 
 impl Ending {
@@ -98,7 +120,7 @@ impl Ending {
         // On Citus the UPDATE names the job's queue, to run in its shard; a
         // job no shard has is not there to end.
         let queue = if distributed { Some(distributed::queue_of(function, id_datum)?) } else { None };
-        let mut args = [Some(id_datum), attempt, now_ms().into_datum(), None, None, None, error[0], error[1], None];
+        let mut args = [Some(id_datum), attempt, now_ms().into_datum(), None, None, None, error[0], error[1], None, None];
         if let Some(t) = &taken {
             if let Some(given) = attempt.and_then(|a| unsafe { i32::from_datum(a, false) }) {
                 if given != t.attempt {
@@ -113,7 +135,11 @@ impl Ending {
             (args[3], args[4], args[5]) = (t.attempt.into_datum(), t.worker.as_deref().into_datum(), t.claimed_at.into_datum());
         }
         args[8] = queue.as_deref().into_datum();
-        Some(Ending { function, end, distributed, taken, workflows: statements::jobs_have(function, c"key_period"), args })
+        let workflows = statements::jobs_have(function, c"key_period");
+        let without_history = if end == End::Complete { deleting(function, distributed, workflows) } else { None };
+        let deleting = without_history.is_some();
+        args[9] = without_history.into_datum();
+        Some(Ending { function, end, distributed, taken, workflows, deleting, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -125,10 +151,17 @@ impl Ending {
             limits::DEFAULT_MIN_RETRY_DELAY_MS.to_string(),
             limits::DEFAULT_MAX_RETRY_DELAY_MS.to_string(),
         );
+        let template = match self.end {
+            End::Complete if self.deleting => COMPLETE_DELETING,
+            End::Complete => COMPLETE,
+            End::Fail => FAIL,
+        };
         statements::fill(
-            if self.end == End::Complete { COMPLETE } else { FAIL },
+            template,
             &[
                 ("@taken_set@", if taken { ", attempts = $4, claimed_by = $5, claimed_at = $6" } else { "" }),
+                ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
+                ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
                 (
                     "@was@",
                     if taken { "j.status IN ('queued', 'failed')" } else { "j.status = 'claimed' AND ($2 IS NULL OR j.attempts = $2)" },
@@ -153,9 +186,15 @@ impl Ending {
         // would replace the UPDATE's result.
         let frees_slots = flow::some_queue_counts_claims(self.function);
         let text = || self.statement_text();
-        let variant = i64::from(self.workflows) + 2 * i64::from(self.taken.is_some()) + 4 * i64::from(self.end == End::Fail);
-        let statement = Statement { shape: Shape { name: "end", variant }, text: &text, types: &PARAMETER_TYPES };
-        if statements::run(self.function, &statement, &self.args) != 1 {
+        let variant = i64::from(self.workflows)
+            + 2 * i64::from(self.taken.is_some())
+            + 4 * i64::from(self.end == End::Fail)
+            + 8 * i64::from(self.deleting);
+        let types = if self.deleting { &PARAMETER_TYPES[..] } else { &PARAMETER_TYPES[..9] };
+        let statement = Statement { shape: Shape { name: "end", variant }, text: &text, types };
+        let run = || statements::run(self.function, &statement, &self.args[..types.len()]);
+        let ended = if self.deleting { crate::history::as_owner(self.function, run) } else { run() };
+        if ended != 1 {
             return None;
         }
         // SAFETY (each value below): the UPDATE returned the ended row and
@@ -262,6 +301,7 @@ unsafe fn end_from_args(fcinfo: pg_sys::FunctionCallInfo, end: End, error: [Opti
 }
 
 const COMPLETE_BATCH: &str = include_str!("../sql/finish.complete_batch.sql");
+const COMPLETE_BATCH_DELETING: &str = include_str!("../sql/finish.complete_batch_deleting.sql");
 
 // rq_complete_batch(ids uuid[], attempts integer[]) RETURNS SETOF jobs.
 // See sql/finish.sql.
@@ -335,6 +375,7 @@ unsafe fn complete_batch(
     let distributed = distributed::is_distributed(function);
     let frees_slots = flow::some_queue_counts_claims(function);
     let workflows = statements::jobs_have(function, c"key_period");
+    let without_history = deleting(function, distributed, workflows);
     // One UPDATE in all on one server; on Citus one per queue, each in the
     // queue's shard alone (an id no shard has goes with the empty name).
     let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
@@ -368,9 +409,10 @@ unsafe fn complete_batch(
                 ("j.status = 'claimed' AND (w.token IS NULL OR j.attempts = w.token)", "")
             };
             statements::fill(
-                COMPLETE_BATCH,
+                if without_history.is_some() { COMPLETE_BATCH_DELETING } else { COMPLETE_BATCH },
                 &[
                     ("@taken_set@", taken_set),
+                    ("@sets_off_condition@", &sets_off_condition(function, distributed)),
                     ("@was@", was),
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
                     ("@same_queue@", if distributed { "AND j.queue = $7" } else { "" }),
@@ -378,7 +420,7 @@ unsafe fn complete_batch(
                 ],
             )
         };
-        let variant = i64::from(workflows) + 2 * i64::from(any_taken);
+        let variant = i64::from(workflows) + 2 * i64::from(any_taken) + 4 * i64::from(without_history.is_some());
         let types = [
             pg_sys::UUIDARRAYOID,
             pg_sys::INT4ARRAYOID,
@@ -387,8 +429,10 @@ unsafe fn complete_batch(
             pg_sys::TEXTARRAYOID,
             pg_sys::INT8ARRAYOID,
             pg_sys::TEXTOID,
+            pg_sys::TEXTARRAYOID,
         ];
-        let statement = Statement { shape: Shape { name: "complete_batch", variant }, text: &text, types: &types };
+        let count = if without_history.is_some() { 8 } else { 7 };
+        let statement = Statement { shape: Shape { name: "complete_batch", variant }, text: &text, types: &types[..count] };
         let args = [
             members.iter().map(|&n| ids[n]).collect::<Vec<_>>().into_datum(),
             members.iter().map(|&n| tokens[n]).collect::<Vec<_>>().into_datum(),
@@ -397,8 +441,10 @@ unsafe fn complete_batch(
             taken.iter().map(|t| t.as_ref().and_then(|t| t.worker.clone())).collect::<Vec<_>>().into_datum(),
             taken.iter().map(|t| t.as_ref().map(|t| t.claimed_at)).collect::<Vec<_>>().into_datum(),
             queue.as_deref().into_datum(),
+            without_history.clone().into_datum(),
         ];
-        statements::run(function, &statement, &args);
+        let run = || statements::run(function, &statement, &args[..count]);
+        if without_history.is_some() { crate::history::as_owner(function, run) } else { run() };
         let mut each_row = |row: &mut statements::Row| {
             let (id, queue) = (row.get::<pgrx::Uuid>(c"id"), row.get::<String>(c"queue").unwrap_or_default());
             let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);

@@ -263,7 +263,8 @@ fn rq_check_limits(
 }
 
 // rq_queue_limits_changed() RETURNS trigger: the statement trigger of the
-// queue_limits table, for any change to the settings (sql/flow.sql).
+// queue_limits table (sql/flow.sql) and of queues_without_history
+// (sql/history.sql), for any change to the settings.
 function_info_v1!(pg_finfo_rq_queue_limits_changed);
 
 /// # Safety
@@ -278,7 +279,7 @@ pub unsafe extern "C-unwind" fn rq_queue_limits_changed(fcinfo: pg_sys::Function
         if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
             Refusal::new(
                 PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-                "rq_queue_limits_changed() runs only as the queue_limits table's trigger",
+                "rq_queue_limits_changed() runs only as the trigger of a table of queue settings",
             )
             .raise()
         }

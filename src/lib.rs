@@ -39,6 +39,7 @@ mod errors;
 mod events;
 mod finish;
 mod flow;
+mod history;
 mod ids;
 mod invalidation;
 mod limits;
@@ -100,6 +101,11 @@ extension_sql_file!(
     requires = ["claim", clock::rq_now_ms, flow::rq_check_limits, flow::rq_wake_claims, flow::rq_require_flow_claim]
 );
 extension_sql_file!(
+    "../sql/history.sql",
+    name = "history",
+    requires = ["flow", "distributed", errors::rq_refuse]
+);
+extension_sql_file!(
     "../sql/lifecycle.sql",
     name = "lifecycle",
     requires = [
@@ -118,7 +124,7 @@ extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"])
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "workflows", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/schedules.sql",

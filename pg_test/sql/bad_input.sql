@@ -317,6 +317,27 @@ SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[[2]]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 
 --------------------------------------------------------------------------
+-- rq_complete_batch_and_claim: rq_complete_batch's bad ids and tokens, and
+-- rq_claim's bad arguments after good ids: nothing is completed, nothing
+-- claimed.
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', NULL]::uuid[], NULL, ARRAY['q']);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', :'unknown']::uuid[], NULL, ARRAY['q']);
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[1], ARRAY['q']);
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[2, 2], ARRAY['q']);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[[:'claimed']]::uuid[], NULL, ARRAY['q']);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY['q'], batch => 0);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY['q'], lease => '0');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY[''], 'w');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+
+--------------------------------------------------------------------------
 -- rq_reschedule, rq_reject, rq_extend: a NULL id, an unknown id, a job that
 -- is not claimed, a stale token; rescheduling to an infinite instant, to one
 -- whose milliseconds overflow, past timestamptz, by a negative or huge

@@ -1498,6 +1498,9 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         su.ok(&format!("SELECT rq_pause('{p}-paused')"));
         // a key held for a period after its job ends
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-period', 'p', key => 'k', key_period => '1 hour')"));
+        // a queue without history: its jobs are deleted as they succeed
+        su.ok(&format!("SELECT rq_set_history('{p}-gone', false)"));
+        su.ok(&format!("SELECT id FROM rq_enqueue_batch('{p}-gone', ARRAY['1', '2', '3', '4', '5', '6', '7'])"));
         // a workflow: a parent, and a child that runs after it
         let parent = su.one(&format!("SELECT id FROM rq_enqueue('{p}-parent', 'parent')"));
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-child', 'child', after => ARRAY['{parent}']::uuid[])"));
@@ -1541,6 +1544,17 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[])", taken[2]));
         v.ok("COMMIT");
         v.ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-take'], 'w', 1, true)"));
+        // a queue without history (sql/history.sql): each verb that completes deletes
+        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')))"));
+        v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY(SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')))"));
+        v.ok(&format!(
+            "SELECT id FROM rq_complete_batch_and_claim(ARRAY(SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')), \
+             NULL, ARRAY['{p}-gone'], 'w', 2)"
+        ));
+        v.ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-gone'], 'w', 1, true)"));
+        v.ok("BEGIN");
+        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_take(ARRAY['{p}-gone'], 'w')))"));
+        v.ok("COMMIT");
         // a worker's loop in one round trip: claim, then complete and claim, fail and claim
         enqueue_for(v, &format!("{p}-loop"));
         enqueue_for(v, &format!("{p}-loop"));
@@ -1683,6 +1697,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_pause", "SELECT rq_pause('hq-limits')", "00000"),
         ("rq_resume", "SELECT rq_resume('hq-limits')", "00000"),
         ("rq_tidy_queue_limits", "SELECT rq_tidy_queue_limits('hq-none', NULL)", "00000"),
+        ("rq_set_history", "SELECT rq_set_history('hq-gone', false)", "00000"),
+        ("rq_set_history", "SELECT rq_set_history('hq-gone', true)", "00000"),
         ("rq_claim_ended", "SELECT rq_claim_ended('hq-limits')", "00000"),
         ("rq_wake_claims", "SELECT rq_wake_claims('hq-limits')", "00000"),
         // the flow claim's parts run only inside rq_claim (the claims of

@@ -224,6 +224,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_resume(text)",                                           No,  No,  No,  "SELECT rq_resume('m')"),
     ("rq_set_limits(text,int,int,interval,int)",                  No,  No,  No,  "SELECT rq_set_limits('m', 1)"),
     ("rq_tidy_queue_limits(text,queue_limits)",                   No,  No,  No,  "SELECT rq_tidy_queue_limits('m', NULL)"),
+    // -- history: the owner's, or roles given INSERT and DELETE on queues_without_history
+    ("rq_set_history(text,boolean)",                              No,  No,  No,  "SELECT rq_set_history('m', false)"),
     ("rq_drop_started()",                                         No,  No,  No,  "SELECT rq_drop_started()"),
     // for roles that may update jobs: the verbs a worker calls use it
     ("rq_job_ready_again(text,bigint,bigint)",                    No,  No,  Yes, "SELECT rq_job_ready_again('m', 0, NULL)"),
@@ -246,6 +248,9 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("UPDATE of state on queue_limits",                           No,  No,  No,  "UPDATE queue_limits SET tokens = NULL WHERE queue = 'm'"),
     ("UPDATE of settings on queue_limits",                        No,  No,  No,  "UPDATE queue_limits SET paused = true WHERE queue = 'm'"),
     ("INSERT on queue_limits",                                    No,  No,  No,  "INSERT INTO queue_limits (queue) VALUES ('m')"),
+    ("SELECT on queues_without_history",                          Yes, Yes, Yes, "SELECT * FROM queues_without_history"),
+    ("INSERT on queues_without_history",                          No,  No,  No,  "INSERT INTO queues_without_history VALUES ('m')"),
+    ("DELETE on queues_without_history",                          No,  No,  No,  "DELETE FROM queues_without_history"),
     ("INSERT on key_holds",                                       No,  No,  Yes, "INSERT INTO key_holds VALUES ('m', 'k', '00000000-0000-7000-8000-000000000000', 0)"),
     ("DELETE on key_holds",                                       No,  No,  No,  "DELETE FROM key_holds"),
     ("SELECT on job_dependencies",                                No,  No,  Yes, "SELECT * FROM job_dependencies"),

@@ -133,6 +133,58 @@ fn four_workers_taking_and_completing_in_one_statement_do_each_exactly_once() {
 }
 
 #[test]
+fn four_workers_in_a_queue_without_history_delete_each_job_once() {
+    // Half the workers take and complete in one statement, half claim
+    // batches and complete them: every job is done once, each success
+    // deletes its row, and the metrics count them all.
+    let db = fresh_db_with_jobs("rq_it_take_no_history");
+    connect(&db).batch_execute("SELECT rq_set_history('work', false)").unwrap();
+    let done = run_workers(&db, |name, c| {
+        let mut tx = c.transaction().unwrap();
+        let ids: Vec<String> = if name.ends_with(['0', '2']) {
+            let rows = tx
+                .query("SELECT id::text, status FROM rq_take(ARRAY['work'], worker => $1, batch => 3, complete => true)", &[&name])
+                .unwrap();
+            assert!(rows.iter().all(|r| r.get::<_, String>(1) == "success"));
+            rows.iter().map(|r| r.get(0)).collect()
+        } else {
+            let ids: Vec<String> = tx
+                .query("SELECT id::text FROM rq_claim(ARRAY['work'], worker => $1, batch => 5)", &[&name])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if !ids.is_empty() {
+                let statuses: Vec<String> = tx
+                    .query("SELECT status FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                assert!(statuses.len() == ids.len() && statuses.iter().all(|s| s == "success"));
+            }
+            ids
+        };
+        if !ids.is_empty() {
+            tx.execute("INSERT INTO done SELECT unnest($1::text[]::uuid[]), 1", &[&ids]).unwrap();
+        }
+        tx.commit().unwrap();
+        ids
+    });
+    let mut c = connect(&db);
+    let distinct: HashSet<&String> = done.iter().collect();
+    assert_eq!(done.len() as i64, JOBS, "jobs done across all workers");
+    assert_eq!(distinct.len() as i64, JOBS, "no job done twice");
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM done"), JOBS, "every job's own write committed once");
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM jobs"), 0, "every success deleted its row");
+    let counted = eventually(10, || {
+        one::<i64>(&mut c, "SELECT rq_record_metrics()");
+        one::<Option<i64>>(&mut c, "SELECT sum(succeeded)::bigint FROM rq_metrics('work', '1 hour')") == Some(JOBS)
+    });
+    assert!(counted, "the metrics count every success");
+}
+
+#[test]
 fn a_worker_that_dies_mid_job_leaves_it_ready_with_nothing_of_its_work() {
     let db = fresh_db("rq_it_take_crash");
     let mut c = connect(&db);
