@@ -51,7 +51,7 @@ ALTER TABLE jobs DROP COLUMN has_children;
 -- they replace already held to them). The view rq_jobs reads the columns:
 -- it is made again, with its grants.
 CREATE DOMAIN rq_status AS text;
-CREATE DOMAIN rq_count AS integer;
+CREATE DOMAIN rq_nonnegative AS integer;
 CREATE DOMAIN rq_delay_ms AS integer;
 CREATE DOMAIN rq_max_age_ms AS bigint;
 
@@ -72,12 +72,12 @@ BEGIN
         DROP CONSTRAINT jobs_requeues_check,
         ALTER COLUMN status TYPE @extschema@.rq_status,
         ALTER COLUMN max_age TYPE @extschema@.rq_max_age_ms,
-        ALTER COLUMN max_retry_count TYPE @extschema@.rq_count,
+        ALTER COLUMN max_retry_count TYPE @extschema@.rq_nonnegative,
         ALTER COLUMN min_retry_delay TYPE @extschema@.rq_delay_ms,
         ALTER COLUMN max_retry_delay TYPE @extschema@.rq_delay_ms,
         ALTER COLUMN backoff_base TYPE @extschema@.rq_delay_ms,
-        ALTER COLUMN attempts TYPE @extschema@.rq_count,
-        ALTER COLUMN requeues TYPE @extschema@.rq_count;
+        ALTER COLUMN attempts TYPE @extschema@.rq_nonnegative,
+        ALTER COLUMN requeues TYPE @extschema@.rq_nonnegative;
     CREATE TRIGGER jobs_enqueued
         AFTER INSERT ON @extschema@.jobs
         FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed'))
@@ -115,7 +115,7 @@ $$;
 
 ALTER DOMAIN rq_status ADD CONSTRAINT rq_status_check CHECK (VALUE IN
     ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked'));
-ALTER DOMAIN rq_count ADD CONSTRAINT rq_count_check CHECK (VALUE >= 0);
+ALTER DOMAIN rq_nonnegative ADD CONSTRAINT rq_nonnegative_check CHECK (VALUE >= 0);
 ALTER DOMAIN rq_delay_ms ADD CONSTRAINT rq_delay_ms_check CHECK (VALUE >= 0);
 ALTER DOMAIN rq_max_age_ms ADD CONSTRAINT rq_max_age_ms_check CHECK (VALUE > 0);
 

@@ -9,8 +9,9 @@
 CREATE DOMAIN rq_status AS text
     CONSTRAINT rq_status_check CHECK (VALUE IN
         ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked'));
--- attempts, requeues, a retry count
-CREATE DOMAIN rq_count AS integer CONSTRAINT rq_count_check CHECK (VALUE >= 0);
+-- attempts, requeues, a retry count (not named rq_count: a type named as a
+-- function makes rq_count('a') a cast of 'a' to that type)
+CREATE DOMAIN rq_nonnegative AS integer CONSTRAINT rq_nonnegative_check CHECK (VALUE >= 0);
 -- retry delays and the backoff base (ms)
 CREATE DOMAIN rq_delay_ms AS integer CONSTRAINT rq_delay_ms_check CHECK (VALUE >= 0);
 -- a maximum age (ms)
@@ -26,14 +27,14 @@ CREATE TABLE jobs (
     payload          text,
     status           rq_status NOT NULL DEFAULT 'queued',
     max_age          rq_max_age_ms,
-    max_retry_count  rq_count,
+    max_retry_count  rq_nonnegative,
     -- 1000, 43200000 and 1000 ms, the library's defaults (src/limits.rs)
     min_retry_delay  rq_delay_ms DEFAULT rq_default_min_retry_delay(),
     max_retry_delay  rq_delay_ms DEFAULT rq_default_max_retry_delay(),
     backoff_base     rq_delay_ms DEFAULT rq_default_backoff_base(),
     enqueued_at      bigint  NOT NULL DEFAULT rq_now_ms(),
     scheduled_at     bigint  NOT NULL DEFAULT rq_now_ms(),
-    attempts         rq_count NOT NULL DEFAULT 0,
+    attempts         rq_nonnegative NOT NULL DEFAULT 0,
     error            text,
     error_trace      text,
     claimed_by       text,
@@ -50,7 +51,7 @@ CREATE TABLE jobs (
     -- counts in attempts (every claim is an attempt, and attempts is the
     -- fencing token, which must never repeat) but uses up no retry: retries
     -- used = attempts - requeues.
-    requeues         rq_count NOT NULL DEFAULT 0,
+    requeues         rq_nonnegative NOT NULL DEFAULT 0,
     -- A deduplication key: while a job of the same queue and key is
     -- unfinished, enqueueing that key again returns that job.
     key              text,

@@ -2,7 +2,7 @@
 //! what two CHECK constraints said until 0.5.0, as a C row trigger, which
 //! costs a write a small fraction of what PostgreSQL's reading and planning
 //! of CHECK constraints for every statement does. The single values are
-//! domains (rq_status, rq_count, rq_delay_ms, rq_max_age_ms).
+//! domains (rq_status, rq_nonnegative, rq_delay_ms, rq_max_age_ms).
 
 use crate::errors::Refusal;
 use pgrx::prelude::*;
