@@ -21,4 +21,4 @@ SET status = CASE WHEN @attempt@ - j.requeues > j.max_retry_count THEN 'exhauste
     error = $7, error_trace = $8, lease_expires_at = NULL@taken_set@
 WHERE j.id = $1 @same_queue@
   AND @was@
-RETURNING @row@, j.queue, j.claimed_at, j.status, j.scheduled_at, j.max_age@sets_off@
+RETURNING @row@, j.queue, j.claimed_at, j.status, j.scheduled_at, j.max_age, j.priority@sets_off@

@@ -38,7 +38,7 @@ BEGIN
         PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 END
 $$;
@@ -64,7 +64,7 @@ BEGIN
         PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 END
 $$;
@@ -155,7 +155,7 @@ BEGIN
         PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age);
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished

@@ -126,6 +126,9 @@ ALTER TABLE schedules ADD COLUMN last_error text;
 DROP FUNCTION rq_check_schedule(text, text);
 DROP FUNCTION rq_cron_slots(text, text, bigint, bigint, integer);
 DROP FUNCTION rq_prometheus();
+-- rq_job_ready_again takes the job's priority and id (claim cursors,
+-- src/cursors.rs); the verbs that call it are made again below.
+DROP FUNCTION rq_job_ready_again(text, bigint, bigint);
 
 -- Queues without history (sql/history.sql).
 CREATE TABLE queues_without_history (
@@ -676,6 +679,18 @@ BEGIN
 END
 $$;
 
+CREATE  FUNCTION "rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+
 CREATE FUNCTION rq_job_values() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_values';
@@ -740,6 +755,52 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+CREATE OR REPLACE FUNCTION rq_parent_ended(parent uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms   bigint := @extschema@.rq_now_ms();
+    ended    record;
+    released record;
+BEGIN
+    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
+    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
+        RETURN;
+    END IF;
+    IF ended.status = 'success' THEN
+        FOR released IN
+            WITH edges AS (
+                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
+            )
+            UPDATE @extschema@.jobs c
+            SET blocked_by = c.blocked_by - 1,
+                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
+            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
+        LOOP
+            IF released.status = 'queued' THEN
+                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    WITH RECURSIVE descendants AS (
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        UNION
+        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+    ), cancelled AS (
+        UPDATE @extschema@.jobs c
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
+        RETURNING c.id
+    )
+    DELETE FROM @extschema@.job_dependencies d
+    WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c);
+END
+$$;
 
 CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
 LANGUAGE plpgsql STABLE
@@ -874,6 +935,31 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reject.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
+        requeues = j.requeues + 1, lease_expires_at = NULL
+    WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+END
+$$;
+
 CREATE  FUNCTION "rq_require_flow_claim"(
 	"name" TEXT /* & str */
 ) RETURNS void
@@ -881,6 +967,70 @@ STRICT VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+
+CREATE OR REPLACE FUNCTION rq_reschedule(
+    id      uuid,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL,
+    attempt integer     DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+    due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_reschedule.id);
+    job    @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued',
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())),
+        requeues = j.requeues + 1,
+        lease_expires_at = NULL,
+        finished_at = NULL
+    WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_retry(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := @extschema@.rq_shard_queue(rq_retry.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
+        lease_expires_at = NULL, requeues = j.attempts
+    WHERE j.id = rq_retry.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+EXCEPTION WHEN unique_violation THEN
+    -- an ended job's key was taken by a newer job that is still unfinished
+    PERFORM @extschema@.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
+END
+$$;
 
 CREATE OR REPLACE FUNCTION rq_schedule(
     name            text,

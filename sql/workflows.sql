@@ -115,10 +115,10 @@ BEGIN
             SET blocked_by = c.blocked_by - 1,
                 status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
             FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
-            RETURNING c.queue, c.scheduled_at, c.max_age, c.status
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
         LOOP
             IF released.status = 'queued' THEN
-                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age);
+                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
             END IF;
         END LOOP;
         RETURN;

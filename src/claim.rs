@@ -20,6 +20,7 @@
 //! holding no queue's row lock and no group's lock.
 
 use crate::clock::now_ms;
+use crate::cursors;
 use crate::deadlines;
 use crate::distributed;
 use crate::flow::{self, ClaimFlow};
@@ -40,6 +41,8 @@ const LEASE: &str = include_str!("../sql/claim.lease.sql");
 const TAKE: &str = include_str!("../sql/claim.take.sql");
 const TAKE_COMPLETE: &str = include_str!("../sql/claim.take_complete.sql");
 const TAKE_DELETING: &str = include_str!("../sql/claim.take_deleting.sql");
+const LANES: &str = include_str!("../sql/claim.lanes.sql");
+const LANE: &str = include_str!("../sql/claim.lane.sql");
 const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
 
 /// A claim on several queues merges their due jobs: each queue and priority
@@ -131,6 +134,9 @@ struct Claim {
     /// The queues by name, kept by a waiting claim to look at their flow
     /// settings again after each sleep.
     queue_names: Option<Vec<Option<String>>>,
+    /// One queue's claim that may start where its lanes' cursors are
+    /// (src/cursors.rs): the queue.
+    cursors_of: Option<String>,
 }
 
 impl Claim {
@@ -168,8 +174,14 @@ impl Claim {
     /// The plain claim: up to `batch` ready jobs in claim order.
     fn run_ready(&mut self, now_ms: i64) -> u64 {
         self.args[2] = now_ms.into_datum();
+        let lanes = self.lanes(now_ms);
         let text = || {
-            let template = if self.filter == QueueFilter::Several { READY_SEVERAL } else { READY };
+            let (template, priorities) = match (&lanes, self.filter) {
+                (Some(l), _) if l.lanes.len() == 1 => (LANE, ""),
+                (Some(_), _) => (LANES, ""),
+                (None, QueueFilter::Several) => (READY_SEVERAL, PRIORITIES_SEVERAL),
+                (None, _) => (READY, PRIORITIES),
+            };
             let (ready, claimed) = self.mode.statement_parts();
             statements::fill(
                 template,
@@ -178,7 +190,7 @@ impl Claim {
                     ("@ready@", ready),
                     ("@sets_off@", &if self.completes() { crate::finish::sets_off(self.function, false) } else { String::new() }),
                     ("@sets_off_condition@", &crate::finish::sets_off_condition(self.function, false)),
-                    ("@priorities@", self.filter.priorities()),
+                    ("@priorities@", priorities),
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
                     ("@queue_filter@", self.filter.condition()),
@@ -188,16 +200,113 @@ impl Claim {
                 ],
             )
         };
+        let types = [
+            pg_sys::TEXTARRAYOID,
+            pg_sys::TEXTOID,
+            pg_sys::INT8OID,
+            pg_sys::INT8OID,
+            pg_sys::TEXTARRAYOID,
+            pg_sys::INT4ARRAYOID,
+            pg_sys::INT8ARRAYOID,
+            pg_sys::UUIDARRAYOID,
+        ];
         let deleting = self.mode == Mode::TakeAndCompleteDeleting;
-        let types = [pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::INT8OID, pg_sys::TEXTARRAYOID];
-        let count = if deleting { 5 } else { 4 };
+        let mut args = [None; 8];
+        args[..5].copy_from_slice(&self.args);
+        let count = match &lanes {
+            Some(lanes) => {
+                args[5] = lanes.lanes.iter().map(|l| l.priority).collect::<Vec<_>>().into_datum();
+                args[6] = lanes.lanes.iter().map(|l| l.cursor.0).collect::<Vec<_>>().into_datum();
+                args[7] = lanes.lanes.iter().map(|l| pgrx::Uuid::from_bytes(l.cursor.1)).collect::<Vec<_>>().into_datum();
+                8
+            }
+            None if deleting => 5,
+            None => 4,
+        };
+        let name = match &lanes {
+            Some(l) if l.lanes.len() == 1 => "claim_lane",
+            Some(_) => "claim_lanes",
+            None => "claim",
+        };
         let statement = Statement {
-            shape: Shape { name: "claim", variant: self.variant() * 1_000_000 + i64::from(self.batch) },
+            shape: Shape { name, variant: self.variant() * 1_000_000 + i64::from(self.batch) },
             text: &text,
             types: &types[..count],
         };
-        let run = || statements::run(self.function, &statement, &self.args[..count]);
-        if deleting { crate::history::as_owner(self.function, run) } else { run() }
+        let run = || statements::run(self.function, &statement, &args[..count]);
+        let rows = if deleting { crate::history::as_owner(self.function, run) } else { run() };
+        self.locked(lanes.as_ref());
+        rows
+    }
+
+    /// The lanes of the queue of a claim that may use cursors: known, or
+    /// found now (a statement, run before the claim's). None: the claim
+    /// walks from the start of the index.
+    fn lanes(&self, now_ms: i64) -> Option<cursors::Lanes> {
+        let queue = self.cursors_of.as_deref()?;
+        let table = crate::privileges::jobs_of(self.function);
+        if cursors::ready_here(table, queue) {
+            return None;
+        }
+        match cursors::lookup(table, queue, now_ms) {
+            cursors::Found::Lanes(lanes) => Some(lanes),
+            cursors::Found::None => None,
+            cursors::Found::Unknown(place) => {
+                let text = || {
+                    statements::fill(
+                        "WITH RECURSIVE @priorities@ SELECT p.priority FROM priorities p WHERE p.priority IS NOT NULL",
+                        &[
+                            ("@priorities@", PRIORITIES),
+                            ("@ungrouped@", self.ungrouped()),
+                            ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
+                            ("@queue_filter@", QueueFilter::One.condition()),
+                        ],
+                    )
+                };
+                let statement = Statement {
+                    shape: Shape { name: "claim_lanes_found", variant: i64::from(self.grouped_table) },
+                    text: &text,
+                    types: &[pg_sys::TEXTARRAYOID],
+                };
+                let found = statements::run(self.function, &statement, &self.args[..1]);
+                // SAFETY: the statement returned `found` rows of one integer column.
+                let priorities: Vec<i32> =
+                    (0..found as usize).filter_map(|row| unsafe { statements::value::<i32>(row, 1) }).collect();
+                statements::free_result();
+                cursors::discovered(place, &priorities)
+            }
+        }
+    }
+
+    /// After the claim statement (its rows the last SPI result): each job it
+    /// locked is ready again if this transaction rolls back (and a take's,
+    /// if it commits without finishing it), and its lane's cursor moves to
+    /// the last one it took (src/cursors.rs).
+    fn locked(&self, lanes: Option<&cursors::Lanes>) {
+        // SAFETY: set by the claim statement that just ran.
+        if unsafe { pg_sys::SPI_processed } == 0 {
+            return;
+        }
+        let table = crate::privileges::jobs_of(self.function);
+        let mut claimed = Vec::new();
+        let mut each = |row: &mut statements::Row| {
+            let (Some(queue), Some(priority), Some(due), Some(id)) = (
+                row.get::<&str>(c"queue"),
+                row.get::<i32>(c"priority"),
+                row.get::<i64>(c"scheduled_at"),
+                row.get::<pgrx::Uuid>(c"id"),
+            ) else {
+                return;
+            };
+            let key = (due, cursors::id_bytes(&id));
+            cursors::note_locked(table, queue, priority, key, self.mode == Mode::Take);
+            claimed.push((priority, key));
+        };
+        // SAFETY: connected; the last SPI result is the claim's rows.
+        unsafe { statements::each_row(&mut each) };
+        if let Some(lanes) = lanes {
+            cursors::advance(lanes, &claimed);
+        }
     }
 
     /// Whether the claim completes what it takes (rq_take(complete => true)).
@@ -465,7 +574,11 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         flow: flow::for_claim(function, names.as_deref()),
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
+        cursors_of: None,
     };
+    if filter == QueueFilter::One && !distributed {
+        claim.cursors_of = names.as_ref().and_then(|n| n.first().copied().flatten()).map(str::to_owned);
+    }
     if take {
         if distributed {
             distributed::refuse("rq_take (a claim that only locks)")
@@ -577,6 +690,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         flow: None,
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
+        cursors_of: None,
     };
     // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };

@@ -3,7 +3,10 @@
 //! yet updated with ALTER EXTENSION raquel UPDATE, whose rq_schedule and
 //! rq_fire_schedules still call them. The update to 0.5.0 drops those
 //! functions (its rq_check_schedule_options and rq_schedule_slots replace
-//! them).
+//! them). rq_job_ready_again keeps its three-argument symbol: 0.4.0's
+//! rq_fail, rq_reschedule, rq_retry, rq_reject and the release of a
+//! workflow's children call it until the update declares the five-argument
+//! one (src/events.rs).
 
 use crate::limits;
 use crate::schedules;
@@ -49,4 +52,21 @@ pub unsafe extern "C-unwind" fn rq_cron_slots_wrapper(fcinfo: pg_sys::FunctionCa
     };
     let keep = usize::try_from(keep.unwrap_or(1).clamp(1, limits::MAX_BATCH)).unwrap_or(1);
     schedules::slots(&cron, &zone, from, until, keep).into_datum().unwrap_or(pg_sys::Datum::from(0))
+}
+
+// rq_job_ready_again(queue text, scheduled_at bigint, max_age bigint) RETURNS void
+function_info_v1!(pg_finfo_rq_job_ready_again_wrapper);
+
+/// # Safety
+/// Called by the function manager with the three arguments 0.4.0 declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_job_ready_again_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments are read as the types 0.4.0 declares; fcinfo is this call's.
+    unsafe {
+        let (queue, scheduled_at, max_age) =
+            (pg_getarg::<&str>(fcinfo, 0), pg_getarg::<i64>(fcinfo, 1), pg_getarg::<i64>(fcinfo, 2));
+        crate::events::ready_again(fcinfo, queue, scheduled_at, max_age, crate::events::Lane::Unknown);
+    }
+    pg_sys::Datum::from(0)
 }

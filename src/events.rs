@@ -64,7 +64,13 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
             }
         }
         if let Some(queue) = queue {
-            ready(queue, int8(c"scheduled_at"), int8(c"max_age"));
+            // the plain claim's lanes are of jobs without a group
+            let ungrouped = column(tuple, desc, c"group_key").is_none();
+            let int4 = |name| column(tuple, desc, name).and_then(|d| i32::from_datum(d, false));
+            let id = || column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false));
+            let lane = int4(c"priority").filter(|_| ungrouped && uuid_column(desc, c"id")).map(|p| (p, id()));
+            let table = (*(*trigger).tg_relation).rd_id;
+            ready(table, queue, int8(c"scheduled_at"), int8(c"max_age"), lane.map_or(Lane::None, |(p, id)| Lane::Of(p, id)));
             crate::metrics::note(queue, crate::metrics::Event::Enqueued, None);
             if settings::notify() {
                 notify(queue);
@@ -82,10 +88,31 @@ fn misused() -> ! {
     .raise()
 }
 
-/// A job of `queue` became ready (now or at scheduled_at): wake a waiting
-/// claim at commit; one with a max_age tells the worker when it expires.
-pub fn ready(queue: &str, scheduled_at: Option<i64>, max_age: Option<i64>) {
+/// The lane of a job that became ready, for the claim cursors
+/// (src/cursors.rs).
+pub enum Lane {
+    /// Its priority, and its id when known.
+    Of(i32, Option<pgrx::Uuid>),
+    /// Not known: the queue's cursors are forgotten.
+    Unknown,
+    /// In no lane (a grouped job, which the plain claim leaves out).
+    None,
+}
+
+/// A job of `queue` in table `table` became ready (now or at scheduled_at):
+/// wake a waiting claim at commit, and move the claim cursor of its lane
+/// back to it; one with a max_age tells the worker when it expires.
+pub fn ready(table: pg_sys::Oid, queue: &str, scheduled_at: Option<i64>, max_age: Option<i64>, lane: Lane) {
     note_ready(queue, 1);
+    let due = scheduled_at.unwrap_or(i64::MIN);
+    match lane {
+        Lane::Of(priority, id) => {
+            let id = id.map_or([0; 16], |id| crate::cursors::id_bytes(&id));
+            crate::cursors::note_ready(table, queue, Some(priority), (due, id));
+        }
+        Lane::Unknown => crate::cursors::note_ready(table, queue, None, (due, [0; 16])),
+        Lane::None => {}
+    }
     if let (Some(scheduled_at), Some(max_age)) = (scheduled_at, max_age) {
         deadlines::note(scheduled_at.saturating_add(max_age));
     }
@@ -95,18 +122,34 @@ pub fn ready(queue: &str, scheduled_at: Option<i64>, max_age: Option<i64>) {
 /// sql/lifecycle.sql): what the insert trigger does for a new job. Only for
 /// a role that may update jobs, that is one that could have made the job
 /// ready itself: nobody else can wake waiting claims for nothing.
-#[pg_extern(volatile, parallel_unsafe)]
+/// The job's priority and id place it in its claim lane (src/cursors.rs).
+/// (Its C symbol is rq_job_ready_in_lane_wrapper: 0.4.0's three-argument
+/// declaration keeps rq_job_ready_again_wrapper, src/compat_0_4.rs.)
+#[pg_extern(name = "rq_job_ready_again", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn rq_job_ready_again(
+fn rq_job_ready_in_lane(
     queue: Option<&str>,
     scheduled_at: Option<i64>,
     max_age: Option<i64>,
+    priority: default!(Option<i32>, "NULL"),
+    id: default!(Option<pgrx::Uuid>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
+    let lane = priority.map_or(Lane::Unknown, |p| Lane::Of(p, id));
     // SAFETY: fcinfo is this call's own.
-    privileges::require_update(unsafe { statements::called_function(fcinfo) }, "rq_job_ready_again");
+    unsafe { ready_again(fcinfo, queue, scheduled_at, max_age, lane) }
+}
+
+/// rq_job_ready_again's work, for the function called through `fcinfo`.
+///
+/// # Safety
+/// `fcinfo` is the current call's.
+pub unsafe fn ready_again(fcinfo: pg_sys::FunctionCallInfo, queue: Option<&str>, scheduled_at: Option<i64>, max_age: Option<i64>, lane: Lane) {
+    // SAFETY: per the contract above.
+    let function = unsafe { statements::called_function(fcinfo) };
+    privileges::require_update(function, "rq_job_ready_again");
     if let Some(queue) = queue {
-        ready(queue, scheduled_at, max_age);
+        ready(privileges::jobs_of(function), queue, scheduled_at, max_age, lane);
     }
 }
 

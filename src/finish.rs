@@ -211,10 +211,14 @@ impl Ending {
                 let retried = unsafe { statements::value::<String>(0, 4) }.as_deref() == Some("failed");
                 if retried {
                     // to be retried: wake a waiting claim when it is due
-                    let (due, max_age) = unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6)) };
-                    events::ready(&queue, due, max_age);
+                    let (due, max_age, priority) =
+                        unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6), statements::value::<i32>(0, 7)) };
+                    // SAFETY: the id argument is a uuid.
+                    let id = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) });
+                    let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, id));
+                    events::ready(crate::privileges::jobs_of(self.function), &queue, due, max_age, lane);
                 }
-                (retried, 7)
+                (retried, 8)
             }
         };
         if !retried && frees_slots {

@@ -29,6 +29,7 @@ macro_rules! function_info_v1 {
 mod backoff;
 mod claim;
 mod clock;
+mod cursors;
 mod compat_0_1;
 mod compat_0_4;
 mod deadlines;
@@ -86,14 +87,14 @@ extension_sql_file!(
         errors::rq_raise_cannot,
         errors::rq_refuse,
         limits::rq_check_arrays,
-        events::rq_job_ready_again,
+        events::rq_job_ready_in_lane,
         flow::rq_claim_ended
     ]
 );
 extension_sql_file!(
     "../sql/workflows.sql",
     name = "workflows",
-    requires = ["schema", events::rq_job_ready_again, errors::rq_refuse, limits::rq_check_arrays, limits::rq_check_batch, workflows::rq_check_parents]
+    requires = ["schema", events::rq_job_ready_in_lane, errors::rq_refuse, limits::rq_check_arrays, limits::rq_check_batch, workflows::rq_check_parents]
 );
 extension_sql_file!(
     "../sql/flow.sql",
@@ -180,6 +181,7 @@ pub extern "C-unwind" fn _PG_init() {
         worker::register();
         waiters::init();
         deadlines::init();
+        cursors::init();
         metrics::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }

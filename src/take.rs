@@ -9,8 +9,8 @@
 //! jobs (rq_take refuses a queue that has them).
 //!
 //! This backend remembers each job it took in this transaction: the attempt
-//! the take handed out (the fencing token, as a claim's), when, by which
-//! worker and of which queue. A rolled-back savepoint forgets the jobs it
+//! the take handed out (the fencing token, as a claim's), when, and by
+//! which worker. A rolled-back savepoint forgets the jobs it
 //! took (their locks went with it); the transaction's end forgets them all,
 //! and its commit lets go of those not finished: they stay as they were.
 
@@ -26,7 +26,6 @@ pub struct Taken {
     pub attempt: i32,
     pub claimed_at: i64,
     pub worker: Option<String>,
-    pub queue: String,
     subtransaction: pg_sys::SubTransactionId,
 }
 
@@ -36,7 +35,7 @@ thread_local! {
 }
 
 /// Remembers that this transaction took job `id`.
-pub fn remember(id: pgrx::Uuid, attempt: i32, claimed_at: i64, worker: Option<String>, queue: String) {
+pub fn remember(id: pgrx::Uuid, attempt: i32, claimed_at: i64, worker: Option<String>) {
     if !CALLBACKS.replace(true) {
         let forget_all = || {
             TAKEN.with_borrow_mut(HashMap::clear);
@@ -51,7 +50,7 @@ pub fn remember(id: pgrx::Uuid, attempt: i32, claimed_at: i64, worker: Option<St
     }
     // SAFETY: reads the current subtransaction's id, a backend global.
     let subtransaction = unsafe { pg_sys::GetCurrentSubTransactionId() };
-    TAKEN.with_borrow_mut(|taken| taken.insert(id, Taken { attempt, claimed_at, worker, queue, subtransaction }));
+    TAKEN.with_borrow_mut(|taken| taken.insert(id, Taken { attempt, claimed_at, worker, subtransaction }));
 }
 
 /// The job `id` if this transaction took it and has not finished it yet.
@@ -96,7 +95,7 @@ pub unsafe fn return_taken_rows(fcinfo: pg_sys::FunctionCallInfo, worker: Option
             row.set(c"finished_at", None);
             if let Some(id) = row.get::<pgrx::Uuid>(c"id") {
                 crate::metrics::note(&queue, crate::metrics::Event::Claimed, wait);
-                remember(id, attempt, now, worker_name.clone(), queue);
+                remember(id, attempt, now, worker_name.clone());
             }
         })
     }

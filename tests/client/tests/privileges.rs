@@ -228,7 +228,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_set_history(text,boolean)",                              No,  No,  No,  "SELECT rq_set_history('m', false)"),
     ("rq_drop_started()",                                         No,  No,  No,  "SELECT rq_drop_started()"),
     // for roles that may update jobs: the verbs a worker calls use it
-    ("rq_job_ready_again(text,bigint,bigint)",                    No,  No,  Yes, "SELECT rq_job_ready_again('m', 0, NULL)"),
+    ("rq_job_ready_again(text,bigint,bigint,int,uuid)",           No,  No,  Yes, "SELECT rq_job_ready_again('m', 0, NULL)"),
     ("rq_shard_queue(uuid)",                                      Yes, Yes, Yes, "SELECT rq_shard_queue('00000000-0000-7000-8000-000000000000')"),
     ("rq_shard_queues(uuid[])",                                   Yes, Yes, Yes, "SELECT rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
     ("rq_claim_ended(text)",                                      No,  No,  Yes, "SELECT rq_claim_ended('m')"),

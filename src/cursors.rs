@@ -1,0 +1,588 @@
+//! Where a queue's ready jobs start: a cursor per priority ("lane") of each
+//! queue, in shared memory, so that a claim's walk of the ready index starts
+//! past the entries of jobs already claimed.
+//!
+//! Why: a claim walks the ready index (sql/schema.sql) in claim order. The
+//! entries of the jobs claimed before it stay in the index until vacuum
+//! removes them, and vacuum cannot while any snapshot older than their
+//! claim is open (a long report, a lagging replication slot,
+//! hot_standby_feedback): then every claim steps over every job claimed
+//! since, and a queue that runs 1000 jobs a second slows to a crawl within
+//! minutes. With a cursor the walk starts where the last claim of the lane
+//! ended, and costs what the jobs enqueued since cost.
+//!
+//! The rule that keeps a cursor safe: every ready job of the lane sorts at
+//! or after it (scheduled_at, then id). A claim moves it forward to the last
+//! job it claimed in the lane: the jobs before that it passed were claimed
+//! by others, or locked by claims still open, or not yet committed. Whatever
+//! makes a job ready at a key before a cursor moves the cursor back, after
+//! its commit is visible: an insert (the jobs table's insert trigger,
+//! src/events.rs), a verb that makes a job ready again (rq_fail with a retry,
+//! rq_reject, rq_reschedule, rq_retry, a parent's success releasing its
+//! children: `rq_job_ready_again`), a claim or take rolled back (the jobs it
+//! had locked are ready again), a take's commit (the taken jobs it did not
+//! finish stay ready). A move back bumps the queue's generation, and a claim
+//! moves a cursor forward only if the generation is still the one it read
+//! before its statement's snapshot: a job that became ready behind the
+//! cursor after that snapshot is never passed over.
+//!
+//! What a cursor cannot hear of: a job made ready by an UPDATE outside
+//! raquel's verbs (a hand-written UPDATE, the Python library's own claim
+//! rolled back), or inserted with triggers off. So each queue's cursors go
+//! back to the start every REWIND_MS: such a job waits at most that long.
+//!
+//! A queue's lanes are the priorities its ready jobs may have. The first
+//! claim of a queue finds them (one probe per priority, sql/claim.sql's
+//! priorities walk) and every insert adds its own; a queue with more than
+//! LANES priorities, or one whose lanes a verb could not name, is claimed
+//! without cursors. One-queue claims use cursors (src/claim.rs); claims of
+//! several queues or any queue walk the index from its start, as before.
+//! Shared memory holds QUEUES queues of all databases; past that, the queue
+//! used least recently gives up its place.
+
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSubXactCallbackEvent, PgXactCallbackEvent};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// Queues with cursors, of all databases.
+const QUEUES: usize = 256;
+/// Priorities with cursors in one queue.
+pub const LANES: usize = 8;
+/// The longest queue name kept (longer names have no cursors).
+const NAME: usize = 64;
+/// How often a queue's cursors go back to the start.
+pub const REWIND_MS: i64 = 10_000;
+
+/// A job's place in a lane: scheduled_at, then id (uuid bytes, which sort
+/// as PostgreSQL sorts uuids).
+pub type Key = (i64, [u8; 16]);
+/// Before every job.
+pub const START: Key = (i64::MIN, [0; 16]);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane {
+    pub priority: i32,
+    pub cursor: Key,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// A claim is finding the lanes; until it has, claims go without.
+    Filling,
+    /// Claims use the lanes.
+    Known,
+    /// More priorities than LANES: claims go without, until the next rewind
+    /// finds the lanes again.
+    TooMany,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// InvalidOid: a free place.
+    database: pg_sys::Oid,
+    /// The jobs table (a new table after DROP and CREATE EXTENSION).
+    table: pg_sys::Oid,
+    name: [u8; NAME],
+    name_len: u8,
+    /// Which creation of the place: a claim that read it acts on it only
+    /// while it is the same.
+    epoch: u64,
+    /// Bumped by every move back.
+    generation: u64,
+    state: State,
+    count: u8,
+    /// Highest priority first.
+    lanes: [Lane; LANES],
+    rewound_ms: i64,
+    used: u64,
+}
+
+const FREE: Entry = Entry {
+    database: pg_sys::InvalidOid,
+    table: pg_sys::InvalidOid,
+    name: [0; NAME],
+    name_len: 0,
+    epoch: 0,
+    generation: 0,
+    state: State::Filling,
+    count: 0,
+    lanes: [Lane { priority: 0, cursor: START }; LANES],
+    rewound_ms: 0,
+    used: 0,
+};
+
+impl Entry {
+    fn is(&self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> bool {
+        self.database == database && self.table == table && &self.name[..self.name_len as usize] == queue
+    }
+
+    fn lanes(&self) -> &[Lane] {
+        &self.lanes[..self.count as usize]
+    }
+
+    /// Adds lane `priority` (its cursor at `cursor`) or moves its cursor
+    /// back to `cursor`; false when the lanes are full.
+    fn lower(&mut self, priority: i32, cursor: Key) -> bool {
+        let count = self.count as usize;
+        match self.lanes[..count].iter().position(|l| l.priority <= priority) {
+            Some(i) if self.lanes[i].priority == priority => {
+                self.lanes[i].cursor = self.lanes[i].cursor.min(cursor);
+                true
+            }
+            _ if count == LANES => false,
+            at => {
+                let i = at.unwrap_or(count);
+                self.lanes.copy_within(i..count, i + 1);
+                self.lanes[i] = Lane { priority, cursor };
+                self.count += 1;
+                true
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct Cursors {
+    entries: [Entry; QUEUES],
+    next_epoch: u64,
+    clock: u64,
+}
+
+impl Default for Cursors {
+    fn default() -> Self {
+        Cursors { entries: [FREE; QUEUES], next_epoch: 1, clock: 0 }
+    }
+}
+
+// SAFETY: plain data (no pointers), shared under the PgLwLock below.
+unsafe impl PGRXSharedMemory for Cursors {}
+
+// SAFETY: the name is unique to this lock, and pg_shmem_init! in init() sets it up.
+static CURSORS: PgLwLock<Cursors> = unsafe { PgLwLock::new(c"raquel_cursors") };
+
+/// Called from `_PG_init` while the server preloads the library.
+pub fn init() {
+    pg_shmem_init!(CURSORS);
+}
+
+/// What a claim of one queue found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Claim from these lanes; move them forward with `advance`.
+    Lanes(Lanes),
+    /// The lanes are not known yet: find them (`discovered`); the place is
+    /// this claim's to fill.
+    Unknown(Place),
+    /// No cursors for this claim (no place, a name too long, lanes being
+    /// found by another claim).
+    None,
+}
+
+/// A queue's place, as a claim read it.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Place {
+    index: usize,
+    epoch: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Lanes {
+    place: Place,
+    generation: u64,
+    pub lanes: Vec<Lane>,
+}
+
+impl Cursors {
+    fn find(&self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> Option<usize> {
+        self.entries.iter().position(|e| e.is(database, table, queue))
+    }
+
+    fn lookup(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
+        let name = queue.as_bytes();
+        if name.len() > NAME {
+            return Found::None;
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(i) = self.find(database, table, name) {
+            let entry = &mut self.entries[i];
+            entry.used = clock;
+            let rewind = now_ms.saturating_sub(entry.rewound_ms) >= REWIND_MS;
+            match entry.state {
+                State::Filling => return Found::None,
+                State::TooMany if !rewind => return Found::None,
+                // the lanes are found again (there may be fewer now)
+                State::TooMany => *entry = FREE,
+                State::Known => {
+                    if rewind {
+                        entry.rewound_ms = now_ms;
+                        entry.generation += 1;
+                        entry.lanes.iter_mut().for_each(|l| l.cursor = START);
+                    }
+                    let place = Place { index: i, epoch: entry.epoch };
+                    return Found::Lanes(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() });
+                }
+            }
+        }
+        // a free place, or the one used least recently
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.database == pg_sys::InvalidOid)
+            .unwrap_or_else(|| (0..QUEUES).min_by_key(|&i| self.entries[i].used).expect("QUEUES > 0"));
+        let epoch = self.next_epoch;
+        self.next_epoch += 1;
+        let mut entry = FREE;
+        entry.database = database;
+        entry.table = table;
+        entry.name[..name.len()].copy_from_slice(name);
+        entry.name_len = name.len() as u8;
+        entry.epoch = epoch;
+        entry.rewound_ms = now_ms;
+        entry.used = clock;
+        self.entries[i] = entry;
+        Found::Unknown(Place { index: i, epoch })
+    }
+
+    fn discovered(&mut self, place: Place, priorities: &[i32]) -> Option<Lanes> {
+        let entry = self.entries.get_mut(place.index).filter(|e| e.epoch == place.epoch)?;
+        if entry.state != State::Filling {
+            return None;
+        }
+        // lanes that commits added meanwhile stay, with their cursors
+        if !priorities.iter().all(|&p| entry.lower(p, START)) {
+            entry.state = State::TooMany;
+            return None;
+        }
+        entry.state = State::Known;
+        Some(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() })
+    }
+
+    fn advance(&mut self, read: &Lanes, claimed: &[(i32, Key)]) {
+        let Some(entry) = self.entries.get_mut(read.place.index) else { return };
+        if entry.epoch != read.place.epoch || entry.generation != read.generation {
+            return;
+        }
+        for &(priority, key) in claimed {
+            if let Some(lane) = entry.lanes[..entry.count as usize].iter_mut().find(|l| l.priority == priority) {
+                lane.cursor = lane.cursor.max(key);
+            }
+        }
+    }
+
+    /// A job of `queue` is ready at `key` in lane `priority` (None: a lane
+    /// not named, which forgets the queue's lanes).
+    fn lower(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &str, priority: Option<i32>, key: Key) {
+        let Some(i) = self.find(database, table, queue.as_bytes()) else { return };
+        let entry = &mut self.entries[i];
+        entry.generation += 1;
+        match priority {
+            Some(priority) if entry.lower(priority, key) => {}
+            Some(_) => entry.state = State::TooMany,
+            None => *entry = FREE,
+        }
+    }
+
+    fn forget(&mut self, place: Place) {
+        if let Some(entry) = self.entries.get_mut(place.index).filter(|e| e.epoch == place.epoch && e.state == State::Filling) {
+            *entry = FREE;
+        }
+    }
+}
+
+/// The cursors of a one-queue claim of `queue` in the jobs table `table`.
+pub fn lookup(table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
+    if !crate::preloaded() {
+        return Found::None;
+    }
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    let found = CURSORS.exclusive().lookup(database, table, queue, now_ms);
+    if let Found::Unknown(place) = found {
+        // a claim that fails before it fills the place gives it up
+        FILLING.with_borrow_mut(|f| f.push(place));
+        on_transaction_end();
+    }
+    found
+}
+
+/// The lanes the claim that got `place` found: the priorities its queue's
+/// ready jobs have. None when the place was taken meanwhile, or there are
+/// too many priorities.
+pub fn discovered(place: Place, priorities: &[i32]) -> Option<Lanes> {
+    FILLING.with_borrow_mut(|f| f.retain(|p| *p != place));
+    CURSORS.exclusive().discovered(place, priorities)
+}
+
+/// Moves the lanes forward to the last job the claim took in each.
+pub fn advance(read: &Lanes, claimed: &[(i32, Key)]) {
+    if !claimed.is_empty() {
+        CURSORS.exclusive().advance(read, claimed);
+    }
+}
+
+/// What moves cursors back: by queue, each (table, priority) with the
+/// earliest key.
+type Pending = HashMap<String, Vec<(pg_sys::Oid, Option<i32>, Key)>>;
+
+thread_local! {
+    /// Jobs this transaction made ready: cursors move back at commit.
+    static AT_COMMIT: RefCell<Pending> = RefCell::new(HashMap::new());
+    /// Jobs this transaction locked (claimed or took): ready again if it
+    /// rolls back.
+    static AT_ABORT: RefCell<Pending> = RefCell::new(HashMap::new());
+    /// Places this transaction's claims are filling.
+    static FILLING: RefCell<Vec<Place>> = const { RefCell::new(Vec::new()) };
+    /// The queues this transaction made jobs ready in: its own claims walk
+    /// them whole, as the cursors move back for those jobs only at commit.
+    static READY_HERE: RefCell<Vec<(pg_sys::Oid, String)>> = const { RefCell::new(Vec::new()) };
+    static CALLBACKS: Cell<bool> = const { Cell::new(false) };
+}
+
+fn pend(pending: &RefCell<Pending>, table: pg_sys::Oid, queue: &str, priority: Option<i32>, key: Key) {
+    let mut pending = pending.borrow_mut();
+    let lanes = match pending.get_mut(queue) {
+        Some(lanes) => lanes,
+        None => pending.entry(queue.to_owned()).or_default(),
+    };
+    match lanes.iter_mut().find(|(t, p, _)| *t == table && *p == priority) {
+        Some((_, _, earliest)) => *earliest = (*earliest).min(key),
+        None => lanes.push((table, priority, key)),
+    }
+}
+
+/// A job of `queue` in `table` became ready (inserted or ready again) at
+/// `key`, in lane `priority` (None when the caller cannot say): cursors move
+/// back to it when this transaction commits.
+pub fn note_ready(table: pg_sys::Oid, queue: &str, priority: Option<i32>, key: Key) {
+    if !crate::preloaded() {
+        return;
+    }
+    AT_COMMIT.with(|p| pend(p, table, queue, priority, key));
+    READY_HERE.with_borrow_mut(|here| {
+        if !here.iter().any(|(t, q)| *t == table && q == queue) {
+            here.push((table, queue.to_owned()));
+        }
+    });
+    on_transaction_end();
+}
+
+/// Whether this transaction made jobs of `queue` in `table` ready: the
+/// shared cursors may be past them (other claims do not see them yet), so
+/// this transaction's claims there walk without cursors until it ends.
+pub fn ready_here(table: pg_sys::Oid, queue: &str) -> bool {
+    READY_HERE.with_borrow(|here| here.iter().any(|(t, q)| *t == table && q == queue))
+}
+
+/// This transaction locked a ready job (a claim or a take): if it rolls
+/// back, the job is ready at `key` again. `at_commit`: a take, whose job is
+/// ready still after a commit that did not finish it.
+pub fn note_locked(table: pg_sys::Oid, queue: &str, priority: i32, key: Key, at_commit: bool) {
+    if !crate::preloaded() {
+        return;
+    }
+    AT_ABORT.with(|p| pend(p, table, queue, Some(priority), key));
+    if at_commit {
+        AT_COMMIT.with(|p| pend(p, table, queue, Some(priority), key));
+    }
+    on_transaction_end();
+}
+
+fn on_transaction_end() {
+    if CALLBACKS.replace(true) {
+        return;
+    }
+    // Both run after the transaction's end is visible to everyone, where
+    // nothing may fail: they only write shared memory.
+    pgrx::register_xact_callback(PgXactCallbackEvent::Commit, || {
+        apply(&AT_COMMIT);
+        forget_filling();
+        end();
+    });
+    pgrx::register_xact_callback(PgXactCallbackEvent::Abort, || {
+        apply(&AT_ABORT);
+        forget_filling();
+        end();
+    });
+    pgrx::register_subxact_callback(PgSubXactCallbackEvent::AbortSub, |_, _| {
+        // the locks taken since the savepoint are gone: their jobs are ready
+        // again now (moving cursors back early only costs a longer walk)
+        apply_keeping(&AT_ABORT);
+    });
+}
+
+/// Places a claim of this transaction took but did not fill go free.
+fn forget_filling() {
+    let filling = FILLING.with_borrow_mut(std::mem::take);
+    if !filling.is_empty() {
+        let mut cursors = CURSORS.exclusive();
+        filling.into_iter().for_each(|place| cursors.forget(place));
+    }
+}
+
+fn end() {
+    AT_COMMIT.with_borrow_mut(HashMap::clear);
+    AT_ABORT.with_borrow_mut(HashMap::clear);
+    FILLING.with_borrow_mut(Vec::clear);
+    READY_HERE.with_borrow_mut(Vec::clear);
+    CALLBACKS.set(false);
+}
+
+fn apply(pending: &'static std::thread::LocalKey<RefCell<Pending>>) {
+    apply_keeping(pending);
+    pending.with_borrow_mut(HashMap::clear);
+}
+
+fn apply_keeping(pending: &'static std::thread::LocalKey<RefCell<Pending>>) {
+    pending.with_borrow(|pending| {
+        if pending.is_empty() {
+            return;
+        }
+        // SAFETY: MyDatabaseId is this backend's, set once it connected.
+        let database = unsafe { pg_sys::MyDatabaseId };
+        let mut cursors = CURSORS.exclusive();
+        for (queue, lanes) in pending {
+            for &(table, priority, key) in lanes {
+                cursors.lower(database, table, queue, priority, key);
+            }
+        }
+    });
+}
+
+/// A uuid's bytes, as a Key's.
+pub fn id_bytes(id: &pgrx::Uuid) -> [u8; 16] {
+    let mut bytes = [0; 16];
+    bytes.copy_from_slice(id.as_bytes());
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DB: pg_sys::Oid = pg_sys::Oid::from_u32(5);
+    const TABLE: pg_sys::Oid = pg_sys::Oid::from_u32(16384);
+
+    fn key(due: i64, id: u8) -> Key {
+        (due, [id; 16])
+    }
+
+    fn known(c: &mut Cursors, queue: &str, priorities: &[i32]) -> Lanes {
+        let Found::Unknown(place) = c.lookup(DB, TABLE, queue, 0) else { panic!("a new queue is unknown") };
+        c.discovered(place, priorities).expect("filled")
+    }
+
+    fn lanes(c: &mut Cursors, queue: &str) -> Lanes {
+        match c.lookup(DB, TABLE, queue, 1) {
+            Found::Lanes(lanes) => lanes,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_claim_moves_its_lane_forward_and_a_ready_job_moves_it_back() {
+        let mut c = Cursors::default();
+        let read = known(&mut c, "q", &[0]);
+        assert_eq!(read.lanes, vec![Lane { priority: 0, cursor: START }]);
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(100, 1));
+        c.lower(DB, TABLE, "q", Some(0), key(50, 9));
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(50, 9));
+        c.lower(DB, TABLE, "q", Some(0), key(70, 9));
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(50, 9), "only back, never forward");
+    }
+
+    #[test]
+    fn a_claim_that_read_before_a_move_back_does_not_move_forward() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0]);
+        let read = lanes(&mut c, "q");
+        // a job became ready behind the cursor after the claim read it
+        c.lower(DB, TABLE, "q", Some(0), key(10, 1));
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, START);
+    }
+
+    #[test]
+    fn lanes_stay_in_priority_order_and_a_full_queue_loses_its_cursors() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[5, -1]);
+        c.lower(DB, TABLE, "q", Some(2), key(1, 1));
+        let priorities: Vec<i32> = lanes(&mut c, "q").lanes.iter().map(|l| l.priority).collect();
+        assert_eq!(priorities, vec![5, 2, -1]);
+        for p in 10..15 {
+            c.lower(DB, TABLE, "q", Some(p), key(1, 1));
+        }
+        assert_eq!(lanes(&mut c, "q").lanes.len(), LANES);
+        c.lower(DB, TABLE, "q", Some(100), key(1, 1));
+        assert_eq!(c.lookup(DB, TABLE, "q", 1), Found::None, "a ninth priority: no cursors");
+        assert!(matches!(c.lookup(DB, TABLE, "q", REWIND_MS), Found::Unknown(_)), "until the lanes are found again");
+    }
+
+    #[test]
+    fn too_many_priorities_found_leave_the_queue_without_cursors() {
+        let mut c = Cursors::default();
+        let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
+        assert_eq!(c.discovered(place, &(0..LANES as i32 + 1).collect::<Vec<_>>()), None);
+        assert_eq!(c.lookup(DB, TABLE, "q", 1), Found::None);
+    }
+
+    #[test]
+    fn a_place_given_up_goes_free() {
+        let mut c = Cursors::default();
+        let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
+        c.forget(place);
+        assert!(matches!(c.lookup(DB, TABLE, "q", 0), Found::Unknown(_)));
+    }
+
+    #[test]
+    fn a_job_ready_in_a_lane_not_named_forgets_the_queue() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0]);
+        c.lower(DB, TABLE, "q", None, key(1, 1));
+        assert!(matches!(c.lookup(DB, TABLE, "q", 1), Found::Unknown(_)));
+    }
+
+    #[test]
+    fn lanes_added_while_a_claim_finds_them_are_kept() {
+        let mut c = Cursors::default();
+        let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
+        assert_eq!(c.lookup(DB, TABLE, "q", 0), Found::None, "another claim goes without");
+        c.lower(DB, TABLE, "q", Some(3), key(7, 7));
+        let filled = c.discovered(place, &[0]).unwrap();
+        assert_eq!(filled.lanes, vec![Lane { priority: 3, cursor: key(7, 7) }, Lane { priority: 0, cursor: START }]);
+    }
+
+    #[test]
+    fn cursors_rewind_after_a_while() {
+        let mut c = Cursors::default();
+        let read = known(&mut c, "q", &[0]);
+        c.advance(&read, &[(0, key(100, 1))]);
+        let Found::Lanes(later) = c.lookup(DB, TABLE, "q", REWIND_MS) else { panic!() };
+        assert_eq!(later.lanes[0].cursor, START);
+    }
+
+    #[test]
+    fn queues_are_apart_by_database_table_and_name() {
+        let mut c = Cursors::default();
+        let read = known(&mut c, "q", &[0]);
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert!(matches!(c.lookup(DB, TABLE, "q2", 1), Found::Unknown(_)));
+        assert!(matches!(c.lookup(pg_sys::Oid::from_u32(6), TABLE, "q", 1), Found::Unknown(_)));
+        assert!(matches!(c.lookup(DB, pg_sys::Oid::from_u32(1), "q", 1), Found::Unknown(_)));
+        assert_eq!(c.lookup(DB, TABLE, &"x".repeat(NAME + 1), 1), Found::None);
+    }
+
+    #[test]
+    fn a_full_table_gives_the_least_used_place() {
+        let mut c = Cursors::default();
+        for n in 0..QUEUES {
+            known(&mut c, &format!("q{n}"), &[0]);
+        }
+        lanes(&mut c, "q0"); // used again: not the least recent
+        assert!(matches!(c.lookup(DB, TABLE, "new", 2), Found::Unknown(_)));
+        assert!(matches!(c.lookup(DB, TABLE, "q0", 2), Found::Lanes(_)));
+        assert!(matches!(c.lookup(DB, TABLE, "q1", 2), Found::Unknown(_)), "q1 gave its place");
+    }
+}
