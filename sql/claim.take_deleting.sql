@@ -8,9 +8,7 @@
 gone AS (
     DELETE FROM @jobs@ j USING ready
     WHERE j.id = ready.id AND j.queue = ANY ($5) AND NOT (@sets_off_condition@)
-    RETURNING (pg_catalog.jsonb_populate_record(j, pg_catalog.jsonb_build_object(
-        'status', 'success', 'attempts', j.attempts + 1, 'claimed_by', $2, 'claimed_at', $3,
-        'lease_expires_at', NULL, 'finished_at', $3))).*, false AS sets_off
+    RETURNING j AS job
 ), kept AS (
     UPDATE @jobs@ j
     SET status = 'success', attempts = j.attempts + 1, claimed_by = $2,
@@ -18,5 +16,11 @@ gone AS (
     FROM ready WHERE j.id = ready.id AND NOT (j.queue = ANY ($5) AND NOT (@sets_off_condition@))
     RETURNING j.*@sets_off@
 ), claimed AS (
-    SELECT * FROM gone UNION ALL SELECT * FROM kept
+    -- the deleted row as it ended, made once per row in FROM: as
+    -- (f(…)).* in a RETURNING list, the function ran once per column
+    SELECT ended.*, false AS sets_off
+    FROM gone, LATERAL pg_catalog.jsonb_populate_record(gone.job, pg_catalog.jsonb_build_object(
+        'status', 'success', 'attempts', (gone.job).attempts + 1, 'claimed_by', $2, 'claimed_at', $3,
+        'lease_expires_at', NULL, 'finished_at', $3)) ended
+    UNION ALL SELECT * FROM kept
 )

@@ -11,11 +11,7 @@ WITH wanted AS (
     DELETE FROM @jobs@ j USING wanted w
     WHERE j.id = w.id AND @was@
       AND j.queue = ANY ($8) AND NOT (@sets_off_condition@)
-    RETURNING (pg_catalog.jsonb_populate_record(j, pg_catalog.jsonb_build_object(
-        'status', 'success', 'finished_at', $3, 'lease_expires_at', NULL,
-        'attempts', coalesce(w.taken_attempt, j.attempts),
-        'claimed_by', CASE WHEN w.taken_attempt IS NULL THEN j.claimed_by ELSE w.worker END,
-        'claimed_at', coalesce(w.taken_at, j.claimed_at)))).*, false AS sets_off
+    RETURNING j AS job, w.taken_attempt, w.worker, w.taken_at
 ), kept AS (
     UPDATE @jobs@ j
     SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@
@@ -24,5 +20,14 @@ WITH wanted AS (
       AND @was@
       AND NOT (j.queue = ANY ($8) AND NOT (@sets_off_condition@))
     RETURNING j.*@sets_off@
+), ended AS (
+    -- each deleted row as it ended, made once per row in FROM (as
+    -- (f(…)).* in a RETURNING list, the function ran once per column)
+    SELECT e.*, false AS sets_off
+    FROM gone g, LATERAL pg_catalog.jsonb_populate_record(g.job, pg_catalog.jsonb_build_object(
+        'status', 'success', 'finished_at', $3, 'lease_expires_at', NULL,
+        'attempts', coalesce(g.taken_attempt, (g.job).attempts),
+        'claimed_by', CASE WHEN g.taken_attempt IS NULL THEN (g.job).claimed_by ELSE g.worker END,
+        'claimed_at', coalesce(g.taken_at, (g.job).claimed_at))) e
 )
-SELECT * FROM (SELECT * FROM gone UNION ALL SELECT * FROM kept) d ORDER BY d.id
+SELECT * FROM (SELECT * FROM ended UNION ALL SELECT * FROM kept) d ORDER BY d.id
