@@ -1152,7 +1152,9 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text
+        -- grantee 0 is PUBLIC, which regrole would print as '-'
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                             ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END
         FROM pg_catalog.pg_attribute c, pg_catalog.aclexplode(c.attacl) a
         WHERE c.attrelid = '@extschema@.queue_limits'::pg_catalog.regclass
           AND c.attname IN ('claimed', 'tokens', 'tokens_at') AND a.privilege_type = 'UPDATE'

@@ -27,8 +27,12 @@ fn the_worker_enqueues_each_slot_once_soon_after_it() {
     let db = fresh_db("sched_worker");
     let mut c = connect(&db);
     c.batch_execute("SELECT rq_schedule('tick', '* * * * * *', 'ticks', '{\"n\": 1}'::jsonb)").unwrap();
+    // a name near the limit of 1000 bytes fires like any other: in 0.4.0 its
+    // slot key passed the key limit from 988 bytes and the duty failed
+    c.batch_execute("SELECT rq_schedule(repeat('n', 990), '* * * * * *', 'long_name')").unwrap();
     assert!(eventually(30, || count(&mut c, "queue = 'ticks'") >= 15), "the worker fires a per-second schedule");
-    c.batch_execute("SELECT rq_pause_schedule('tick')").unwrap();
+    assert!(eventually(10, || count(&mut c, "queue = 'long_name'") >= 3), "a schedule with a 990-byte name fires");
+    c.batch_execute("SELECT rq_pause_schedule('tick'), rq_pause_schedule(repeat('n', 990))").unwrap();
     let fired = slots(&mut c, "ticks");
     // one job a second, none twice, none skipped
     for pair in fired.windows(2) {

@@ -245,3 +245,57 @@ fn updates_in_place_to_what_a_fresh_install_is(from: &str) {
         "the worker expires the job once the install is updated"
     );
 }
+
+#[test]
+fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update() {
+    // 0.4.0's rq_grant_worker gave UPDATE (claimed, tokens, tokens_at) on
+    // queue_limits: a worker could set its own queue's count of claims and
+    // tokens and pass every limit. 0.5.0's flow claim writes that state as
+    // the owner (rq_flow_took); the update takes the right back from every
+    // role that held it, PUBLIC included, and gives what a 0.5.0 worker needs.
+    let db = "rq_upgrade_worker_role";
+    let mut c = new_database(db);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_upgrade_worker; CREATE ROLE rq_upgrade_worker;
+         CREATE EXTENSION raquel VERSION '0.4.0';
+         SELECT rq_grant_worker('rq_upgrade_worker');
+         GRANT UPDATE (tokens) ON queue_limits TO PUBLIC;
+         SELECT rq_set_limits('limited', max_claimed => 1, rate => 100);
+         SELECT rq_enqueue('limited', 'one'); SELECT rq_enqueue('limited', 'two');",
+    )
+    .unwrap();
+    let may_write = |c: &mut postgres::Client, role: &str| -> bool {
+        c.query_one(
+            "SELECT bool_or(has_column_privilege($1, 'queue_limits', col, 'UPDATE'))
+             FROM unnest(ARRAY['claimed', 'tokens', 'tokens_at']) col",
+            &[&role],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert!(may_write(&mut c, "rq_upgrade_worker"), "0.4.0 granted the limits state to its workers");
+
+    c.batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
+
+    assert!(!may_write(&mut c, "rq_upgrade_worker"), "the update revokes the worker's UPDATE on the limits state");
+    let public_may: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT FROM pg_attribute a, aclexplode(a.attacl) e
+             WHERE a.attrelid = 'queue_limits'::regclass AND e.grantee = 0 AND e.privilege_type = 'UPDATE')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!public_may, "and PUBLIC's");
+    // the worker still claims in the limited queue, and the limit holds
+    c.batch_execute("SET ROLE rq_upgrade_worker").unwrap();
+    let claimed = c.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 10)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1, "max_claimed holds for the worker after the update");
+    let written = c.batch_execute("UPDATE queue_limits SET claimed = claimed, tokens = 1000");
+    assert_eq!(raquel_client_tests::sqlstate(written), "42501", "the worker cannot reset its limits");
+    c.batch_execute("RESET ROLE").unwrap();
+    drop(c);
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
+    admin.batch_execute("DROP ROLE rq_upgrade_worker").unwrap();
+}
