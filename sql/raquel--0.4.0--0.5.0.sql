@@ -78,13 +78,14 @@ BEGIN
         ALTER COLUMN backoff_base TYPE @extschema@.rq_delay_ms,
         ALTER COLUMN attempts TYPE @extschema@.rq_nonnegative,
         ALTER COLUMN requeues TYPE @extschema@.rq_nonnegative;
+    -- the functions test the status themselves (sql/events.sql, sql/flow.sql)
     CREATE TRIGGER jobs_enqueued
         AFTER INSERT ON @extschema@.jobs
-        FOR EACH ROW WHEN (NEW.status IN ('queued', 'failed'))
+        FOR EACH ROW
         EXECUTE FUNCTION @extschema@.rq_job_events();
     CREATE TRIGGER jobs_grouped
         BEFORE INSERT ON @extschema@.jobs
-        FOR EACH ROW WHEN (NEW.group_key IS NOT NULL AND NEW.status IN ('queued', 'failed'))
+        FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
         EXECUTE FUNCTION @extschema@.rq_job_turn();
     -- jobs for people (sql/observe.sql), over the columns' domains
     CREATE VIEW @extschema@.rq_jobs AS
@@ -110,6 +111,44 @@ BEGIN
             CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
             CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
+END
+$$;
+
+-- A grouped job's turn: the trigger's WHEN no longer tests the status (above)
+CREATE OR REPLACE FUNCTION rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := @extschema@.rq_now_ms();
+BEGIN
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
+    END IF;
+    NEW.turn := greatest(
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
 END
 $$;
 
