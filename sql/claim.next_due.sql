@@ -9,7 +9,7 @@
 --                   jobs to sql/flow.sql (nothing on a jobs table older than
 --                   0.3.0, which has no groups)
 --   @same_queue@  `AND j.queue = $1[1]` (one queue), `AND j.queue = p.queue`
---                 (several), or the any-queue index's condition (any queue)
+--                 (several or any)
 -- Each priority's first job due after now is where its later jobs start
 -- in the ready index: one probe per queue and priority, not a scan of every
 -- job scheduled for later.

@@ -1,13 +1,16 @@
--- The (queue, priority) pairs that a claim on several queues ($1) looks at:
--- for each queue, its priorities found by skipping along the ready index,
--- one probe per priority present. A part of sql/claim.ready_several.sql and
--- sql/claim.next_due.sql (src/claim.rs fills it in).
+-- The (queue, priority) pairs that a claim on several queues ($1), or on
+-- any queue, looks at: for each queue, its priorities found by skipping
+-- along the ready index, one probe per priority present. A part of
+-- sql/claim.ready_several.sql and sql/claim.next_due.sql (src/claim.rs
+-- fills it in).
+--   @queues@        the queues: $1's names, or for any queue those with
+--                   jobs in the ready index (sql/claim.queues_any.sql)
 --   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
 --                   jobs to sql/flow.sql (nothing on a jobs table older than
 --                   0.3.0, which has no groups)
 --   @jobs@  the jobs table, schema-qualified
 queues AS (
-    SELECT DISTINCT q.name FROM unnest($1) AS q (name) WHERE q.name IS NOT NULL
+    @queues@
 ), priorities AS (
     SELECT q.name AS queue, f.priority FROM queues q
     CROSS JOIN LATERAL (

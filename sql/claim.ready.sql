@@ -1,14 +1,12 @@
 -- The claim statement rq_claim (src/claim.rs) prepares once per backend for
--- one queue or any queue, and each batch size; it is not part of the
--- install script. (Several queues: sql/claim.ready_several.sql.)
+-- one queue and each batch size; it is not part of the install script.
+-- (Several queues or any: sql/claim.ready_several.sql.)
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@          the jobs table, schema-qualified
 --   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
 --                   jobs to sql/flow.sql (nothing on a jobs table older than
 --                   0.3.0, which has no groups)
---   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
---                   that lets it use the index of every queue's jobs
---                   (sql/schema.sql)
+--   @queue_filter@  `AND j.queue = $1[1]`
 --   (and the priorities, where the statement says so: sql/claim.priorities.sql)
 --   @batch@         the LIMIT, a constant: with a parameter instead, the
 --                   generic plan would assume a tenth of the table and sort it

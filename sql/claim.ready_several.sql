@@ -1,5 +1,7 @@
--- The claim statement for several queues (src/claim.rs), prepared once per
--- backend for each batch size; not part of the install script.
+-- The claim statement for several queues or any queue (src/claim.rs),
+-- prepared once per backend for each batch size; not part of the install
+-- script.
+--   @in_queues@ `AND j.queue = ANY ($1)`, nothing for any queue
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@     the jobs table, schema-qualified
 --   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
@@ -41,7 +43,7 @@ WITH RECURSIVE @priorities@, candidates AS (
     CROSS JOIN LATERAL (
         SELECT j.@ready@ FROM @jobs@ j
         WHERE j.id = c.id
-          AND j.status IN ('queued', 'failed') @ungrouped@ AND j.queue = ANY ($1)
+          AND j.status IN ('queued', 'failed') @ungrouped@ @in_queues@
           AND j.scheduled_at <= $3
           AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > $3)
         FOR UPDATE SKIP LOCKED

@@ -1212,3 +1212,8 @@ REVOKE EXECUTE ON FUNCTION
     rq_check_parents(integer, uuid[]), rq_job_values(),
     rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
 FROM PUBLIC;
+
+-- Claims on any queue walk the ready index queue by queue
+-- (sql/claim.queues_any.sql); the index of every queue's ready jobs cost
+-- every job an entry at enqueue.
+DROP INDEX @extschema@.jobs_ready_idx;

@@ -112,15 +112,9 @@ COMMENT ON TABLE jobs IS
 CREATE INDEX jobs_ready_by_queue_idx
     ON jobs (queue, priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed') AND group_key IS NULL;
--- The index of every queue's ready jobs is for claims on any queue alone:
--- its predicate holds one more condition, true of every row, that only the
--- any-queue statements state (sql/claim.priorities.sql). A claim on one
--- queue, whose statement cannot prove it, cannot pick this index and walk
--- other queues' jobs in it: the planner's choice between the two indexes
--- was a guess, and a generic plan once guessed wrong.
-CREATE INDEX jobs_ready_idx
-    ON jobs (priority DESC, scheduled_at, id)
-    WHERE status IN ('queued', 'failed') AND priority >= -2147483648 AND group_key IS NULL;
+-- A claim on any queue walks this index queue by queue
+-- (sql/claim.queues_any.sql): an index of every queue's ready jobs in claim
+-- order would cost every job an entry at enqueue.
 
 -- Grouped jobs (sql/flow.sql), which only jobs with a group_key pay for: the
 -- fair claim order (priority, then turn, so the groups take turns), and each

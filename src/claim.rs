@@ -3,7 +3,7 @@
 //! It is a C function because every worker calls it for every job: the
 //! arguments are checked here, and the claim statement is prepared once per
 //! backend for each queue filter and batch size: sql/claim.ready.sql for one
-//! queue or any, sql/claim.ready_several.sql for several. Each skips along
+//! queue, sql/claim.ready_several.sql for several or any. Each skips along
 //! a ready index from priority to priority (sql/claim.priorities*.sql), so
 //! a claim costs what its own queues' ready jobs and priorities cost, not
 //! other queues' backlogs nor jobs scheduled for later. A claim with a
@@ -36,6 +36,8 @@ const READY: &str = include_str!("../sql/claim.ready.sql");
 const READY_SEVERAL: &str = include_str!("../sql/claim.ready_several.sql");
 const PRIORITIES: &str = include_str!("../sql/claim.priorities.sql");
 const PRIORITIES_SEVERAL: &str = include_str!("../sql/claim.priorities_several.sql");
+const QUEUES_NAMED: &str = "SELECT DISTINCT q.name FROM unnest($1) AS q (name) WHERE q.name IS NOT NULL";
+const QUEUES_ANY: &str = include_str!("../sql/claim.queues_any.sql");
 const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
 const LEASE: &str = include_str!("../sql/claim.lease.sql");
 const TAKE: &str = include_str!("../sql/claim.take.sql");
@@ -64,15 +66,21 @@ enum QueueFilter {
 }
 
 impl QueueFilter {
-    /// The condition that picks a queue's jobs out of a ready index. For any
-    /// queue it is the condition only the index of every queue's jobs has in
-    /// its predicate (sql/schema.sql), which keeps the other statements off
-    /// that index.
+    /// The condition that picks a queue's jobs out of the ready index.
     fn condition(self) -> &'static str {
         match self {
             QueueFilter::One => "AND j.queue = $1[1]",
-            QueueFilter::Several => "AND j.queue = p.queue",
-            QueueFilter::Any => "AND j.priority >= -2147483648",
+            QueueFilter::Several | QueueFilter::Any => "AND j.queue = p.queue",
+        }
+    }
+
+    /// The queues of sql/claim.priorities_several.sql, and the condition
+    /// that keeps a claimed job in them (sql/claim.ready_several.sql).
+    fn queues(self) -> [(&'static str, &'static str); 2] {
+        if self == QueueFilter::Any {
+            [("@queues@", QUEUES_ANY), ("@in_queues@", "")]
+        } else {
+            [("@queues@", QUEUES_NAMED), ("@in_queues@", "AND j.queue = ANY ($1)")]
         }
     }
 
@@ -87,7 +95,7 @@ impl QueueFilter {
 
     /// The priorities the statements look at (sql/claim.priorities*.sql).
     fn priorities(self) -> &'static str {
-        if self == QueueFilter::Several { PRIORITIES_SEVERAL } else { PRIORITIES }
+        if self == QueueFilter::One { PRIORITIES } else { PRIORITIES_SEVERAL }
     }
 }
 
@@ -179,8 +187,8 @@ impl Claim {
             let (template, priorities) = match (&lanes, self.filter) {
                 (Some(l), _) if l.lanes.len() == 1 => (LANE, ""),
                 (Some(_), _) => (LANES, ""),
-                (None, QueueFilter::Several) => (READY_SEVERAL, PRIORITIES_SEVERAL),
-                (None, _) => (READY, PRIORITIES),
+                (None, QueueFilter::One) => (READY, PRIORITIES),
+                (None, _) => (READY_SEVERAL, PRIORITIES_SEVERAL),
             };
             let (ready, claimed) = self.mode.statement_parts();
             statements::fill(
@@ -191,6 +199,8 @@ impl Claim {
                     ("@sets_off@", &if self.completes() { crate::finish::sets_off(self.function, false) } else { String::new() }),
                     ("@sets_off_condition@", &crate::finish::sets_off_condition(self.function, false)),
                     ("@priorities@", priorities),
+                    self.filter.queues()[0],
+                    self.filter.queues()[1],
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
                     ("@queue_filter@", self.filter.condition()),
@@ -322,6 +332,7 @@ impl Claim {
                 NEXT_DUE,
                 &[
                     ("@priorities@", self.filter.priorities()),
+                    self.filter.queues()[0],
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &jobs),
                     ("@queue_filter@", self.filter.condition()),
