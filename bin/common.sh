@@ -1,10 +1,32 @@
-# Shared by bin/dev, bin/test and bench: where PostgreSQL 15 lives, how to
-# install the extension into it, and how to run a throwaway server.
-# PostgreSQL refuses to run as root; as root, the server runs as `postgres`.
+# Shared by bin/dev, bin/test, bin/package and bench: where each PostgreSQL
+# major lives, how to install the extension into it, and how to run a
+# throwaway server. PostgreSQL refuses to run as root; as root, the server
+# runs as `postgres`.
+#
+# The majors raquel is built and tested for, the default first. 15 is Debian
+# 12's own server; 17 and 18 are built from Debian's source packages by
+# bin/postgres-major under RAQUEL_PG_PREFIX/MAJOR (Debian's layout below
+# it). RAQUEL_PG_MAJOR (or use_major) picks the one these functions use.
+PG_MAJORS=(15 17 18)
+DEFAULT_PG_MAJOR=15
+RAQUEL_PG_PREFIX=${RAQUEL_PG_PREFIX:-/opt/raquel-postgresql}
 
-PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_CONFIG=$PG_BIN/pg_config
+# pg_root MAJOR: the directory Debian's layout (usr/lib/postgresql/MAJOR …)
+# is under: / for the system's 15, the prefix's own root for the others.
+pg_root() { if [ "$1" = 15 ]; then echo /; else echo "$RAQUEL_PG_PREFIX/$1"; fi; }
+pg_bin_of() { echo "$(pg_root "$1" | sed 's:/$::')/usr/lib/postgresql/$1/bin"; }
+
+# use_major MAJOR: PG_MAJOR, PG_BIN and PG_CONFIG for that major.
+use_major() {
+  case " ${PG_MAJORS[*]} " in
+    *" $1 "*) ;;
+    *) echo "PostgreSQL $1 is not one of raquel's majors (${PG_MAJORS[*]})" >&2; return 2 ;;
+  esac
+  PG_MAJOR=$1
+  PG_BIN=$(pg_bin_of "$1")
+  PG_CONFIG=$PG_BIN/pg_config
+}
+use_major "${RAQUEL_PG_MAJOR:-$DEFAULT_PG_MAJOR}"
 
 if [ "$(id -u)" -eq 0 ]; then
   AS_PG=(sudo -u postgres)
@@ -27,17 +49,29 @@ retire_installed_library() {
   fi
 }
 
+# build_stage: builds the extension (release) for PG_MAJOR into a staging
+# tree, target/release/raquel-stage-MAJOR (the server's own paths under it),
+# and prints its path. The install scripts of released versions are added
+# (pgrx copies only the update scripts), so that the upgrade test can create
+# an old version and a package updates from the oldest release.
+# The default major builds in target/, each other one in a target
+# directory of its own (target/pg17 …), so that majors build side by side.
+build_stage() {
+  local stage=target/release/raquel-stage-$PG_MAJOR target=$PWD/target
+  [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ] || target=$PWD/target/pg$PG_MAJOR
+  rm -rf "$stage" &&
+    CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >&2 &&
+    cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/" &&
+    echo "$stage"
+}
+
 # Builds the extension (release) into a staging tree, then installs it into
-# the system server; the old library is retired only once the new one is
+# PG_MAJOR's server; the old library is retired only once the new one is
 # built, so servers that are running lose it for no more than a moment.
 install_extension() {
   echo "== building and installing the extension into PostgreSQL $PG_MAJOR"
-  local stage=target/release/raquel-stage
-  rm -rf "$stage"
-  cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
-  # The install scripts of released versions (pgrx copies only the update
-  # scripts), so that the upgrade test can create an old version.
-  cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
+  local stage
+  stage=$(build_stage) || return 1
   retire_installed_library
   as_root cp -r "$stage"/. /
 }

@@ -248,7 +248,7 @@ pub unsafe fn return_rows(fcinfo: pg_sys::FunctionCallInfo) {
         }
         let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
         let natts = (*desc).natts as usize;
-        let attrs = (*desc).attrs.as_slice(natts);
+        let attrs = columns(desc, natts);
         let spi_natts = (*(*table).tupdesc).natts as usize;
         if !attrs.iter().any(|a| a.attisdropped) && spi_natts == natts {
             for &tuple in rows {
@@ -341,7 +341,7 @@ pub unsafe fn return_rows_changed(fcinfo: pg_sys::FunctionCallInfo, mut change: 
         }
         let rows = std::slice::from_raw_parts((*table).vals, pg_sys::SPI_processed as usize);
         let natts = (*desc).natts as usize;
-        let attrs = (*desc).attrs.as_slice(natts);
+        let attrs = columns(desc, natts);
         let spi_desc = (*table).tupdesc;
         let spi_natts = (*spi_desc).natts as usize;
         let (mut spi_values, mut spi_nulls) = (vec![pg_sys::Datum::from(0); spi_natts], vec![true; spi_natts]);
@@ -427,4 +427,29 @@ pub unsafe fn value<T: FromDatum>(row: usize, column: i32) -> Option<T> {
         let datum = pg_sys::SPI_getbinval(*(*table).vals.add(row), (*table).tupdesc, column, &mut isnull);
         T::from_datum(datum, isnull)
     }
+}
+
+/// What these functions read of a column of a tuple descriptor: whether it
+/// was dropped. PostgreSQL 18 keeps each column's often-read fields in
+/// `TupleDescData.compact_attrs` (`CompactAttribute`, which has
+/// `attisdropped`) and no longer has the array `attrs`; 15 and 17 have
+/// `attrs` (`FormData_pg_attribute`).
+#[cfg(not(feature = "pg18"))]
+type Column = pg_sys::FormData_pg_attribute;
+#[cfg(feature = "pg18")]
+type Column = pg_sys::CompactAttribute;
+
+/// The `natts` columns of `desc`.
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor with `natts` columns that outlives
+/// the slice.
+unsafe fn columns<'a>(desc: pg_sys::TupleDesc, natts: usize) -> &'a [Column] {
+    #[cfg(not(feature = "pg18"))]
+    // SAFETY: per the contract above.
+    let columns = unsafe { (*desc).attrs.as_slice(natts) };
+    #[cfg(feature = "pg18")]
+    // SAFETY: per the contract above.
+    let columns = unsafe { (*desc).compact_attrs.as_slice(natts) };
+    columns
 }

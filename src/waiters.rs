@@ -144,8 +144,7 @@ fn my_slot() -> Option<usize> {
     if !crate::preloaded() {
         return None;
     }
-    // SAFETY: MyProc is this backend's PGPROC, set before any SQL runs.
-    let procno = unsafe { (*pg_sys::MyProc).pgprocno };
+    let procno = my_procno();
     let slot = usize::try_from(procno).ok().filter(|&n| n < SLOTS);
     if slot.is_none() && !NO_SLOT_WARNED.replace(true) {
         warning!("raquel: backend number {procno} has no waiting-claim slot (there are {SLOTS}); its waiting claims poll every 100 ms");
@@ -338,6 +337,17 @@ fn wake_one(waiter: &mut Waiter, procno: usize, queue_hash: u32) {
     waiter.state = State::Woken;
     waiter.woken_for = queue_hash;
     set_latch(procno);
+}
+
+/// This process's PGPROC number: its PGPROC's index in
+/// `ProcGlobal->allProcs`. PostgreSQL 15 and 16 also keep it in
+/// `PGPROC.pgprocno`, which 17 removed (`GetNumberFromPGProc` computes it as
+/// this does), so the index serves every major.
+pub fn my_procno() -> i32 {
+    // SAFETY: MyProc is this process's PGPROC, an element of the array
+    // ProcGlobal->allProcs, both set before any SQL or worker code runs.
+    let index = unsafe { pg_sys::MyProc.offset_from((*pg_sys::ProcGlobal).allProcs) };
+    i32::try_from(index).expect("a PGPROC number fits in an int")
 }
 
 /// Wakes the backend whose PGPROC number is `procno`.

@@ -179,8 +179,7 @@ pub extern "C-unwind" fn raquel_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     // No database: the launcher reads only the shared catalog pg_database.
     BackgroundWorker::connect_worker_to_spi(None, None);
-    // SAFETY: MyProc is this worker's PGPROC, set when it started.
-    unsafe { LAUNCHER_PROCNO.get().store((*pg_sys::MyProc).pgprocno, Ordering::SeqCst) };
+    LAUNCHER_PROCNO.get().store(waiters::my_procno(), Ordering::SeqCst);
     log!("raquel launcher started");
     waiters::check_slots();
 
