@@ -3,8 +3,10 @@
 -- along the ready index, one probe per priority present. A part of
 -- sql/claim.ready_several.sql and sql/claim.next_due.sql (src/claim.rs
 -- fills it in).
---   @queues@        the queues: $1's names, or for any queue those with
---                   jobs in the ready index (sql/claim.queues_any.sql)
+--   (queues)        the queues, written between at signs below (several
+--                   lines, which here would end this comment): $1's names,
+--                   or for any queue those with jobs in the ready index
+--                   (sql/claim.queues_any.sql)
 --   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
 --                   jobs to sql/flow.sql (nothing on a jobs table older than
 --                   0.3.0, which has no groups)

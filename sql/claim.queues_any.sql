@@ -1,4 +1,4 @@
--- The queues a claim on any queue looks at (the @queues@ of
+-- The queues a claim on any queue looks at (the queues part of
 -- sql/claim.priorities_several.sql): those with jobs in the ready index,
 -- found by skipping along it from queue to queue, one probe per queue
 -- (and a last one that finds none, the NULL the joins drop). There is no
