@@ -183,6 +183,7 @@ impl Claim {
     fn run_ready(&mut self, now_ms: i64) -> u64 {
         self.args[2] = now_ms.into_datum();
         let lanes = self.lanes(now_ms);
+        let [queues, in_queues] = self.filter.queues();
         let text = || {
             let (template, priorities) = match (&lanes, self.filter) {
                 (Some(l), _) if l.lanes.len() == 1 => (LANE, ""),
@@ -199,8 +200,8 @@ impl Claim {
                     ("@sets_off@", &if self.completes() { crate::finish::sets_off(self.function, false) } else { String::new() }),
                     ("@sets_off_condition@", &crate::finish::sets_off_condition(self.function, false)),
                     ("@priorities@", priorities),
-                    self.filter.queues()[0],
-                    self.filter.queues()[1],
+                    queues,
+                    in_queues,
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
                     ("@queue_filter@", self.filter.condition()),
@@ -332,7 +333,7 @@ impl Claim {
                 NEXT_DUE,
                 &[
                     ("@priorities@", self.filter.priorities()),
-                    self.filter.queues()[0],
+                    self.filter.queues()[0], // the statement has no claimed job to keep
                     ("@ungrouped@", self.ungrouped()),
                     ("@jobs@", &jobs),
                     ("@queue_filter@", self.filter.condition()),
