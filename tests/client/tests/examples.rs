@@ -59,3 +59,31 @@ fn the_python_worker_example_works_a_queue() {
     assert!(status.success(), "the Python example exited with {status}");
     assert_queue_worked(&db, "python-example");
 }
+
+#[test]
+fn the_node_worker_example_works_a_queue() {
+    // bin/test installs the example's one dependency (node-postgres, pinned
+    // in examples/node/package-lock.json) with npm ci.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/node/worker.mjs");
+    let modules = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/node/node_modules/pg");
+    assert!(
+        std::path::Path::new(modules).exists(),
+        "examples/node/node_modules is missing: run the tests through bin/test, which runs npm ci there"
+    );
+    let db = fresh_db("rq_it_example_node");
+    fill_queue(&db);
+    // The example reads libpq's environment variables, as node-postgres does.
+    let mut command = Command::new("node");
+    command.args([example, "work", "--worker", "node-example", "--idle-exit", "2"]).env("PGDATABASE", &db);
+    for pair in server_dsn().split_whitespace() {
+        match pair.split_once('=') {
+            Some(("host", v)) => command.env("PGHOST", v),
+            Some(("port", v)) => command.env("PGPORT", v),
+            Some(("user", v)) => command.env("PGUSER", v),
+            _ => &mut command,
+        };
+    }
+    let status = command.status().expect("running the Node example (is node installed?)");
+    assert!(status.success(), "the Node example exited with {status}");
+    assert_queue_worked(&db, "node-example");
+}
