@@ -21,10 +21,16 @@
 //! rq_reject, rq_reschedule, rq_retry, a parent's success releasing its
 //! children: `rq_job_ready_again`), a claim or take rolled back (the jobs it
 //! had locked are ready again), a take's commit (the taken jobs it did not
-//! finish stay ready). A move back bumps the queue's generation, and a claim
-//! moves a cursor forward only if the generation is still the one it read
-//! before its statement's snapshot: a job that became ready behind the
-//! cursor after that snapshot is never passed over.
+//! finish stay ready). Every such note bumps the queue's generation and is
+//! kept in a short list of the latest (RECENT); a claim moves a lane
+//! forward to the last job it took, but never past a job noted ready in
+//! that lane since it read the generation, before its statement's snapshot:
+//! a job that became ready behind the cursor after that snapshot is never
+//! passed over. A claim that read before a rewind, a change of the lanes, or
+//! more notes than the list keeps, moves nothing. (Rejecting every claim
+//! that saw any note, as 0.5.0's first cut did, let a queue enqueued into
+//! 1000 times a second keep its cursors at the start: behind a held
+//! snapshot, claims then stepped over every job claimed since the rewind.)
 //!
 //! What a cursor cannot hear of: a job made ready by an UPDATE outside
 //! raquel's verbs (a hand-written UPDATE, the Python library's own claim
@@ -53,6 +59,17 @@ pub const LANES: usize = 8;
 const NAME: usize = 64;
 /// How often a queue's cursors go back to the start.
 pub const REWIND_MS: i64 = 10_000;
+/// The notes of jobs made ready that a queue keeps, newest last: a claim
+/// that read RECENT or fewer notes ago can still move forward.
+const RECENT: usize = 32;
+
+/// A job made ready: at which generation, in which lane, where.
+#[derive(Clone, Copy)]
+struct Note {
+    generation: u64,
+    priority: i32,
+    key: Key,
+}
 
 /// A job's place in a lane: scheduled_at, then id (uuid bytes, which sort
 /// as PostgreSQL sorts uuids).
@@ -88,8 +105,13 @@ struct Entry {
     /// Which creation of the place: a claim that read it acts on it only
     /// while it is the same.
     epoch: u64,
-    /// Bumped by every move back.
+    /// Bumped by every note of a job made ready, rewind and change of state.
     generation: u64,
+    /// The generation of the last rewind or change of state: a claim that
+    /// read before it moves nothing.
+    barrier: u64,
+    /// The latest notes, a ring: notes[generation % RECENT].
+    notes: [Note; RECENT],
     state: State,
     count: u8,
     /// Highest priority first.
@@ -105,6 +127,8 @@ const FREE: Entry = Entry {
     name_len: 0,
     epoch: 0,
     generation: 0,
+    barrier: 0,
+    notes: [Note { generation: 0, priority: 0, key: START }; RECENT],
     state: State::Filling,
     count: 0,
     lanes: [Lane { priority: 0, cursor: START }; LANES],
@@ -218,6 +242,7 @@ impl Cursors {
                     if rewind {
                         entry.rewound_ms = now_ms;
                         entry.generation += 1;
+                        entry.barrier = entry.generation;
                         entry.lanes.iter_mut().for_each(|l| l.cursor = START);
                     }
                     let place = Place { index: i, epoch: entry.epoch };
@@ -261,12 +286,23 @@ impl Cursors {
 
     fn advance(&mut self, read: &Lanes, claimed: &[(i32, Key)]) {
         let Some(entry) = self.entries.get_mut(read.place.index) else { return };
-        if entry.epoch != read.place.epoch || entry.generation != read.generation {
+        if entry.epoch != read.place.epoch
+            || entry.barrier > read.generation
+            || entry.generation - read.generation > RECENT as u64
+        {
             return;
         }
+        let notes = entry.notes;
         for &(priority, key) in claimed {
+            // not past a job noted ready in this lane since the claim read
+            let behind = notes
+                .iter()
+                .filter(|n| n.generation > read.generation && n.priority == priority)
+                .map(|n| n.key)
+                .min();
+            let to = behind.map_or(key, |b| b.min(key));
             if let Some(lane) = entry.lanes[..entry.count as usize].iter_mut().find(|l| l.priority == priority) {
-                lane.cursor = lane.cursor.max(key);
+                lane.cursor = lane.cursor.max(to);
             }
         }
     }
@@ -277,9 +313,15 @@ impl Cursors {
         let Some(i) = self.find(database, table, queue.as_bytes()) else { return };
         let entry = &mut self.entries[i];
         entry.generation += 1;
+        let generation = entry.generation;
         match priority {
-            Some(priority) if entry.lower(priority, key) => {}
-            Some(_) => entry.state = State::TooMany,
+            Some(priority) if entry.lower(priority, key) => {
+                entry.notes[(generation % RECENT as u64) as usize] = Note { generation, priority, key };
+            }
+            Some(_) => {
+                entry.state = State::TooMany;
+                entry.barrier = generation;
+            }
             None => *entry = FREE,
         }
     }
@@ -500,6 +542,42 @@ mod tests {
         let read = lanes(&mut c, "q");
         // a job became ready behind the cursor after the claim read it
         c.lower(DB, TABLE, "q", Some(0), key(10, 1));
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(10, 1), "not past the job made ready");
+    }
+
+    #[test]
+    fn jobs_made_ready_past_a_claim_do_not_hold_its_lane_back() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0, 5]);
+        let read = lanes(&mut c, "q");
+        // enqueues while the claim ran: after its last job, or in another lane
+        c.lower(DB, TABLE, "q", Some(0), key(200, 1));
+        c.lower(DB, TABLE, "q", Some(5), key(1, 1));
+        c.advance(&read, &[(0, key(100, 1))]);
+        let now = lanes(&mut c, "q");
+        assert_eq!(now.lanes[1].cursor, key(100, 1), "lane 0 moved to the claim's last job");
+        assert_eq!(now.lanes[0].cursor, START, "lane 5 untouched");
+    }
+
+    #[test]
+    fn a_claim_that_read_more_notes_ago_than_are_kept_moves_nothing() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0]);
+        let read = lanes(&mut c, "q");
+        for i in 0..=RECENT as i64 {
+            c.lower(DB, TABLE, "q", Some(0), key(1000 + i, 1));
+        }
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, START);
+    }
+
+    #[test]
+    fn a_claim_that_read_before_a_rewind_moves_nothing() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0]);
+        let read = lanes(&mut c, "q");
+        let Found::Lanes(_) = c.lookup(DB, TABLE, "q", REWIND_MS + 1) else { panic!("known") };
         c.advance(&read, &[(0, key(100, 1))]);
         assert_eq!(lanes(&mut c, "q").lanes[0].cursor, START);
     }

@@ -70,6 +70,39 @@ fn a_claim_behind_a_held_snapshot_reads_only_the_jobs_after_its_cursor() {
 }
 
 #[test]
+fn a_cursor_moves_forward_while_producers_enqueue_behind_a_held_snapshot() {
+    // 0.5.0's first cursors moved forward only when no job was made ready
+    // during the claim: a queue enqueued into all the time kept them at the
+    // start, and behind a held snapshot its claims walked every claimed
+    // job's entry (bench/run --held: 33 jobs/s in the tenth minute).
+    let db = fresh_db("rq_it_cursor_busy");
+    let mut c = connect(&db);
+    c.execute("SELECT count(rq_enqueue('q', i::text)) FROM generate_series(1, 600) i", &[]).unwrap();
+    let mut holder = connect(&db);
+    holder.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jobs").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut p = connect(&db);
+            let mut made = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                p.execute("SELECT rq_enqueue('q', 'made while claiming')", &[]).unwrap();
+                made += 1;
+            }
+            made
+        })
+    };
+    work(&mut c, "q", 500);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let made = producer.join().unwrap();
+    let read = entries_read_by_a_claim(&db, "q").min(entries_read_by_a_claim(&db, "q"));
+    holder.batch_execute("COMMIT").unwrap();
+    assert!(made >= 100, "the producer enqueued while the claims ran ({made})");
+    assert!(read <= 5, "a claim read {read} index entries after 500 claims beside {made} enqueues");
+}
+
+#[test]
 fn a_job_ready_behind_the_cursor_is_claimed_next() {
     let db = fresh_db("rq_it_cursor_behind");
     let mut c = connect(&db);
