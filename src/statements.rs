@@ -208,16 +208,78 @@ pub unsafe fn nullable_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option
     unsafe { if pg_arg_is_null(fcinfo, n) { None } else { Some(pg_getarg_datum_raw(fcinfo, n)) } }
 }
 
-/// `name` qualified with the (quoted) schema of `function`, as the install
-/// script's `@extschema@.name`.
-pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
-    // SAFETY: catalog lookups for a function that is being called, so exists;
+/// The schema of raquel's internal helpers (0.5.0 on): the functions the
+/// verbs, triggers, column defaults and the background worker call, which
+/// are no API. A member of the extension, with the same name whatever
+/// schema the extension is in (one install per database).
+pub const INTERNAL_SCHEMA: &str = "raquel_internal";
+
+thread_local! {
+    // The raquel_internal this backend last met (its OID) and the schema of
+    // its extension: a function moved there still finds the tables beside
+    // its verbs. After DROP and CREATE EXTENSION the schema is a new one,
+    // and is looked up again.
+    static INTERNAL: std::cell::Cell<(pg_sys::Oid, pg_sys::Oid)> =
+        const { std::cell::Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+}
+
+/// The extension's schema (the install script's `@extschema@`: its tables,
+/// types and public functions) for `function`, one of raquel's functions:
+/// the schema `function` is in, or for a helper in raquel_internal, the
+/// schema of the extension.
+pub fn extension_schema(function: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: catalog lookups (syscache, and the extension's row once per
+    // new raquel_internal), inside a transaction, for a function being called.
+    unsafe {
+        let namespace = pg_sys::get_func_namespace(function);
+        let (internal, schema) = INTERNAL.get();
+        if namespace == internal {
+            return schema;
+        }
+        if namespace != pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) {
+            return namespace;
+        }
+        let schema = pg_sys::get_extension_schema(pg_sys::get_extension_oid(c"raquel".as_ptr(), false));
+        INTERNAL.set((namespace, schema));
+        schema
+    }
+}
+
+/// The quoted name of `schema`.
+fn schema_name(schema: pg_sys::Oid) -> String {
+    // SAFETY: a catalog lookup of a schema that exists (an extension's);
     // quote_identifier returns a NUL-terminated string.
     unsafe {
-        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
-        let quoted = CStr::from_ptr(pg_sys::quote_identifier(schema)).to_string_lossy();
-        format!("{quoted}.{name}")
+        let name = pg_sys::get_namespace_name(schema);
+        CStr::from_ptr(pg_sys::quote_identifier(name)).to_string_lossy().into_owned()
     }
+}
+
+/// `name` (a table, a type or a public function) qualified with the
+/// (quoted) extension schema of `function`, as the install script's
+/// `@extschema@.name`.
+pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
+    format!("{}.{name}", schema_name(extension_schema(function)))
+}
+
+/// `name`, an internal helper, qualified with the schema it lives in for the
+/// install of `function`: raquel_internal, or, in an install older than
+/// 0.5.0 whose functions run on this library until ALTER EXTENSION UPDATE,
+/// the extension's schema. Only a raquel_internal that is the extension's
+/// own counts: a schema of that name some role made beside an older install
+/// is never called into. Looked up when a statement's text is made, not
+/// for every call.
+pub fn helper_of(function: pg_sys::Oid, name: &str) -> String {
+    // SAFETY: catalog lookups inside a transaction: by name (missing_ok),
+    // and the extension that a schema belongs to.
+    let ours = unsafe {
+        let internal = pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true);
+        internal != pg_sys::InvalidOid
+            && (pg_sys::get_func_namespace(function) == internal
+                || pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, internal)
+                    == pg_sys::get_extension_oid(c"raquel".as_ptr(), true))
+    };
+    if ours { format!("{INTERNAL_SCHEMA}.{name}") } else { in_schema_of(function, name) }
 }
 
 /// A statement template with its `@placeholders@` filled.
