@@ -156,7 +156,7 @@ impl Claim {
         if self.flow.is_none() {
             return self.run_ready(now_ms);
         }
-        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::in_schema_of(self.function, "rq_claim_flow"))]);
+        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::helper_of(self.function, "rq_claim_flow"))]);
         let statement = Statement {
             shape: Shape { name: "claim_flow", variant: 0 },
             text: &text,
