@@ -180,6 +180,9 @@ extension_sql_file!(
     requires = ["finish", "schedules", "distributed", "metrics", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
 
+// Last, what each public object is for, in the catalog.
+extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
+
 /// True in processes of a server that preloaded the library (children of the
 /// postmaster inherit it): only then do the shared memory, the launcher and
 /// the waiting-claim slots exist.
