@@ -121,7 +121,7 @@ fn rq_job_options(
 /// returns it as it is then: blocked, queued or cancelled.
 fn hold_for_parents(function: pg_sys::Oid, id: Option<pg_sys::Datum>, after: pg_sys::Datum) -> pg_sys::Datum {
     let schema = statements::in_schema_of(function, "");
-    let hold_for_parents = statements::helper_of(function, "rq_hold_for_parents");
+    let hold_for_parents = statements::helper_of(statements::helper_schema(function), "rq_hold_for_parents");
     let (hold_text, read_text) = (
         || statements::fill(HOLD, &[("@rq_hold_for_parents@", &hold_for_parents)]),
         || statements::fill(READ_AGAIN, &[("@schema@", &schema)]),

@@ -262,24 +262,51 @@ pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
     format!("{}.{name}", schema_name(extension_schema(function)))
 }
 
-/// `name`, an internal helper, qualified with the schema it lives in for the
-/// install of `function`: raquel_internal, or, in an install older than
-/// 0.5.0 whose functions run on this library until ALTER EXTENSION UPDATE,
-/// the extension's schema. Only a raquel_internal that is the extension's
-/// own counts: a schema of that name some role made beside an older install
-/// is never called into. Looked up when a statement's text is made, not
-/// for every call.
-pub fn helper_of(function: pg_sys::Oid, name: &str) -> String {
+thread_local! {
+    // The raquel_internal this backend last asked about (its OID), and
+    // whether it is the extension's own.
+    static INTERNAL_OURS: std::cell::Cell<(pg_sys::Oid, bool)> =
+        const { std::cell::Cell::new((pg_sys::InvalidOid, false)) };
+}
+
+/// The schema the internal helpers live in for the install of `function`:
+/// raquel_internal, or, in an install older than 0.5.0 whose functions run
+/// on this library until ALTER EXTENSION UPDATE, the extension's schema.
+/// Only a raquel_internal that is the extension's own counts: a schema of
+/// that name some role made beside an older install is never called into.
+/// Cheap enough for every call (a syscache lookup; whether the schema is the
+/// extension's is asked once per schema): a statement that calls a helper
+/// keeps a plan per helper schema (its Shape's variant), so that the plans
+/// a session kept before the update (naming the helpers in the extension's
+/// schema) are not run after it.
+pub fn helper_schema(function: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: catalog lookups inside a transaction: by name (missing_ok),
-    // and the extension that a schema belongs to.
-    let ours = unsafe {
+    // a function being called, the extension a schema belongs to.
+    unsafe {
         let internal = pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true);
-        internal != pg_sys::InvalidOid
-            && (pg_sys::get_func_namespace(function) == internal
-                || pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, internal)
-                    == pg_sys::get_extension_oid(c"raquel".as_ptr(), true))
-    };
-    if ours { format!("{INTERNAL_SCHEMA}.{name}") } else { in_schema_of(function, name) }
+        if internal == pg_sys::InvalidOid {
+            return extension_schema(function);
+        }
+        if pg_sys::get_func_namespace(function) == internal {
+            return internal;
+        }
+        let (asked, ours) = INTERNAL_OURS.get();
+        let ours = if asked == internal {
+            ours
+        } else {
+            let ours = pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, internal)
+                == pg_sys::get_extension_oid(c"raquel".as_ptr(), true);
+            INTERNAL_OURS.set((internal, ours));
+            ours
+        };
+        if ours { internal } else { extension_schema(function) }
+    }
+}
+
+/// `name`, an internal helper, qualified with the (quoted) schema
+/// `helper_schema` found for it.
+pub fn helper_of(schema: pg_sys::Oid, name: &str) -> String {
+    format!("{}.{name}", schema_name(schema))
 }
 
 /// A statement template with its `@placeholders@` filled.
