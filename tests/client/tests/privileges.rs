@@ -424,3 +424,66 @@ fn a_producer_learns_nothing_from_the_job_that_holds_its_key() {
         leaks.join("\n")
     );
 }
+
+/// raquel_internal has USAGE for PUBLIC, so that every role that may call
+/// a verb keeps calling it (the verbs name their helpers as their caller).
+/// A database that takes it back to hide the helpers keeps its producers and
+/// workers (rq_grant_producer and rq_grant_worker give USAGE on it), its
+/// plain INSERTs into jobs (column defaults and triggers call their
+/// functions by OID); a role without it cannot name a helper (42501).
+#[test]
+fn producers_and_workers_keep_working_when_public_may_not_use_raquel_internal() {
+    let db = fresh_db("rq_it_privileges_hidden");
+    let (producer, worker, inserter) = ("rq_hi_producer", "rq_hi_worker", "rq_hi_inserter");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(&format!(
+            "REVOKE USAGE ON SCHEMA raquel_internal FROM PUBLIC;
+             DROP ROLE IF EXISTS {producer}; DROP ROLE IF EXISTS {worker}; DROP ROLE IF EXISTS {inserter};
+             CREATE ROLE {producer} LOGIN; CREATE ROLE {worker} LOGIN; CREATE ROLE {inserter} LOGIN;
+             SELECT rq_grant_producer('{producer}'); SELECT rq_grant_worker('{worker}');
+             GRANT USAGE ON SCHEMA public TO {inserter}; GRANT INSERT ON jobs TO {inserter};
+             SELECT rq_set_limits('limited', max_claimed => 5)"
+        ))
+        .unwrap();
+
+    let mut p = connect_as(&db, producer);
+    let parent: String = p.query_one("SELECT id::text FROM rq_enqueue('limited', 'parent')", &[]).unwrap().get(0);
+    p.batch_execute(&format!(
+        "SELECT rq_enqueue('limited', 'child', after => ARRAY['{parent}']::uuid[]);
+         SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"
+    ))
+    .unwrap();
+    let mut i = connect_as(&db, inserter);
+    i.batch_execute("INSERT INTO jobs (queue, payload) VALUES ('q', 'inserted')").unwrap();
+
+    let mut w = connect_as(&db, worker);
+    // the flow claim (raquel_internal.rq_claim_flow, by SPI as the worker)
+    let claimed = w.query("SELECT id::text, attempts FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1, "the parent; its child waits");
+    // a complete that releases the child (raquel_internal.rq_job_ended)
+    w.batch_execute(&format!("SELECT rq_complete('{parent}')")).unwrap();
+    assert_eq!(w.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap().len(), 1, "the child");
+    // the verbs written in PL/pgSQL, which name their helpers
+    let ids: Vec<String> =
+        w.query("SELECT id::text FROM rq_claim(ARRAY['q'], 'w', 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids.len(), 4, "three enqueued by the producer, one inserted");
+    w.batch_execute(&format!(
+        "SELECT rq_extend('{0}', '1 hour'); SELECT rq_reschedule('{0}', delay => '0');
+         SELECT rq_reject('{1}'); SELECT rq_fail('{2}', 'boom');
+         SELECT rq_cancel('{3}'); SELECT rq_retry('{3}')",
+        ids[0], ids[1], ids[2], ids[3]
+    ))
+    .unwrap();
+
+    // a role without USAGE cannot name a helper, though PUBLIC may execute it
+    let named = i.batch_execute("SELECT raquel_internal.rq_histogram_add('{1}', '{2}')");
+    assert_eq!(sqlstate(named), "42501");
+
+    drop((p, i, w));
+    admin
+        .batch_execute(&format!(
+            "DROP OWNED BY {producer}, {worker}, {inserter}; DROP ROLE {producer}; DROP ROLE {worker}; DROP ROLE {inserter}"
+        ))
+        .unwrap();
+}
