@@ -19,7 +19,7 @@ CREATE FUNCTION rq_claim(
     queues text[]   DEFAULT NULL,
     worker text     DEFAULT NULL,
     batch  integer  DEFAULT 1,
-    lease  interval DEFAULT rq_default_lease(),
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
     wait   interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -59,7 +59,7 @@ CREATE FUNCTION rq_complete_and_claim(
     queues  text[]   DEFAULT NULL,
     worker  text     DEFAULT NULL,
     batch   integer  DEFAULT 1,
-    lease   interval DEFAULT rq_default_lease(),
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
     wait    interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -77,7 +77,7 @@ CREATE FUNCTION rq_complete_batch_and_claim(
     queues   text[]    DEFAULT NULL,
     worker   text      DEFAULT NULL,
     batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT rq_default_lease(),
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
     wait     interval  DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -93,7 +93,7 @@ CREATE FUNCTION rq_fail_and_claim(
     queues      text[]   DEFAULT NULL,
     worker      text     DEFAULT NULL,
     batch       integer  DEFAULT 1,
-    lease       interval DEFAULT rq_default_lease(),
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
     wait        interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -105,9 +105,9 @@ AS 'MODULE_PATHNAME', 'rq_fail_and_claim_c';
 -- DROP EXTENSION starts, every waiting claim in the database is woken and
 -- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
 -- no search_path to pin.
-CREATE FUNCTION rq_drop_started() RETURNS event_trigger
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_drop_started';
 CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION rq_drop_started();
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();

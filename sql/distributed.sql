@@ -81,7 +81,7 @@ END
 $$;
 
 -- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION rq_refuse_distributed(what text) RETURNS void
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -101,7 +101,7 @@ $$;
 -- shard, skipping rows others hold. Only the coordinator runs them, so the
 -- background workers of the worker nodes do not walk the same rows; a row
 -- is changed once whoever runs them, since each UPDATE re-checks its status.
-CREATE FUNCTION rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -135,9 +135,9 @@ BEGIN
         )
         SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
         changed := changed + more;
-        PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
+        PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
         -- a key enqueued with a key_period stays held (sql/finish.sql)
-        PERFORM @extschema@.rq_job_ended(h.id) FROM unnest(held) h (id);
+        PERFORM raquel_internal.rq_job_ended(h.id) FROM unnest(held) h (id);
     END LOOP;
     RETURN changed;
 END
@@ -145,7 +145,7 @@ $$;
 
 -- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
 -- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION rq_lapsed_distributed(batch integer, now_ms bigint)
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -161,15 +161,15 @@ BEGIN
     FOR q IN
         SELECT DISTINCT j.queue FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
     LOOP
         EXIT WHEN taken >= batch;
         RETURN QUERY
             -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
             SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
             WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
             LIMIT batch - taken
             FOR UPDATE SKIP LOCKED;
         GET DIAGNOSTICS more = ROW_COUNT;
@@ -178,7 +178,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -19,9 +19,9 @@ DECLARE
     parents uuid[];
     queues  text[];
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
-        RETURN @extschema@.rq_expire_distributed(batch, now_ms);
+        RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
     END IF;
     WITH due AS (
         SELECT j.id FROM @extschema@.jobs j
@@ -33,13 +33,13 @@ BEGIN
     ), expired AS (
         UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
         FROM due WHERE j.id = due.id
-        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR @extschema@.rq_has_children(j.id) AS sets_off
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
     SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
     FROM expired e;
-    PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
     -- what their ends set off (sql/finish.sql)
-    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
 END
 $$;
@@ -48,7 +48,7 @@ $$;
 -- (SKIP LOCKED: a row some session still holds locked is that session's,
 -- however old its claim), for rq_rescue. On Citus, queue by queue
 -- (sql/distributed.sql).
-CREATE FUNCTION rq_lapsed(batch integer, now_ms bigint)
+CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -56,15 +56,15 @@ SET jit = off
 AS $$
 BEGIN
     IF @extschema@.rq_distributed() THEN
-        RETURN QUERY SELECT * FROM @extschema@.rq_lapsed_distributed(batch, now_ms);
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
         RETURN;
     END IF;
     RETURN QUERY
         -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
         SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
         LIMIT batch
         FOR UPDATE SKIP LOCKED;
 END
@@ -86,14 +86,14 @@ DECLARE
     changed bigint := 0;
     failed  @extschema@.jobs;
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
-    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM @extschema@.rq_lapsed(batch, now_ms) l
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
     LOOP
         failed := @extschema@.rq_fail(job.id,
                         format('lease expired: %s did not finish attempt %s in time',
                                coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
                         NULL, job.attempts);
-        PERFORM @extschema@.rq_note_metric(failed.queue, 'rescued', NULL);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
         changed := changed + 1;
     END LOOP;
     RETURN changed;
@@ -118,10 +118,10 @@ DECLARE
     cutoff  bigint;
     changed bigint;
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     -- keys whose hold after their job's end is over (sql/schema.sql)
     DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
-    keep_ms := @extschema@.rq_retention_ms(retention);
+    keep_ms := raquel_internal.rq_retention_ms(retention);
     IF keep_ms = 0 THEN
         RETURN 0;
     END IF;
@@ -129,7 +129,7 @@ BEGIN
     -- the metrics of minutes older than the retention (sql/metrics.sql)
     DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
     IF @extschema@.rq_distributed() THEN
-        RETURN @extschema@.rq_prune_distributed(batch, cutoff);
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
     END IF;
     WITH old AS (
         SELECT j.id FROM @extschema@.jobs j
@@ -152,20 +152,20 @@ $$;
 -- something sooner (src/deadlines.rs). Each is the first entry of its
 -- duty's index.
 -- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
-CREATE FUNCTION rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    keep_ms bigint := @extschema@.rq_retention_ms(retention);
+    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
 BEGIN
     RETURN least(
-        (SELECT coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
          FROM @extschema@.jobs j
          WHERE j.status = 'claimed'
-           AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) IS NOT NULL
-         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
          LIMIT 1),
         (SELECT j.scheduled_at + j.max_age
          FROM @extschema@.jobs j

@@ -36,20 +36,20 @@ DECLARE
     missing  text;
     may_read boolean;
 BEGIN
-    SELECT * INTO o FROM @extschema@.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
         rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
         rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
     IF payloads IS NULL THEN
-        PERFORM @extschema@.rq_refuse('payloads_null', '{}');
+        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
     END IF;
-    PERFORM @extschema@.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
         ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
     IF group_keys IS NOT NULL OR after IS NOT NULL THEN
-        PERFORM @extschema@.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
     END IF;
     -- group keys, when given, pair with the payloads by position
     IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
-        PERFORM @extschema@.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
     END IF;
 
     IF keys IS NULL AND after IS NULL THEN
@@ -80,7 +80,7 @@ BEGIN
             RETURNING j.id
         )
         SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
-        PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
         RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
         RETURN;
     END IF;
@@ -92,7 +92,7 @@ BEGIN
     -- read by a second statement, whose fresh snapshot sees a job that such
     -- a concurrent session just committed.
     IF cardinality(keys) <> cardinality(payloads) THEN
-        PERFORM @extschema@.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
     END IF;
     WITH inserted AS (
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
@@ -109,11 +109,11 @@ BEGIN
     )
     SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
     -- after: the new jobs (not the key holders) wait for those
-    PERFORM @extschema@.rq_hold_for_parents(new_ids, after);
+    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
 
     -- The jobs that held keys already: whole for a caller who may read the
     -- table, otherwise only their id, queue and key (src/privileges.rs).
-    may_read := @extschema@.rq_caller_may_read('@extschema@.jobs'::regclass);
+    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
     RETURN QUERY
     SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
     UNION ALL
@@ -131,7 +131,7 @@ BEGIN
           AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
-        PERFORM @extschema@.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
     END IF;
 END
 $$;
@@ -216,16 +216,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF TG_LEVEL <> 'ROW' THEN
-        PERFORM @extschema@.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
     IF TG_WHEN = 'INSTEAD OF' THEN
-        PERFORM @extschema@.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
     IF TG_RELID = '@extschema@.jobs'::regclass THEN
-        PERFORM @extschema@.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
     IF TG_NARGS <> 1 THEN
-        PERFORM @extschema@.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
     PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
         'op', TG_OP,

@@ -26,7 +26,7 @@ $$;
 -- when it expires (src/deadlines.rs). The trigger is in Rust
 -- (src/events.rs): it runs for every job. It runs no SQL, so it has no
 -- search_path to pin.
-CREATE FUNCTION rq_job_events() RETURNS trigger
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_events';
 
@@ -36,4 +36,4 @@ AS 'MODULE_PATHNAME', 'rq_job_events';
 CREATE TRIGGER jobs_enqueued
     AFTER INSERT ON jobs
     FOR EACH ROW
-    EXECUTE FUNCTION rq_job_events();
+    EXECUTE FUNCTION raquel_internal.rq_job_events();

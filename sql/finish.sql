@@ -42,7 +42,7 @@ AS 'MODULE_PATHNAME', 'rq_complete_batch_c';
 -- it are released or cancelled (sql/workflows.sql), and a key enqueued with
 -- a key_period stays held by it for that long (key_holds, sql/schema.sql).
 -- A job of another status is left alone.
-CREATE FUNCTION rq_job_ended(job uuid) RETURNS void
+CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -55,8 +55,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF @extschema@.rq_has_children(ended.id) THEN
-        PERFORM @extschema@.rq_parent_ended(ended.id);
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
     END IF;
     IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
         INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)

@@ -48,7 +48,7 @@ SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
 -- commits (src/flow.rs). The claims' own writes to the state columns do not
 -- fire it. It runs no SQL, but its Rust sits beside code that does
 -- (src/flow.rs), and every such function pins its search_path.
-CREATE FUNCTION rq_queue_limits_changed() RETURNS trigger
+CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
 LANGUAGE c
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
@@ -56,7 +56,7 @@ CREATE TRIGGER queue_limits_changed
     AFTER INSERT OR DELETE OR TRUNCATE
        OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
     ON queue_limits
-    FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
 
 -- A grouped job's turn, set as it is inserted (however it is enqueued):
 -- one past its group's last ready job's turn (the last queued or failed
@@ -67,7 +67,7 @@ CREATE TRIGGER queue_limits_changed
 -- turns, a group with a million jobs and a group with ten side by side.
 -- It runs as the extension's owner: a role that may only INSERT jobs may
 -- not read the table the turn comes from.
-CREATE FUNCTION rq_job_turn() RETURNS trigger
+CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -108,7 +108,7 @@ $$;
 CREATE TRIGGER jobs_grouped
     BEFORE INSERT ON jobs
     FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
-    EXECUTE FUNCTION rq_job_turn();
+    EXECUTE FUNCTION raquel_internal.rq_job_turn();
 
 -- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
 -- waiting. Idempotent; a queue may be paused before it has jobs.
@@ -119,8 +119,8 @@ AS $$
 DECLARE
     settings @extschema@.queue_limits;
 BEGIN
-    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    PERFORM @extschema@.rq_refuse_distributed('rq_pause');
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
     INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
     ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
     RETURNING l.* INTO settings;
@@ -137,13 +137,13 @@ AS $$
 DECLARE
     settings @extschema@.queue_limits;
 BEGIN
-    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
     UPDATE @extschema@.queue_limits l SET paused = false
     WHERE l.queue = rq_resume.queue AND l.paused
     RETURNING l.* INTO settings;
     IF FOUND THEN
-        PERFORM @extschema@.rq_wake_claims(queue);
-        settings := @extschema@.rq_tidy_queue_limits(queue, settings);
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
     ELSE
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
         IF NOT FOUND THEN
@@ -174,8 +174,8 @@ AS $$
 DECLARE
     settings @extschema@.queue_limits;
 BEGIN
-    PERFORM @extschema@.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
-    PERFORM @extschema@.rq_refuse_distributed('rq_set_limits');
+    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
     INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
     VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
             CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
@@ -189,14 +189,14 @@ BEGIN
         tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
                          THEN l.tokens_at END
     RETURNING l.* INTO settings;
-    PERFORM @extschema@.rq_wake_claims(queue);
-    RETURN @extschema@.rq_tidy_queue_limits(queue, settings);
+    PERFORM raquel_internal.rq_wake_claims(queue);
+    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
 END
 $$;
 
 -- A row that no longer sets anything is deleted, so that the queue's claims
 -- go back to the plain claim; returns the row as it was.
-CREATE FUNCTION rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
+CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -210,7 +210,7 @@ $$;
 -- rq_claim_flow calls for what the settings allow. It runs only inside
 -- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
 -- through rq_claim to obey the settings.
-CREATE FUNCTION rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
+CREATE FUNCTION raquel_internal.rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
 RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -223,12 +223,12 @@ AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
 -- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
 -- not lock or write it, so no role can refill a rate's bucket or empty a
 -- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
-CREATE FUNCTION rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_flow_lock');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
     RETURN QUERY
     SELECT l.* FROM @extschema@.queue_limits l
     WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
@@ -237,12 +237,12 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_flow_took');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
     UPDATE @extschema@.queue_limits l
     SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
         tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
@@ -266,7 +266,7 @@ $$;
 -- fill the batch starts at a random one, so that none of them always goes
 -- first. For any queue, the queues without settings are the ones with
 -- ready jobs (one probe of the ready index for each).
-CREATE FUNCTION rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+CREATE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
 RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -285,7 +285,7 @@ DECLARE
     got      uuid[];
     job      @extschema@.jobs;
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_claim_flow');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
     IF queues IS NULL THEN
         limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
         others := ARRAY(
@@ -309,7 +309,7 @@ BEGIN
     -- order: two such claims never wait for each other in a circle, however
     -- their turns below are ordered.
     IF cardinality(limited) > 1 THEN
-        PERFORM FROM @extschema@.rq_flow_lock(limited);
+        PERFORM FROM raquel_internal.rq_flow_lock(limited);
     END IF;
     first := floor(random() * (cardinality(limited) + 1))::integer;
     FOR turn IN 0 .. cardinality(limited) LOOP
@@ -317,7 +317,7 @@ BEGIN
         member := (first + turn) % (cardinality(limited) + 1) + 1;
         IF member > cardinality(limited) THEN
             CONTINUE WHEN cardinality(others) = 0;
-            FOR job IN SELECT * FROM @extschema@.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
                 wanted := wanted - 1;
                 RETURN NEXT job;
             END LOOP;
@@ -327,7 +327,7 @@ BEGIN
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM @extschema@.rq_flow_lock(ARRAY[limited[member]]);
+            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
             -- read again by a new statement, which sees what the claims
             -- that held the lock before committed
             SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
@@ -349,14 +349,14 @@ BEGIN
         END IF;
         got := '{}';
         FOR job IN
-            SELECT * FROM @extschema@.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
         LOOP
             got := got || job.id;
             RETURN NEXT job;
         END LOOP;
         IF settings.grouped AND cardinality(got) < allow THEN
             FOR job IN
-                SELECT * FROM @extschema@.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
                                                         lease_ms, settings.group_max_claimed)
             LOOP
                 got := got || job.id;
@@ -365,7 +365,7 @@ BEGIN
         END IF;
         wanted := wanted - cardinality(got);
         IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM @extschema@.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
         END IF;
     END LOOP;
 END
@@ -381,7 +381,7 @@ $$;
 -- walk takes one job per group, and walks again while it finds some. Its
 -- cost grows with the jobs of the groups it passes over (those at their
 -- limit), not with the number of groups.
-CREATE FUNCTION rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
 RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -394,7 +394,7 @@ DECLARE
     candidate record;
     job       @extschema@.jobs;
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_claim_fair');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
     IF group_max_claimed IS NULL THEN
         RETURN QUERY
         WITH ready AS (

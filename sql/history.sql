@@ -27,7 +27,7 @@ SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
 CREATE TRIGGER queues_without_history_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
     ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
 
 -- Whether `queue` keeps its succeeded jobs (keep, the default for every
 -- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
@@ -37,11 +37,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
     IF keep IS NULL THEN
-        PERFORM @extschema@.rq_refuse('keep_null', ARRAY[queue]);
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
     END IF;
-    PERFORM @extschema@.rq_refuse_distributed('rq_set_history');
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
     IF keep THEN
         DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
     ELSE

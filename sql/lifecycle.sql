@@ -19,14 +19,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
-    due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    due_ms bigint := raquel_internal.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_reschedule.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reschedule.id);
     job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued',
-        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())),
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, raquel_internal.rq_default_min_retry_delay())),
         requeues = j.requeues + 1,
         lease_expires_at = NULL,
         finished_at = NULL
@@ -35,10 +35,10 @@ BEGIN
       AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 END
 $$;
@@ -50,7 +50,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_reject.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reject.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -61,17 +61,17 @@ BEGIN
       AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 END
 $$;
 
 -- The worker still holding the claim pushes its lease out to now + lease
 -- (a heartbeat). A lease that ran out but was not rescued yet can be extended.
-CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT rq_default_lease(), attempt integer DEFAULT NULL)
+CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT raquel_internal.rq_default_lease(), attempt integer DEFAULT NULL)
 RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -79,9 +79,9 @@ AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
-    lease_ms bigint := @extschema@.rq_lease_ms(rq_extend.lease);
+    lease_ms bigint := raquel_internal.rq_lease_ms(rq_extend.lease);
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_extend.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_extend.id);
     job      @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -91,7 +91,7 @@ BEGIN
       AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
     END IF;
     RETURN job;
 END
@@ -109,7 +109,7 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_cancel.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_cancel.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -118,13 +118,13 @@ BEGIN
       AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
-    PERFORM @extschema@.rq_claim_ended(job.queue);
-    IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
+    PERFORM raquel_internal.rq_claim_ended(job.queue);
+    IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
         -- what its end sets off (sql/finish.sql)
-        PERFORM @extschema@.rq_job_ended(job.id);
+        PERFORM raquel_internal.rq_job_ended(job.id);
     END IF;
     RETURN job;
 END
@@ -142,7 +142,7 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_retry.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_retry.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -152,13 +152,13 @@ BEGIN
       AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished
-    PERFORM @extschema@.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
+    PERFORM raquel_internal.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
 END
 $$;

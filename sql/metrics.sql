@@ -30,7 +30,7 @@ SELECT pg_catalog.pg_extension_config_dump('metrics', '');
 -- What the worker runs: the figures counted since its last round, added to
 -- their rows, and each queue's ready backlog in the row of the minute that
 -- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION rq_record_metrics() RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -44,13 +44,13 @@ BEGIN
                                            wait_histogram, run_histogram)
     SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
            t.wait_histogram, t.run_histogram
-    FROM @extschema@.rq_take_metrics() t
+    FROM raquel_internal.rq_take_metrics() t
     ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
     SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
         succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
         rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = @extschema@.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = @extschema@.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
     GET DIAGNOSTICS touched = ROW_COUNT;
     -- The backlog once a minute: it reads every ready job's index entry.
     -- Kept for the queues that had something counted that minute (at most
@@ -92,12 +92,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT m.queue, @extschema@.rq_ms_to_timestamptz(m.minute),
            m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.5),
-           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.95),
-           @extschema@.rq_histogram_percentile(m.wait_histogram, 0.99),
-           @extschema@.rq_histogram_percentile(m.run_histogram, 0.5),
-           @extschema@.rq_histogram_percentile(m.run_histogram, 0.95),
-           @extschema@.rq_histogram_percentile(m.run_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
            m.backlog
     FROM @extschema@.metrics m
     WHERE m.minute >= @extschema@.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
@@ -123,7 +123,7 @@ DECLARE
     out   text;
 BEGIN
     IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM @extschema@.rq_refuse('max_queues', ARRAY[max_queues::text]);
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
     END IF;
     WITH jobs AS (
         SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
@@ -157,7 +157,7 @@ BEGIN
         FROM shown s
     ), quantiles AS (
         SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               @extschema@.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
         FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
         CROSS JOIN histograms h
         CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
@@ -165,7 +165,7 @@ BEGIN
     SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
         SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
                || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             @extschema@.rq_prometheus_label(t.queue), t.status, t.n),
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
                                       '' ORDER BY s.rank, t.status), '') AS part
         FROM jobs t JOIN shown s ON s.queue = t.queue
         UNION ALL
@@ -178,7 +178,7 @@ BEGIN
         UNION ALL
         SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
                || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             @extschema@.rq_prometheus_label(e.queue), e.event, e.n),
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
                                       '' ORDER BY s.rank, e.event), '')
         FROM events e JOIN shown s ON s.queue = e.queue
         UNION ALL
@@ -190,7 +190,7 @@ BEGIN
                format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
                       w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
                || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     @extschema@.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
                                               '' ORDER BY q.rank, q.fraction)
                             FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
         FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
@@ -204,7 +204,7 @@ $$;
 
 -- A label value as the Prometheus text format writes it: backslash, double
 -- quote and newline escaped.
-CREATE FUNCTION rq_prometheus_label(value text) RETURNS text
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$

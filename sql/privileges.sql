@@ -9,23 +9,35 @@
 -- key_holds (a job it ends may hold its key), and nothing else. What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
 -- extension's owner), rq_worker_wake, and the trigger functions.
+--
+-- The helpers in raquel_internal (src/lib.rs says what goes there) keep
+-- the EXECUTE grants they had in the extension's schema: who may call a
+-- function is its EXECUTE grant, never the schema it is in. The verbs call
+-- them by name as their caller, so the schema has USAGE for PUBLIC (as a
+-- schema public has), and the grant helpers below give USAGE on it too: a
+-- database that revokes PUBLIC's USAGE to hide the helpers keeps its
+-- producers and workers working (other roles that call the verbs then need
+-- USAGE on raquel_internal as well). No role but the owner may CREATE in it.
+-- Triggers, column defaults, index expressions and views call their
+-- functions by OID and need no USAGE.
+GRANT USAGE ON SCHEMA raquel_internal TO PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION
     rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
     rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
     rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-    rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), rq_next_duty_ms(interval),
+    rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), raquel_internal.rq_next_duty_ms(interval),
     rq_worker_wake(),
-    rq_enqueue_trigger(), rq_job_events(), rq_job_values(), rq_drop_started(),
-    rq_job_turn(), rq_queue_limits_changed(),
-    rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    rq_enqueue_trigger(), raquel_internal.rq_job_events(), raquel_internal.rq_job_values(), raquel_internal.rq_drop_started(),
+    raquel_internal.rq_job_turn(), raquel_internal.rq_queue_limits_changed(),
+    raquel_internal.rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
     rq_fire_schedules(integer),
-    rq_distribute(integer), rq_lapsed(integer, bigint), rq_expire_distributed(integer, bigint),
-    rq_lapsed_distributed(integer, bigint), rq_prune_distributed(integer, bigint),
-    rq_take_metrics(), rq_record_metrics(),
-    rq_check_parents(integer, uuid[]),
-    rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
+    rq_distribute(integer), raquel_internal.rq_lapsed(integer, bigint), raquel_internal.rq_expire_distributed(integer, bigint),
+    raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),
+    raquel_internal.rq_take_metrics(), raquel_internal.rq_record_metrics(),
+    raquel_internal.rq_check_parents(integer, uuid[]),
+    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -44,12 +56,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF role IS NULL OR role::oid = 0 THEN
-        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_producer']);
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_producer']);
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
-        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
     END IF;
-    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION
         %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
         %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
@@ -70,20 +82,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF role IS NULL OR role::oid = 0 THEN
-        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_worker']);
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
-        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
     END IF;
-    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
     -- the flow claim's helpers, which write the limits' state as the owner
     -- and refuse to run outside rq_claim (src/flow.rs)
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_flow_lock(text[]),
-        %1$s.rq_flow_took(text, uuid[], double precision, bigint) TO %2$s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
+        raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END

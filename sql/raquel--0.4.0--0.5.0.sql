@@ -39,6 +39,66 @@
 --   succeeds is deleted in the same write.
 -- * rq_fail, rq_fail_and_claim and rq_complete_batch are written in C.
 -- The jobs table loses the column has_children; no job is rewritten.
+-- And (issue 25) the internal helpers move to the schema raquel_internal,
+-- and every public function, view and table gets a COMMENT.
+
+-- raquel_internal (src/lib.rs): the schema of the internal helpers, which
+-- leave the extension's schema, so that it lists what users call. Each
+-- keeps its EXECUTE grants; the verbs name them as their caller, hence
+-- USAGE for PUBLIC (sql/privileges.sql). Triggers, column defaults, the
+-- lease index and the views follow a moved function by its OID; function
+-- bodies name it in text and are made again below (the statements that
+-- create or replace a function in this script name raquel_internal).
+-- rq_job_ready_again(text, bigint, bigint) stays to be dropped below.
+CREATE SCHEMA raquel_internal;
+GRANT USAGE ON SCHEMA raquel_internal TO PUBLIC;
+ALTER FUNCTION rq_caller_may_read(oid) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_check_arrays(text[], integer[], text[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_check_batch(integer) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_check_limits(text, integer, integer, interval, integer) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_claim_ended(text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_cron_next(text, text, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_default_backoff_base() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_default_lease() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_default_lease_ms() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_default_max_retry_delay() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_default_min_retry_delay() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_delay_ms(interval, text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_due_ms(timestamptz, interval) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_histogram_add(integer[], integer[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_histogram_percentile(integer[], double precision) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_interval_ms(interval, text, bigint, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_job_options(text, timestamptz, interval, interval, integer, interval, interval, interval) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_lease_ms(interval) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_note_metric(text, text, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_raise_cannot(uuid, integer, text, text[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_refuse(text, text[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_retention_ms(interval) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_schedule_due(bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_shard_queue(uuid) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_shard_queues(uuid[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_take_metrics() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_timestamp_ms(timestamptz, text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_job_events() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_drop_started() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_hold_for_parents(uuid[], uuid[]) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_parent_ended(uuid) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_job_ended(uuid) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_record_metrics() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_prometheus_label(text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_refuse_distributed(text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_expire_distributed(integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_lapsed_distributed(integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_prune_distributed(integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_wake_claims(text) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_queue_limits_changed() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_job_turn() SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_tidy_queue_limits(text, queue_limits) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_claim_ready(text[], text, integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_claim_flow(text[], text, integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_claim_fair(text, text, integer, bigint, integer) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_lapsed(integer, bigint) SET SCHEMA raquel_internal;
+ALTER FUNCTION rq_next_duty_ms(interval) SET SCHEMA raquel_internal;
 
 -- The jobs table: whether a job has children is in job_dependencies.
 ALTER TABLE jobs DROP COLUMN has_children;
@@ -82,11 +142,11 @@ BEGIN
     CREATE TRIGGER jobs_enqueued
         AFTER INSERT ON @extschema@.jobs
         FOR EACH ROW
-        EXECUTE FUNCTION @extschema@.rq_job_events();
+        EXECUTE FUNCTION raquel_internal.rq_job_events();
     CREATE TRIGGER jobs_grouped
         BEFORE INSERT ON @extschema@.jobs
         FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
-        EXECUTE FUNCTION @extschema@.rq_job_turn();
+        EXECUTE FUNCTION raquel_internal.rq_job_turn();
     -- jobs for people (sql/observe.sql), over the columns' domains
     CREATE VIEW @extschema@.rq_jobs AS
     SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
@@ -115,7 +175,7 @@ END
 $$;
 
 -- A grouped job's turn: the trigger's WHEN no longer tests the status (above)
-CREATE OR REPLACE FUNCTION rq_job_turn() RETURNS trigger
+CREATE OR REPLACE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -180,7 +240,7 @@ SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
 CREATE TRIGGER queues_without_history_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
     ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION rq_queue_limits_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
 GRANT SELECT ON queues_without_history TO PUBLIC;
 
 -- BEGIN functions (drafted by bin/update-script-draft)
@@ -192,7 +252,7 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_cancel.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_cancel.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -201,19 +261,19 @@ BEGIN
       AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
-    PERFORM @extschema@.rq_claim_ended(job.queue);
-    IF job.key_period IS NOT NULL OR @extschema@.rq_has_children(job.id) THEN
+    PERFORM raquel_internal.rq_claim_ended(job.queue);
+    IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
         -- what its end sets off (sql/finish.sql)
-        PERFORM @extschema@.rq_job_ended(job.id);
+        PERFORM raquel_internal.rq_job_ended(job.id);
     END IF;
     RETURN job;
 END
 $$;
 
-CREATE  FUNCTION "rq_check_parents"(
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
 	"jobs" INT, /* i32 */
 	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
 ) RETURNS void
@@ -222,7 +282,7 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
 
-CREATE  FUNCTION "rq_check_schedule_options"(
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
 	"name" TEXT, /* Option < & str > */
 	"catch_up" TEXT, /* Option < & str > */
 	"queue" TEXT, /* Option < & str > */
@@ -232,7 +292,7 @@ STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
 
-CREATE OR REPLACE FUNCTION rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
 RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -245,7 +305,7 @@ DECLARE
     candidate record;
     job       @extschema@.jobs;
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_claim_fair');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
     IF group_max_claimed IS NULL THEN
         RETURN QUERY
         WITH ready AS (
@@ -298,7 +358,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
 RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -317,7 +377,7 @@ DECLARE
     got      uuid[];
     job      @extschema@.jobs;
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_claim_flow');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
     IF queues IS NULL THEN
         limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
         others := ARRAY(
@@ -341,7 +401,7 @@ BEGIN
     -- order: two such claims never wait for each other in a circle, however
     -- their turns below are ordered.
     IF cardinality(limited) > 1 THEN
-        PERFORM FROM @extschema@.rq_flow_lock(limited);
+        PERFORM FROM raquel_internal.rq_flow_lock(limited);
     END IF;
     first := floor(random() * (cardinality(limited) + 1))::integer;
     FOR turn IN 0 .. cardinality(limited) LOOP
@@ -349,7 +409,7 @@ BEGIN
         member := (first + turn) % (cardinality(limited) + 1) + 1;
         IF member > cardinality(limited) THEN
             CONTINUE WHEN cardinality(others) = 0;
-            FOR job IN SELECT * FROM @extschema@.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
                 wanted := wanted - 1;
                 RETURN NEXT job;
             END LOOP;
@@ -359,7 +419,7 @@ BEGIN
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM @extschema@.rq_flow_lock(ARRAY[limited[member]]);
+            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
             -- read again by a new statement, which sees what the claims
             -- that held the lock before committed
             SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
@@ -381,14 +441,14 @@ BEGIN
         END IF;
         got := '{}';
         FOR job IN
-            SELECT * FROM @extschema@.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
         LOOP
             got := got || job.id;
             RETURN NEXT job;
         END LOOP;
         IF settings.grouped AND cardinality(got) < allow THEN
             FOR job IN
-                SELECT * FROM @extschema@.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
                                                         lease_ms, settings.group_max_claimed)
             LOOP
                 got := got || job.id;
@@ -397,7 +457,7 @@ BEGIN
         END IF;
         wanted := wanted - cardinality(got);
         IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM @extschema@.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
         END IF;
     END LOOP;
 END
@@ -414,7 +474,7 @@ CREATE FUNCTION rq_complete_batch_and_claim(
     queues   text[]    DEFAULT NULL,
     worker   text      DEFAULT NULL,
     batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT rq_default_lease(),
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
     wait     interval  DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -461,6 +521,164 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+-- A producer needs no privilege on the table, only EXECUTE on this function
+-- (see rq_grant_producer); the pinned search_path keeps a caller's objects
+-- from standing in for ours (every reference in the body is qualified too).
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    o       record;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
+BEGIN
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
+        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
+        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    IF payloads IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
+    END IF;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+    END IF;
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
+
+    IF keys IS NULL AND after IS NULL THEN
+        RETURN QUERY
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+        ORDER BY p.n
+        RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
+        RETURN;
+    END IF;
+
+    -- With keys: a key that an unfinished job of this queue already holds
+    -- gives back that job instead of a new one. ON CONFLICT waits for a
+    -- concurrent enqueue of the same key to commit or roll back, so two
+    -- sessions never both insert one. The jobs that were there already are
+    -- read by a second statement, whose fresh snapshot sees a job that such
+    -- a concurrent session just committed.
+    IF cardinality(keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+    END IF;
+    WITH inserted AS (
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, key, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
+        ORDER BY p.n
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
+        DO NOTHING
+        RETURNING j.id
+    )
+    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
+    RETURN QUERY
+    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
+    UNION ALL
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
+    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
+
+    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
+    WHERE k.key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM @extschema@.jobs j
+        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -472,9 +690,9 @@ DECLARE
     parents uuid[];
     queues  text[];
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
-        RETURN @extschema@.rq_expire_distributed(batch, now_ms);
+        RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
     END IF;
     WITH due AS (
         SELECT j.id FROM @extschema@.jobs j
@@ -486,14 +704,82 @@ BEGIN
     ), expired AS (
         UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
         FROM due WHERE j.id = due.id
-        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR @extschema@.rq_has_children(j.id) AS sets_off
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
     SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
     FROM expired e;
-    PERFORM @extschema@.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
     -- what their ends set off (sql/finish.sql)
-    PERFORM @extschema@.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    held    uuid[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
+        changed := changed + more;
+        PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
+        -- a key enqueued with a key_period stays held (sql/finish.sql)
+        PERFORM raquel_internal.rq_job_ended(h.id) FROM unnest(held) h (id);
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_extend(id uuid, lease interval DEFAULT raquel_internal.rq_default_lease(), attempt integer DEFAULT NULL)
+RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := @extschema@.rq_now_ms();
+    lease_ms bigint := raquel_internal.rq_lease_ms(rq_extend.lease);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_extend.id);
+    job      @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET lease_expires_at = now_ms + lease_ms
+    WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+    END IF;
+    RETURN job;
 END
 $$;
 
@@ -515,7 +801,7 @@ CREATE OR REPLACE FUNCTION rq_fail_and_claim(
     queues      text[]   DEFAULT NULL,
     worker      text     DEFAULT NULL,
     batch       integer  DEFAULT 1,
-    lease       interval DEFAULT rq_default_lease(),
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
     wait        interval DEFAULT '0'
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
@@ -537,7 +823,7 @@ DECLARE
     failure  text;
     state    text;
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     FOR schedule IN
         SELECT s.* FROM @extschema@.schedules s
         WHERE s.enabled AND s.next_run_at <= now_ms
@@ -546,7 +832,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     LOOP
         BEGIN
-            due := @extschema@.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
                                                  schedule.catch_up);
             job_id := NULL;
             FOREACH slot IN ARRAY due LOOP
@@ -560,7 +846,7 @@ BEGIN
                     priority => schedule.priority) j;
             END LOOP;
             UPDATE @extschema@.schedules s
-            SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
                 last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
                 last_job_id = coalesce(job_id, s.last_job_id),
                 last_error = NULL
@@ -570,7 +856,7 @@ BEGIN
             GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
             BEGIN
                 UPDATE @extschema@.schedules s
-                SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
                     last_error = format('%s (SQLSTATE %s)', failure, state)
                 WHERE s.name = schedule.name;
                 RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
@@ -590,12 +876,12 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_flow_lock');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
     RETURN QUERY
     SELECT l.* FROM @extschema@.queue_limits l
     WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
@@ -604,17 +890,39 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_require_flow_claim('rq_flow_took');
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
     UPDATE @extschema@.queue_limits l
     SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
         tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
         tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
     WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_grant_producer(role regrole) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_producer']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_trigger()
+        TO %2$s', '@extschema@', role);
 END
 $$;
 
@@ -624,33 +932,33 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF role IS NULL OR role::oid = 0 THEN
-        PERFORM @extschema@.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_worker']);
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
-        PERFORM @extschema@.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
     END IF;
-    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@', role);
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
     -- the flow claim's helpers, which write the limits' state as the owner
     -- and refuse to run outside rq_claim (src/flow.rs)
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_flow_lock(text[]),
-        %1$s.rq_flow_took(text, uuid[], double precision, bigint) TO %2$s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
+        raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
 END
 $$;
 
-CREATE FUNCTION rq_has_children(parent uuid) RETURNS boolean
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
 $$;
 
-CREATE OR REPLACE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+CREATE OR REPLACE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -663,13 +971,13 @@ BEGIN
     IF after IS NULL OR cardinality(after) = 0 THEN
         RETURN;
     END IF;
-    PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
-    PERFORM @extschema@.rq_check_parents(cardinality(ids), after);
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
     SELECT a.id::text INTO missing FROM unnest(after) a (id)
     WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
     LIMIT 1;
     IF FOUND THEN
-        PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
+        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
@@ -694,7 +1002,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rq_job_ended(job uuid) RETURNS void
+CREATE OR REPLACE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -707,8 +1015,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF @extschema@.rq_has_children(ended.id) THEN
-        PERFORM @extschema@.rq_parent_ended(ended.id);
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
     END IF;
     IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
         INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
@@ -718,23 +1026,23 @@ BEGIN
 END
 $$;
 
-CREATE  FUNCTION "rq_job_ready_again"(
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
 	"queue" TEXT, /* Option < & str > */
 	"scheduled_at" bigint, /* Option < i64 > */
 	"max_age" bigint, /* Option < i64 > */
 	"priority" INT DEFAULT NULL, /* Option < i32 > */
 	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
 ) RETURNS void
-VOLATILE PARALLEL UNSAFE 
+VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
 
-CREATE FUNCTION rq_job_values() RETURNS trigger
+CREATE FUNCTION raquel_internal.rq_job_values() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_values';
 
-CREATE OR REPLACE FUNCTION rq_lapsed(batch integer, now_ms bigint)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -742,21 +1050,21 @@ SET jit = off
 AS $$
 BEGIN
     IF @extschema@.rq_distributed() THEN
-        RETURN QUERY SELECT * FROM @extschema@.rq_lapsed_distributed(batch, now_ms);
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
         RETURN;
     END IF;
     RETURN QUERY
         -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
         SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
         LIMIT batch
         FOR UPDATE SKIP LOCKED;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rq_lapsed_distributed(batch integer, now_ms bigint)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -772,15 +1080,15 @@ BEGIN
     FOR q IN
         SELECT DISTINCT j.queue FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
     LOOP
         EXIT WHEN taken >= batch;
         RETURN QUERY
             -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
             SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
             WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + @extschema@.rq_default_lease_ms())
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
             LIMIT batch - taken
             FOR UPDATE SKIP LOCKED;
         GET DIAGNOSTICS more = ROW_COUNT;
@@ -789,13 +1097,73 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, @extschema@.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= @extschema@.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
 CREATE  FUNCTION "rq_metrics_lost"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
 
-CREATE OR REPLACE FUNCTION rq_parent_ended(parent uuid) RETURNS void
+CREATE OR REPLACE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -820,7 +1188,7 @@ BEGIN
             RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
         LOOP
             IF released.status = 'queued' THEN
-                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
             END IF;
         END LOOP;
         RETURN;
@@ -841,6 +1209,38 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
 CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -850,7 +1250,7 @@ DECLARE
     out   text;
 BEGIN
     IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM @extschema@.rq_refuse('max_queues', ARRAY[max_queues::text]);
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
     END IF;
     WITH jobs AS (
         SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
@@ -884,7 +1284,7 @@ BEGIN
         FROM shown s
     ), quantiles AS (
         SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               @extschema@.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
         FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
         CROSS JOIN histograms h
         CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
@@ -892,7 +1292,7 @@ BEGIN
     SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
         SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
                || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             @extschema@.rq_prometheus_label(t.queue), t.status, t.n),
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
                                       '' ORDER BY s.rank, t.status), '') AS part
         FROM jobs t JOIN shown s ON s.queue = t.queue
         UNION ALL
@@ -905,7 +1305,7 @@ BEGIN
         UNION ALL
         SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
                || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             @extschema@.rq_prometheus_label(e.queue), e.event, e.n),
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
                                       '' ORDER BY s.rank, e.event), '')
         FROM events e JOIN shown s ON s.queue = e.queue
         UNION ALL
@@ -917,7 +1317,7 @@ BEGIN
                format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
                       w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
                || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     @extschema@.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
                                               '' ORDER BY q.rank, q.fraction)
                             FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
         FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
@@ -929,7 +1329,49 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION rq_record_metrics() RETURNS bigint
+CREATE OR REPLACE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := @extschema@.rq_now_ms();
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
+    keep_ms := raquel_internal.rq_retention_ms(retention);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    cutoff := now_ms - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
+    IF @extschema@.rq_distributed() THEN
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
+    GET DIAGNOSTICS changed = ROW_COUNT;
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -943,13 +1385,13 @@ BEGIN
                                            wait_histogram, run_histogram)
     SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
            t.wait_histogram, t.run_histogram
-    FROM @extschema@.rq_take_metrics() t
+    FROM raquel_internal.rq_take_metrics() t
     ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
     SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
         succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
         rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = @extschema@.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = @extschema@.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
     GET DIAGNOSTICS touched = ROW_COUNT;
     -- The backlog once a minute: it reads every ready job's index entry.
     -- Kept for the queues that had something counted that minute (at most
@@ -980,7 +1422,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_reject.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reject.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -991,15 +1433,15 @@ BEGIN
       AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 END
 $$;
 
-CREATE  FUNCTION "rq_require_flow_claim"(
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
 	"name" TEXT /* & str */
 ) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE
@@ -1018,14 +1460,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms bigint := @extschema@.rq_now_ms();
-    due_ms bigint := @extschema@.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    due_ms bigint := raquel_internal.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_reschedule.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reschedule.id);
     job    @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
     SET status = 'queued',
-        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, @extschema@.rq_default_min_retry_delay())),
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, raquel_internal.rq_default_min_retry_delay())),
         requeues = j.requeues + 1,
         lease_expires_at = NULL,
         finished_at = NULL
@@ -1034,11 +1476,84 @@ BEGIN
       AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+    failed  @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
+    LOOP
+        failed := @extschema@.rq_fail(job.id,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL, job.attempts);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
+    END IF;
+    RETURN settings;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, @extschema@.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
 END
 $$;
 
@@ -1050,7 +1565,7 @@ DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
     now_ms bigint := @extschema@.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := @extschema@.rq_shard_queue(rq_retry.id);
+    shard_queue text := raquel_internal.rq_shard_queue(rq_retry.id);
     job @extschema@.jobs;
 BEGIN
     UPDATE @extschema@.jobs j
@@ -1060,14 +1575,14 @@ BEGIN
       AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+        PERFORM raquel_internal.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
     END IF;
     -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM @extschema@.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
     RETURN job;
 EXCEPTION WHEN unique_violation THEN
     -- an ended job's key was taken by a newer job that is still unfinished
-    PERFORM @extschema@.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
+    PERFORM raquel_internal.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
 END
 $$;
 
@@ -1093,12 +1608,12 @@ DECLARE
     next_ms  bigint;
     schedule @extschema@.schedules;
 BEGIN
-    PERFORM @extschema@.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
-    SELECT * INTO o FROM @extschema@.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
         rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
-    next_ms := @extschema@.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
     IF next_ms IS NULL THEN
-        PERFORM @extschema@.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
     END IF;
     INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
         max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
@@ -1113,13 +1628,13 @@ BEGIN
         priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
     RETURNING s.* INTO schedule;
     IF schedule.enabled THEN
-        PERFORM @extschema@.rq_schedule_due(next_ms);
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
     END IF;
     RETURN schedule;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION "rq_schedule_due"(
+CREATE OR REPLACE FUNCTION raquel_internal."rq_schedule_due"(
 	"due_ms" bigint /* Option < i64 > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE
@@ -1127,7 +1642,7 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
 
-CREATE  FUNCTION "rq_schedule_slots"(
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
 	"cron" TEXT, /* Option < & str > */
 	"timezone" TEXT, /* Option < & str > */
 	"next_ms" bigint, /* Option < i64 > */
@@ -1143,11 +1658,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM @extschema@.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
     IF keep IS NULL THEN
-        PERFORM @extschema@.rq_refuse('keep_null', ARRAY[queue]);
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
     END IF;
-    PERFORM @extschema@.rq_refuse_distributed('rq_set_history');
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
     IF keep THEN
         DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
     ELSE
@@ -1155,6 +1670,62 @@ BEGIN
         ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
     END IF;
     RETURN keep;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM raquel_internal.rq_wake_claims(queue);
+    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
 END
 $$;
 
@@ -1173,7 +1744,7 @@ AS 'MODULE_PATHNAME', 'rq_take_c';
 -- The checks across a job's columns (rq_job_values, above).
 CREATE TRIGGER jobs_values
     BEFORE INSERT OR UPDATE OF min_retry_delay, max_retry_delay, attempts, requeues ON jobs
-    FOR EACH ROW EXECUTE FUNCTION rq_job_values();
+    FOR EACH ROW EXECUTE FUNCTION raquel_internal.rq_job_values();
 
 -- Schedules for people: instants as timestamptz, and why the last slot
 -- could not be enqueued.
@@ -1202,18 +1773,150 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('REVOKE UPDATE (claimed, tokens, tokens_at) ON @extschema@.queue_limits FROM %s', grantee);
         EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.queue_limits TO %s', grantee);
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.rq_flow_lock(text[]),
-            @extschema@.rq_flow_took(text, uuid[], double precision, bigint) TO %s', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
+            raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', grantee);
     END LOOP;
 END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
-    rq_check_parents(integer, uuid[]), rq_job_values(),
-    rq_flow_lock(text[]), rq_flow_took(text, uuid[], double precision, bigint)
+    raquel_internal.rq_check_parents(integer, uuid[]), raquel_internal.rq_job_values(),
+    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint)
 FROM PUBLIC;
 
 -- Claims on any queue walk the ready index queue by queue
 -- (sql/claim.queues_any.sql); the index of every queue's ready jobs cost
 -- every job an entry at enqueue.
 DROP INDEX @extschema@.jobs_ready_idx;
+
+-- What each public object is for, in the catalog: the statements of
+-- sql/comments.sql, the end of a fresh install's script too.
+COMMENT ON SCHEMA raquel_internal IS
+    'raquel''s internal helpers (called by its verbs, triggers, column defaults and background worker): not an API, they change without notice between versions. Call the functions of the extension''s schema instead.';
+
+-- Enqueueing
+COMMENT ON FUNCTION rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval) IS
+    'raquel: enqueues one job with a text payload into queue (due now, at `at` or after `delay`) and returns its row; key, group_key, after and key_period make it unique, fairly grouped, wait for other jobs, or hold its key.';
+COMMENT ON FUNCTION rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval) IS
+    'raquel: enqueues one job with a jsonb payload (stored as its text); otherwise as rq_enqueue with a text payload.';
+COMMENT ON FUNCTION rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]) IS
+    'raquel: enqueues one job per text payload into queue in one statement, with the same options for all (keys and group_keys per job), and returns their rows.';
+COMMENT ON FUNCTION rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]) IS
+    'raquel: enqueues one job per jsonb payload into queue in one statement; otherwise as rq_enqueue_batch with text payloads.';
+COMMENT ON FUNCTION rq_enqueue_trigger() IS
+    'raquel: a row trigger function that enqueues a job for each changed row (the row as jsonb payload) into the queue named by its one argument: EXECUTE FUNCTION rq_enqueue_trigger(''my_queue'').';
+
+-- Claiming and finishing
+COMMENT ON FUNCTION rq_claim(text[], text, integer, interval, interval) IS
+    'raquel: claims up to batch ready jobs of the named queues (NULL: any queue) for a lease, obeying pauses and limits, and returns them; with wait, waits that long for a job to become ready.';
+COMMENT ON FUNCTION rq_take(text[], text, integer, boolean, interval) IS
+    'raquel: takes up to batch ready jobs by locking them for the work of this transaction (no lease is written; complete => true completes them at once); finish them with rq_complete or rq_fail before commit.';
+COMMENT ON FUNCTION rq_complete(uuid, integer) IS
+    'raquel: marks a claimed (or taken) job succeeded; attempt, the value the claim returned, fences out a worker whose lease ran out.';
+COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[]) IS
+    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i]), and returns their rows.';
+COMMENT ON FUNCTION rq_fail(uuid, text, text, integer) IS
+    'raquel: records a failed attempt of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
+COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval) IS
+    'raquel: completes a job (as rq_complete) and claims the next (as rq_claim) in one call: a worker''s loop in one statement.';
+COMMENT ON FUNCTION rq_fail_and_claim(uuid, text, text, integer, text[], text, integer, interval, interval) IS
+    'raquel: fails a job (as rq_fail) and claims the next (as rq_claim) in one call.';
+COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval) IS
+    'raquel: completes several jobs (as rq_complete_batch) and claims the next batch (as rq_claim) in one call.';
+
+-- A job's life after its claim
+COMMENT ON FUNCTION rq_reschedule(uuid, timestamptz, interval, integer) IS
+    'raquel: hands a claimed job back to be run again at `at` or after `delay` (default: its min_retry_delay), without counting a failed attempt.';
+COMMENT ON FUNCTION rq_reject(uuid, integer) IS
+    'raquel: hands a claimed job back to its queue at once, without counting a failed attempt.';
+COMMENT ON FUNCTION rq_extend(uuid, interval, integer) IS
+    'raquel: extends the lease of a claimed job to now + lease.';
+COMMENT ON FUNCTION rq_cancel(uuid) IS
+    'raquel: cancels a job that has not ended (queued, claimed, failed or blocked); jobs waiting for it are cancelled too.';
+COMMENT ON FUNCTION rq_retry(uuid) IS
+    'raquel: queues an ended job (failed, exhausted, expired or cancelled) again, due now, with its retries counted afresh.';
+COMMENT ON FUNCTION rq_set_history(text, boolean) IS
+    'raquel: whether a queue keeps its succeeded jobs (keep => true, the default) or deletes them when they succeed (keep => false).';
+
+-- Notifications, looking at the queue
+COMMENT ON FUNCTION rq_channel(text) IS
+    'raquel: the LISTEN channel of a queue, notified at commit when raquel.notify is on.';
+COMMENT ON FUNCTION rq_stats() IS
+    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, and the queue''s flow settings. Reads the whole table.';
+COMMENT ON FUNCTION rq_queues() IS
+    'raquel: the names of the queues that have jobs.';
+COMMENT ON FUNCTION rq_count(text, text[]) IS
+    'raquel: how many jobs a queue (NULL: every queue) has in the given statuses (NULL: any status).';
+COMMENT ON VIEW rq_jobs IS
+    'raquel: the jobs table for people: instants as timestamptz and durations as intervals.';
+
+-- Small helpers
+COMMENT ON FUNCTION rq_backoff(integer, integer, integer, integer) IS
+    'raquel: the delay in ms after attempt fails: backoff_base * 2^(attempt-1), clamped to [min_retry_delay, max_retry_delay].';
+COMMENT ON FUNCTION rq_now_ms() IS
+    'raquel: the wall clock (clock_timestamp()) in ms since the Unix epoch, the jobs table''s unit of time.';
+COMMENT ON FUNCTION rq_uuid7() IS
+    'raquel: a new time-ordered UUIDv7, the default job id.';
+COMMENT ON FUNCTION rq_ms_to_timestamptz(bigint) IS
+    'raquel: an instant of the jobs table (ms since the Unix epoch) as a timestamptz.';
+COMMENT ON FUNCTION rq_ms_to_interval(bigint) IS
+    'raquel: a duration of the jobs table (ms) as an interval.';
+COMMENT ON FUNCTION rq_worker_wake() IS
+    'raquel: asks the background worker to run the duties in this database now (at most a round a second); false when no worker runs.';
+
+-- Flow control
+COMMENT ON FUNCTION rq_pause(text) IS
+    'raquel: pauses a queue: claims take none of its jobs until rq_resume; enqueues go on.';
+COMMENT ON FUNCTION rq_resume(text) IS
+    'raquel: resumes a paused queue and wakes its waiting claims.';
+COMMENT ON FUNCTION rq_set_limits(text, integer, integer, interval, integer) IS
+    'raquel: sets a queue''s limits: at most max_claimed jobs claimed at once, rate claims per `per`, group_max_claimed per group_key (NULL removes a limit).';
+
+-- Recurring jobs
+COMMENT ON FUNCTION rq_schedule(text, text, text, text, text, text, interval, integer, interval, interval, interval, integer) IS
+    'raquel: creates or replaces the schedule `name`: a job with a text payload enqueued into queue at each slot of the cron pattern, in timezone; catch_up says what becomes of missed slots.';
+COMMENT ON FUNCTION rq_schedule(text, text, text, jsonb, text, text, interval, integer, interval, interval, interval, integer) IS
+    'raquel: creates or replaces a schedule whose jobs have a jsonb payload; otherwise as rq_schedule with a text payload.';
+COMMENT ON FUNCTION rq_unschedule(text) IS
+    'raquel: removes a schedule; true when there was one.';
+COMMENT ON FUNCTION rq_pause_schedule(text) IS
+    'raquel: pauses a schedule: no jobs are enqueued for it until rq_resume_schedule.';
+COMMENT ON FUNCTION rq_resume_schedule(text) IS
+    'raquel: resumes a paused schedule from its next slot after now.';
+COMMENT ON VIEW rq_schedules IS
+    'raquel: the schedules for people: next and last run as timestamptz, and why the last slot could not be enqueued.';
+
+-- Duties (the background worker runs them; callable by the owner)
+COMMENT ON FUNCTION rq_expire(integer) IS
+    'raquel duty: expires up to batch jobs that waited past their max_age; returns how many.';
+COMMENT ON FUNCTION rq_rescue(integer) IS
+    'raquel duty: fails up to batch claimed jobs whose lease ran out (retried or exhausted as rq_fail); returns how many.';
+COMMENT ON FUNCTION rq_prune(integer, interval) IS
+    'raquel duty: deletes up to batch jobs that ended longer ago than retention (NULL: raquel.retention), and old metrics; returns how many.';
+COMMENT ON FUNCTION rq_fire_schedules(integer) IS
+    'raquel duty: enqueues the jobs of the schedules whose slots are due (up to batch schedules); returns how many fired.';
+COMMENT ON FUNCTION rq_settle_workflows(integer) IS
+    'raquel duty: releases or cancels up to batch jobs still waiting for parents that have ended; returns how many.';
+
+-- Workflows, metrics, Citus, privileges
+COMMENT ON FUNCTION rq_metrics(text, interval) IS
+    'raquel: per queue (NULL: every queue) and minute since `since`: jobs enqueued, claimed, succeeded, failed, rescued and expired, wait and run percentiles, backlog.';
+COMMENT ON FUNCTION rq_metrics_lost() IS
+    'raquel: how many events the metrics could not count since the server started (shared memory full).';
+COMMENT ON FUNCTION rq_prometheus(integer) IS
+    'raquel: the metrics in the Prometheus text format: series for the max_queues busiest queues and totals for all.';
+COMMENT ON FUNCTION rq_distribute(integer) IS
+    'raquel: distributes the jobs table over shard_count shards with Citus (once; needs citus.enable_unsafe_triggers).';
+COMMENT ON FUNCTION rq_distributed() IS
+    'raquel: whether the jobs table is distributed with Citus (rq_distribute).';
+COMMENT ON FUNCTION rq_grant_producer(regrole) IS
+    'raquel: lets a role enqueue jobs (rq_enqueue, rq_enqueue_batch, rq_enqueue_trigger) and nothing else.';
+COMMENT ON FUNCTION rq_grant_worker(regrole) IS
+    'raquel: lets a role claim, finish, hand back, extend, cancel and retry jobs, and read jobs, rq_jobs and the metrics.';
+
+-- Tables (jobs, job_dependencies, queue_limits, queues_without_history and
+-- schedules have theirs beside their CREATE TABLE)
+COMMENT ON TABLE key_holds IS
+    'raquel: keys held for a period after their job ended (rq_enqueue''s key_period): enqueueing such a key again returns that job.';
+COMMENT ON TABLE metrics IS
+    'raquel metrics: per queue and minute, the events counted, wait and run histograms and the backlog (rq_metrics, rq_prometheus).';

@@ -75,12 +75,12 @@ DECLARE
     next_ms  bigint;
     schedule @extschema@.schedules;
 BEGIN
-    PERFORM @extschema@.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
-    SELECT * INTO o FROM @extschema@.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
         rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
-    next_ms := @extschema@.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
     IF next_ms IS NULL THEN
-        PERFORM @extschema@.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
     END IF;
     INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
         max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
@@ -95,7 +95,7 @@ BEGIN
         priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
     RETURNING s.* INTO schedule;
     IF schedule.enabled THEN
-        PERFORM @extschema@.rq_schedule_due(next_ms);
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
     END IF;
     RETURN schedule;
 END
@@ -146,7 +146,7 @@ BEGIN
     UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
     RETURNING s.* INTO schedule;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
     END IF;
     RETURN schedule;
 END
@@ -162,13 +162,13 @@ BEGIN
     UPDATE @extschema@.schedules s
     SET enabled = true,
         next_run_at = CASE WHEN s.enabled THEN s.next_run_at
-                           ELSE @extschema@.rq_cron_next(s.cron, s.timezone, @extschema@.rq_now_ms()) END
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, @extschema@.rq_now_ms()) END
     WHERE s.name = rq_resume_schedule.name
     RETURNING s.* INTO schedule;
     IF NOT FOUND THEN
-        PERFORM @extschema@.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
     END IF;
-    PERFORM @extschema@.rq_schedule_due(schedule.next_run_at);
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
     RETURN schedule;
 END
 $$;
@@ -209,7 +209,7 @@ DECLARE
     failure  text;
     state    text;
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     FOR schedule IN
         SELECT s.* FROM @extschema@.schedules s
         WHERE s.enabled AND s.next_run_at <= now_ms
@@ -218,7 +218,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     LOOP
         BEGIN
-            due := @extschema@.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
                                                  schedule.catch_up);
             job_id := NULL;
             FOREACH slot IN ARRAY due LOOP
@@ -232,7 +232,7 @@ BEGIN
                     priority => schedule.priority) j;
             END LOOP;
             UPDATE @extschema@.schedules s
-            SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
                 last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
                 last_job_id = coalesce(job_id, s.last_job_id),
                 last_error = NULL
@@ -242,7 +242,7 @@ BEGIN
             GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
             BEGIN
                 UPDATE @extschema@.schedules s
-                SET next_run_at = @extschema@.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
                     last_error = format('%s (SQLSTATE %s)', failure, state)
                 WHERE s.name = schedule.name;
                 RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure

@@ -29,9 +29,9 @@ CREATE TABLE jobs (
     max_age          rq_max_age_ms,
     max_retry_count  rq_nonnegative,
     -- 1000, 43200000 and 1000 ms, the library's defaults (src/limits.rs)
-    min_retry_delay  rq_delay_ms DEFAULT rq_default_min_retry_delay(),
-    max_retry_delay  rq_delay_ms DEFAULT rq_default_max_retry_delay(),
-    backoff_base     rq_delay_ms DEFAULT rq_default_backoff_base(),
+    min_retry_delay  rq_delay_ms DEFAULT raquel_internal.rq_default_min_retry_delay(),
+    max_retry_delay  rq_delay_ms DEFAULT raquel_internal.rq_default_max_retry_delay(),
+    backoff_base     rq_delay_ms DEFAULT raquel_internal.rq_default_backoff_base(),
     enqueued_at      bigint  NOT NULL DEFAULT rq_now_ms(),
     scheduled_at     bigint  NOT NULL DEFAULT rq_now_ms(),
     attempts         rq_nonnegative NOT NULL DEFAULT 0,
@@ -79,12 +79,12 @@ CREATE TABLE jobs (
 -- sets one of them (23514, as a CHECK constraint would). In C: a row
 -- trigger costs a write about 1 300 instructions where the two CHECK
 -- constraints cost about 50 000.
-CREATE FUNCTION rq_job_values() RETURNS trigger
+CREATE FUNCTION raquel_internal.rq_job_values() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rq_job_values';
 CREATE TRIGGER jobs_values
     BEFORE INSERT OR UPDATE OF min_retry_delay, max_retry_delay, attempts, requeues ON jobs
-    FOR EACH ROW EXECUTE FUNCTION rq_job_values();
+    FOR EACH ROW EXECUTE FUNCTION raquel_internal.rq_job_values();
 
 -- A queue table's rows churn: each job is inserted, updated at least twice
 -- (claimed, finished) and deleted by the prune duty. Every update leaves a
@@ -149,8 +149,8 @@ CREATE INDEX jobs_expiry_idx ON jobs ((scheduled_at + max_age))
 -- implies it, but rq_complete's `id = … AND status = 'claimed'` does not, so
 -- the planner can never pick this index (instead of the primary key) for the
 -- verbs that finish one claimed job.
-CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + rq_default_lease_ms())))
-    WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + rq_default_lease_ms()) IS NOT NULL;
+CREATE INDEX jobs_lease_idx ON jobs ((coalesce(lease_expires_at, claimed_at + raquel_internal.rq_default_lease_ms())))
+    WHERE status = 'claimed' AND coalesce(lease_expires_at, claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL;
 
 -- Finished jobs by when they finished: rq_prune.
 CREATE INDEX jobs_finished_idx ON jobs (finished_at)

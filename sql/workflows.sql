@@ -35,7 +35,7 @@ SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 -- its edges (not committed yet); rq_check_parents asks the background
 -- worker to look in at commit, and its duty rq_settle_workflows releases
 -- (or cancels) such children then.
-CREATE FUNCTION rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+CREATE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -48,13 +48,13 @@ BEGIN
     IF after IS NULL OR cardinality(after) = 0 THEN
         RETURN;
     END IF;
-    PERFORM @extschema@.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
-    PERFORM @extschema@.rq_check_parents(cardinality(ids), after);
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
     SELECT a.id::text INTO missing FROM unnest(after) a (id)
     WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
     LIMIT 1;
     IF FOUND THEN
-        PERFORM @extschema@.rq_refuse('after_unknown', ARRAY[missing]);
+        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
@@ -81,7 +81,7 @@ $$;
 
 -- Whether some job waits for job `parent` (an edge of job_dependencies):
 -- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION rq_has_children(parent uuid) RETURNS boolean
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -93,7 +93,7 @@ $$;
 -- left; on any other end, every blocked descendant is cancelled. Called by
 -- the verbs that end a job that has children (rq_has_children), and by the
 -- background worker for parents that ended some other way (rq_settle_workflows).
-CREATE FUNCTION rq_parent_ended(parent uuid) RETURNS void
+CREATE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -118,7 +118,7 @@ BEGIN
             RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
         LOOP
             IF released.status = 'queued' THEN
-                PERFORM @extschema@.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
             END IF;
         END LOOP;
         RETURN;
@@ -153,14 +153,14 @@ DECLARE
     parent  uuid;
     settled bigint := 0;
 BEGIN
-    PERFORM @extschema@.rq_check_batch(batch);
+    PERFORM raquel_internal.rq_check_batch(batch);
     FOR parent IN
         SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
         JOIN @extschema@.jobs p ON p.id = d.parent_id
         WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
         LIMIT batch
     LOOP
-        PERFORM @extschema@.rq_parent_ended(parent);
+        PERFORM raquel_internal.rq_parent_ended(parent);
         settled := settled + 1;
     END LOOP;
     RETURN settled;

@@ -156,9 +156,11 @@ impl Claim {
         if self.flow.is_none() {
             return self.run_ready(now_ms);
         }
-        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::in_schema_of(self.function, "rq_claim_flow"))]);
+        // a plan per schema of the helpers (src/statements.rs helper_schema)
+        let helpers = statements::helper_schema(self.function);
+        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::helper_of(helpers, "rq_claim_flow"))]);
         let statement = Statement {
-            shape: Shape { name: "claim_flow", variant: 0 },
+            shape: Shape { name: "claim_flow", variant: i64::from(helpers.to_u32()) },
             text: &text,
             types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT8OID],
         };

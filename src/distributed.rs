@@ -134,7 +134,7 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
 // finds nothing. NULL on one server, where the condition holds for every
 // row. It reads with the caller's rights, so it shows no more than the
 // caller could read.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
     // SAFETY: fcinfo is this call's own.
@@ -144,7 +144,7 @@ fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> O
 
 // rq_shard_queues(ids): rq_shard_queue of each id, for rq_complete_batch,
 // which runs one UPDATE per queue; NULL on one server, where it runs one.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_shard_queues(ids: Option<pgrx::Array<pgrx::Uuid>>, fcinfo: pg_sys::FunctionCallInfo) -> Option<Vec<Option<String>>> {
     // SAFETY: fcinfo is this call's own.

@@ -98,19 +98,19 @@ pub fn due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>, now_ms
 }
 
 /// due_ms for rq_reschedule: NULL when neither `at` nor `delay` is given.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 fn rq_due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>) -> Option<i64> {
     (at.is_some() || delay.is_some()).then(|| due_ms(at, delay, now_ms()))
 }
 
 /// interval_ms_within for SQL.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {
     interval_ms_within(value, name, min_ms, max_ms)
 }
 
 /// timestamp_ms for SQL.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_timestamp_ms(value: TimestampWithTimeZone, name: &str) -> i64 {
     timestamp_ms(value, name)
 }

@@ -26,7 +26,7 @@ const PERIOD_HOLDER: &str = "SELECT @shown@ FROM @schema@key_holds h JOIN @schem
     WHERE h.queue = $1 AND h.key = $2 AND h.until > $3";
 /// A new job that runs after others: held for them (sql/workflows.sql), then
 /// read again by a statement of its own, which sees what the first did.
-const HOLD: &str = "SELECT @schema@rq_hold_for_parents(ARRAY[$1], $2)";
+const HOLD: &str = "SELECT @rq_hold_for_parents@(ARRAY[$1], $2)";
 const READ_AGAIN: &str = "SELECT j FROM @schema@jobs j WHERE j.id = $1";
 /// The key holder as a caller who may not read the table sees it.
 const REDACTED: &str = "pg_catalog.json_populate_record(NULL::@jobs@, \
@@ -83,7 +83,7 @@ pub fn check(
 }
 
 /// The same checks for rq_enqueue_batch: one row of the values to store.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_job_options(
@@ -121,7 +121,11 @@ fn rq_job_options(
 /// returns it as it is then: blocked, queued or cancelled.
 fn hold_for_parents(function: pg_sys::Oid, id: Option<pg_sys::Datum>, after: pg_sys::Datum) -> pg_sys::Datum {
     let schema = statements::in_schema_of(function, "");
-    let (hold_text, read_text) = (|| statements::fill(HOLD, &[("@schema@", &schema)]), || statements::fill(READ_AGAIN, &[("@schema@", &schema)]));
+    let hold_for_parents = statements::helper_of(statements::helper_schema(function), "rq_hold_for_parents");
+    let (hold_text, read_text) = (
+        || statements::fill(HOLD, &[("@rq_hold_for_parents@", &hold_for_parents)]),
+        || statements::fill(READ_AGAIN, &[("@schema@", &schema)]),
+    );
     let hold = Statement { shape: Shape { name: "hold", variant: 0 }, text: &hold_text, types: &[pg_sys::UUIDOID, pg_sys::UUIDARRAYOID] };
     let read = Statement { shape: Shape { name: "read_again", variant: 0 }, text: &read_text, types: &[pg_sys::UUIDOID] };
     statements::run_once(&hold, &[id, Some(after)]);

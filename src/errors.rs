@@ -66,7 +66,7 @@ pub fn key_finished(key: &str, queue: &str) -> Refusal {
 
 /// The refusals of the verbs written in PL/pgSQL, by name, with the values
 /// they name (as text, in the order the message uses them). Always raises.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
     // Not STRICT: a NULL argument must not turn a refusal into nothing.
@@ -213,7 +213,7 @@ pub fn raise_cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Opti
 
 /// For the verbs written in PL/pgSQL: explains why `verb` matched no job.
 /// Always raises.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_raise_cannot(
     id: Option<pgrx::Uuid>,

@@ -133,7 +133,7 @@ pub fn ready(table: pg_sys::Oid, queue: &str, scheduled_at: Option<i64>, max_age
 /// The job's priority and id place it in its claim lane (src/cursors.rs).
 /// (Its C symbol is rq_job_ready_in_lane_wrapper: 0.4.0's three-argument
 /// declaration keeps rq_job_ready_again_wrapper, src/compat_0_4.rs.)
-#[pg_extern(name = "rq_job_ready_again", volatile, parallel_unsafe)]
+#[pg_extern(name = "rq_job_ready_again", volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_job_ready_in_lane(
     queue: Option<&str>,

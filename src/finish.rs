@@ -28,7 +28,7 @@ const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
 const COMPLETE_DELETING: &str = include_str!("../sql/finish.complete_deleting.sql");
 const FAIL: &str = include_str!("../sql/finish.fail.sql");
 /// A completed job whose end sets something off (sql/finish.sql).
-const JOB_ENDED: &str = "SELECT @schema@rq_job_ended($1)";
+const JOB_ENDED: &str = "SELECT @rq_job_ended@($1)";
 
 /// The parameters of sql/finish.complete.sql and sql/finish.fail.sql (and,
 /// with a tenth, the queues without history, of
@@ -80,8 +80,11 @@ fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option
 /// Runs rq_job_ended (sql/finish.sql) for job `id`, whose end sets
 /// something off. Replaces the last SPI result.
 pub fn job_ended(function: pg_sys::Oid, id: Option<pg_sys::Datum>) {
-    let text = || statements::fill(JOB_ENDED, &[("@schema@", &statements::in_schema_of(function, ""))]);
-    let released = Statement { shape: Shape { name: "job_ended", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
+    // a plan per schema of the helpers (src/statements.rs helper_schema)
+    let helpers = statements::helper_schema(function);
+    let text = || statements::fill(JOB_ENDED, &[("@rq_job_ended@", &statements::helper_of(helpers, "rq_job_ended"))]);
+    let shape = Shape { name: "job_ended", variant: i64::from(helpers.to_u32()) };
+    let released = Statement { shape, text: &text, types: &[pg_sys::UUIDOID] };
     statements::run(function, &released, &[id]);
 }
 

@@ -160,7 +160,7 @@ pub fn claim_ended(queue: &str) {
 /// For the SQL verbs that end a claim (sql/finish.sql, sql/lifecycle.sql,
 /// sql/duties.sql): what `claim_ended` does for rq_complete. Only for a role
 /// that may update jobs, which could have ended the claim itself.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
@@ -177,7 +177,7 @@ fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
 
 /// Wakes, at commit, every waiting claim of `queue`: rq_resume's, and
 /// rq_set_limits' when it raises or removes a limit.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_wake_claims(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
@@ -225,7 +225,7 @@ pub fn require_flow_claim(name: &str) {
 
 /// require_flow_claim for the PL/pgSQL helpers of rq_claim_flow
 /// (sql/flow.sql).
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_require_flow_claim(name: &str) {
     require_flow_claim(name);
@@ -236,7 +236,7 @@ const MAX_PER_MS: i64 = 86_400_000;
 
 /// Checks rq_set_limits' arguments (22023 naming the bad one); returns
 /// `per` in ms. Called before anything changes.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_check_limits(
     queue: Option<&str>,

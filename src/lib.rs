@@ -60,6 +60,24 @@ mod pg_tests;
 
 // The install script, in the order its parts depend on each other. Each
 // sql/<idea>.sql sits beside src/<idea>.rs where the idea has Rust.
+
+/// raquel_internal: the schema of raquel's internal helpers (0.5.0 on).
+///
+/// The extension's schema (`@extschema@`) holds what users call: the verbs,
+/// the views, the tables, the domains and a few pure helpers (rq_now_ms,
+/// rq_uuid7, rq_backoff, rq_ms_to_timestamptz, rq_ms_to_interval,
+/// rq_channel). Everything the verbs, the triggers, the column defaults and
+/// the background worker call underneath lives in raquel_internal: no API,
+/// free to change between versions, and left out of `\df` of the
+/// extension's schema. The name is fixed (one install per database): the
+/// functions name it as `raquel_internal`, and `src/statements.rs` finds the
+/// extension's schema from a helper's. pgrx makes it (`CREATE SCHEMA IF NOT
+/// EXISTS`, which in an extension script fails on a schema of that name that
+/// is not the extension's) before the `#[pg_extern(schema =
+/// "raquel_internal")]` functions and the SQL parts that create helpers in
+/// it. Privileges: sql/privileges.sql (USAGE for PUBLIC, EXECUTE as before).
+#[pg_schema]
+mod raquel_internal {}
 extension_sql_file!(
     "../sql/schema.sql",
     name = "schema",
@@ -161,6 +179,9 @@ extension_sql_file!(
     name = "duties",
     requires = ["finish", "schedules", "distributed", "metrics", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
+
+// Last, what each public object is for, in the catalog.
+extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
 
 /// True in processes of a server that preloaded the library (children of the
 /// postmaster inherit it): only then do the shared memory, the launcher and

@@ -97,51 +97,51 @@ pub fn delay_ms(value: Interval, name: &str) -> i64 {
 }
 
 /// `rq_claim`'s and `rq_extend`'s lease when none is given.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_lease() -> Interval {
     Interval::new(0, 0, DEFAULT_LEASE_MS * 1000).expect("one minute is an interval")
 }
 
 /// The lease of a claim made without one, in ms: the lease index and the
 /// rescue duty (sql/schema.sql, sql/duties.sql).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_lease_ms() -> i64 {
     DEFAULT_LEASE_MS
 }
 
 /// The jobs table's default min_retry_delay (ms).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_min_retry_delay() -> i32 {
     DEFAULT_MIN_RETRY_DELAY_MS
 }
 
 /// The jobs table's default max_retry_delay (ms).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_max_retry_delay() -> i32 {
     DEFAULT_MAX_RETRY_DELAY_MS
 }
 
 /// The jobs table's default backoff_base (ms).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_backoff_base() -> i32 {
     DEFAULT_BACKOFF_BASE_MS
 }
 
 /// lease_ms for rq_extend.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_lease_ms(lease: Option<Interval>) -> i64 {
     lease_ms(lease)
 }
 
 /// delay_ms for rq_reschedule.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_delay_ms(value: Interval, name: &str) -> i64 {
     delay_ms(value, name)
 }
 
 /// How long rq_prune keeps finished jobs, in ms: `retention`, or when it is
 /// NULL the raquel.retention setting.
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_retention_ms(retention: Option<Interval>) -> i64 {
     match retention {
         Some(retention) => delay_ms(retention, "retention"),
@@ -152,7 +152,7 @@ fn rq_retention_ms(retention: Option<Interval>) -> i64 {
 /// For rq_enqueue_batch and rq_complete_batch (PL/pgSQL): each of the
 /// array arguments `names` (in order) is one-dimensional, and every key is
 /// at most MAX_NAME_BYTES.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_check_arrays(names: Option<Vec<Option<String>>>, dimensions: Option<Vec<Option<i32>>>, keys: Option<Vec<Option<String>>>) {
     for (name, dims) in names.unwrap_or_default().iter().zip(&dimensions.unwrap_or_default()) {
         check_dimensions(dims.unwrap_or(0), name.as_deref().unwrap_or("array"));
@@ -163,7 +163,7 @@ fn rq_check_arrays(names: Option<Vec<Option<String>>>, dimensions: Option<Vec<Op
 }
 
 /// check_batch for the duties in sql/duties.sql.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_check_batch(batch: Option<i32>) {
     check_batch(batch);
 }

@@ -423,7 +423,7 @@ fn rq_metrics_lost() -> i64 {
 
 // rq_take_metrics(): for rq_record_metrics (sql/metrics.sql), run by the
 // background worker as the extension's owner.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_take_metrics() -> TableIterator<
     'static,
@@ -448,7 +448,7 @@ fn rq_take_metrics() -> TableIterator<
 // rq_note_metric(queue, event, ms): for the verbs written in SQL (rq_fail,
 // rq_complete_batch, the duties). Only for a role that may update jobs,
 // which could have done what it counts.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_note_metric(queue: Option<&str>, event: &str, ms: Option<i64>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
@@ -466,7 +466,7 @@ fn rq_note_metric(queue: Option<&str>, event: &str, ms: Option<i64>, fcinfo: pg_
 
 // rq_histogram_percentile(histogram, fraction): the ms a percentile of a
 // metrics histogram stands for (NULL when it is empty).
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_histogram_percentile(histogram: Option<Vec<Option<i32>>>, fraction: f64) -> Option<f64> {
     let histogram: Vec<i32> = histogram?.into_iter().map(|n| n.unwrap_or(0)).collect();
@@ -474,7 +474,7 @@ fn rq_histogram_percentile(histogram: Option<Vec<Option<i32>>>, fraction: f64) -
 }
 
 // rq_histogram_add(a, b): two histograms added bucket by bucket.
-#[pg_extern(immutable, parallel_safe)]
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_histogram_add(a: Option<Vec<Option<i32>>>, b: Option<Vec<Option<i32>>>) -> Option<Vec<i32>> {
     let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());

@@ -51,21 +51,21 @@ pub fn require_update_of(function: pg_sys::Oid, table: &str, name: &str) {
     }
 }
 
-/// The jobs table beside `function` (in the schema it was created in).
+/// The jobs table of `function`'s install (in the extension's schema).
 pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
     table_of(function, "jobs")
 }
 
-/// The table named `table` beside `function` (in the schema it was created
-/// in); InvalidOid when there is none.
+/// The table named `table` of `function`'s install (in the extension's
+/// schema, src/statements.rs); InvalidOid when there is none.
 fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
     let name = std::ffi::CString::new(table).expect("a table name has no NUL");
     // SAFETY: catalog lookups by OID and by name, inside a transaction.
-    unsafe { pg_sys::get_relname_relid(name.as_ptr(), pg_sys::get_func_namespace(function)) }
+    unsafe { pg_sys::get_relname_relid(name.as_ptr(), crate::statements::extension_schema(function)) }
 }
 
 /// caller_may_read for rq_enqueue_batch (PL/pgSQL, SECURITY DEFINER).
-#[pg_extern(stable, strict, parallel_safe)]
+#[pg_extern(stable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_caller_may_read(relation: pg_sys::Oid) -> bool {
     caller_may_read(relation)
 }

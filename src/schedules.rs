@@ -74,7 +74,7 @@ pub(crate) fn checked_zone(name: Option<&str>) -> Tz {
 /// The first slot of `cron` in `timezone` after `after_ms`, in ms since the
 /// epoch; every argument checked (22023). NULL when the pattern never fires
 /// again.
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_cron_next(cron: Option<&str>, timezone: Option<&str>, after_ms: Option<i64>) -> Option<i64> {
     let (cron, zone) = (checked_pattern(cron), checked_zone(timezone));
     let after = after_ms.unwrap_or_else(|| Refusal::invalid_parameter("after_ms must not be null").raise());
@@ -137,7 +137,7 @@ fn due_slots(cron: &Cron, zone: &Tz, next_ms: i64, now_ms: i64, catch_up: CatchU
 /// The slots a round at `now_ms` enqueues for a schedule (`cron` in
 /// `timezone`) whose next slot not yet enqueued is `next_ms`, following its
 /// `catch_up`: what rq_fire_schedules enqueues (sql/schedules.sql).
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_schedule_slots(
     cron: Option<&str>,
     timezone: Option<&str>,
@@ -156,7 +156,7 @@ fn rq_schedule_slots(
 /// `due_ms` (src/deadlines.rs): a new or changed schedule's first slot. Only
 /// for roles that may change schedules (42501): a note starts a round of the
 /// background worker.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_schedule_due(due_ms: Option<i64>, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: fcinfo is this call's own.
@@ -179,7 +179,7 @@ fn checked_catch_up(catch_up: Option<&str>) -> CatchUp {
 /// Checks a schedule before it is stored (22023, 54000), so that every job
 /// it will enqueue can be: its name, its catch-up policy, and its payload's
 /// size against raquel.max_payload_size for its queue.
-#[pg_extern(stable, parallel_safe)]
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_check_schedule_options(name: Option<&str>, catch_up: Option<&str>, queue: Option<&str>, payload: Option<&str>) {
     check_name_and_catch_up(name, catch_up);
     crate::events::check_payload_bytes(payload.map_or(0, str::len), queue.unwrap_or_default());

@@ -208,16 +208,105 @@ pub unsafe fn nullable_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option
     unsafe { if pg_arg_is_null(fcinfo, n) { None } else { Some(pg_getarg_datum_raw(fcinfo, n)) } }
 }
 
-/// `name` qualified with the (quoted) schema of `function`, as the install
-/// script's `@extschema@.name`.
-pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
-    // SAFETY: catalog lookups for a function that is being called, so exists;
+/// The schema of raquel's internal helpers (0.5.0 on): the functions the
+/// verbs, triggers, column defaults and the background worker call, which
+/// are no API. A member of the extension, with the same name whatever
+/// schema the extension is in (one install per database).
+pub const INTERNAL_SCHEMA: &str = "raquel_internal";
+
+thread_local! {
+    // The raquel_internal this backend last met (its OID) and the schema of
+    // its extension: a function moved there still finds the tables beside
+    // its verbs. After DROP and CREATE EXTENSION the schema is a new one,
+    // and is looked up again.
+    static INTERNAL: std::cell::Cell<(pg_sys::Oid, pg_sys::Oid)> =
+        const { std::cell::Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+}
+
+/// The extension's schema (the install script's `@extschema@`: its tables,
+/// types and public functions) for `function`, one of raquel's functions:
+/// the schema `function` is in, or for a helper in raquel_internal, the
+/// schema of the extension.
+pub fn extension_schema(function: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: catalog lookups (syscache, and the extension's row once per
+    // new raquel_internal), inside a transaction, for a function being called.
+    unsafe {
+        let namespace = pg_sys::get_func_namespace(function);
+        let (internal, schema) = INTERNAL.get();
+        if namespace == internal {
+            return schema;
+        }
+        if namespace != pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) {
+            return namespace;
+        }
+        let schema = pg_sys::get_extension_schema(pg_sys::get_extension_oid(c"raquel".as_ptr(), false));
+        INTERNAL.set((namespace, schema));
+        schema
+    }
+}
+
+/// The quoted name of `schema`.
+fn schema_name(schema: pg_sys::Oid) -> String {
+    // SAFETY: a catalog lookup of a schema that exists (an extension's);
     // quote_identifier returns a NUL-terminated string.
     unsafe {
-        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(function));
-        let quoted = CStr::from_ptr(pg_sys::quote_identifier(schema)).to_string_lossy();
-        format!("{quoted}.{name}")
+        let name = pg_sys::get_namespace_name(schema);
+        CStr::from_ptr(pg_sys::quote_identifier(name)).to_string_lossy().into_owned()
     }
+}
+
+/// `name` (a table, a type or a public function) qualified with the
+/// (quoted) extension schema of `function`, as the install script's
+/// `@extschema@.name`.
+pub fn in_schema_of(function: pg_sys::Oid, name: &str) -> String {
+    format!("{}.{name}", schema_name(extension_schema(function)))
+}
+
+thread_local! {
+    // The raquel_internal this backend last asked about (its OID), and
+    // whether it is the extension's own.
+    static INTERNAL_OURS: std::cell::Cell<(pg_sys::Oid, bool)> =
+        const { std::cell::Cell::new((pg_sys::InvalidOid, false)) };
+}
+
+/// The schema the internal helpers live in for the install of `function`:
+/// raquel_internal, or, in an install older than 0.5.0 whose functions run
+/// on this library until ALTER EXTENSION UPDATE, the extension's schema.
+/// Only a raquel_internal that is the extension's own counts: a schema of
+/// that name some role made beside an older install is never called into.
+/// Cheap enough for every call (a syscache lookup; whether the schema is the
+/// extension's is asked once per schema): a statement that calls a helper
+/// keeps a plan per helper schema (its Shape's variant), so that the plans
+/// a session kept before the update (naming the helpers in the extension's
+/// schema) are not run after it.
+pub fn helper_schema(function: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: catalog lookups inside a transaction: by name (missing_ok),
+    // a function being called, the extension a schema belongs to.
+    unsafe {
+        let internal = pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true);
+        if internal == pg_sys::InvalidOid {
+            return extension_schema(function);
+        }
+        if pg_sys::get_func_namespace(function) == internal {
+            return internal;
+        }
+        let (asked, ours) = INTERNAL_OURS.get();
+        let ours = if asked == internal {
+            ours
+        } else {
+            let ours = pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, internal)
+                == pg_sys::get_extension_oid(c"raquel".as_ptr(), true);
+            INTERNAL_OURS.set((internal, ours));
+            ours
+        };
+        if ours { internal } else { extension_schema(function) }
+    }
+}
+
+/// `name`, an internal helper, qualified with the (quoted) schema
+/// `helper_schema` found for it.
+pub fn helper_of(schema: pg_sys::Oid, name: &str) -> String {
+    format!("{}.{name}", schema_name(schema))
 }
 
 /// A statement template with its `@placeholders@` filled.

@@ -41,6 +41,7 @@ use crate::clock::now_ms;
 use crate::deadlines;
 use crate::errors;
 use crate::settings;
+use crate::statements;
 use crate::waiters;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
@@ -471,8 +472,12 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     LAST_OUTCOME.get().store(OUTCOME_SERVED, Ordering::SeqCst);
 
     let batch = settings::batch_size();
+    // The duties are public verbs; the worker's own (recording the metrics,
+    // planning the next round) are helpers in raquel_internal. Only an
+    // install of this library's version is served (above), which has it.
+    let internal = statements::INTERNAL_SCHEMA;
     let duties = [
-        ("metrics", format!("SELECT {schema}.rq_record_metrics()")),
+        ("metrics", format!("SELECT {internal}.rq_record_metrics()")),
         ("schedule", format!("SELECT {schema}.rq_fire_schedules({batch})")),
         ("expire", format!("SELECT {schema}.rq_expire({batch})")),
         ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
@@ -504,7 +509,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
             }
         }
     }
-    let next_due = format!("SELECT {schema}.rq_next_duty_ms(pg_catalog.make_interval(secs => {}))", settings::retention_s());
+    let next_due = format!("SELECT {internal}.rq_next_duty_ms(pg_catalog.make_interval(secs => {}))", settings::retention_s());
     if let Ok(due) = run_duty("planning", &next_due, &database, owner) {
         LAST_NEXT_DUE.get().store(due.unwrap_or(NOTHING_DUE), Ordering::SeqCst);
     }

@@ -52,7 +52,7 @@ fn enqueued_here(id: &pgrx::Uuid) -> bool {
 /// rq_hold_for_parents, sql/workflows.sql): at most MAX_PARENTS ids, none
 /// NULL (22023); at most MAX_EDGES edges (54000); and, for a caller who may
 /// not read jobs, only jobs this session enqueued (42501).
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_check_parents(jobs: i32, after: Option<Vec<Option<pgrx::Uuid>>>, fcinfo: pg_sys::FunctionCallInfo) {
     let Some(after) = after else { return };

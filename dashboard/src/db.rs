@@ -67,14 +67,18 @@ impl Failure {
 pub struct Db {
     pool: Pool,
     size: usize,
-    /// raquel's schema, quoted: looked up with the first connection
-    schema: OnceCell<String>,
+    /// raquel's schema and the schema of its helpers, quoted: looked up
+    /// with the first connection
+    schema: OnceCell<(String, String)>,
 }
 
-/// A pooled connection and raquel's schema, which every statement names.
+/// A pooled connection and raquel's schema, which every statement names,
+/// and the schema of the helpers it calls (rq_histogram_percentile):
+/// raquel_internal, or raquel's own schema in an install older than 0.5.0.
 pub struct Conn {
     client: Object,
     s: String,
+    h: String,
 }
 
 impl Db {
@@ -131,14 +135,21 @@ impl Db {
             .get_or_try_init(|| async {
                 let row = client
                     .query_opt(
-                        "SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+                        "SELECT pg_catalog.quote_ident(n.nspname::pg_catalog.text),
+                                pg_catalog.quote_ident(coalesce(
+                                    (SELECT i.nspname FROM pg_catalog.pg_namespace i JOIN pg_catalog.pg_depend d
+                                       ON d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = i.oid
+                                      AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                      AND d.refobjid = e.oid AND d.deptype = 'e'
+                                     WHERE i.nspname = 'raquel_internal'::pg_catalog.name),
+                                    n.nspname)::pg_catalog.text)
                          FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
                          WHERE e.extname = 'raquel'::pg_catalog.name",
                         &[],
                     )
                     .await?;
                 match row {
-                    Some(row) => Ok(row.get::<_, String>(0)),
+                    Some(row) => Ok((row.get::<_, String>(0), row.get::<_, String>(1))),
                     None => Err(Failure {
                         sqlstate: "42704".into(),
                         message: "raquel is not installed in this database (CREATE EXTENSION raquel).".into(),
@@ -147,7 +158,8 @@ impl Db {
             })
             .await?
             .clone();
-        Ok(Conn { client, s })
+        let (s, h) = s;
+        Ok(Conn { client, s, h })
     }
 }
 
@@ -358,13 +370,14 @@ impl Conn {
                     "SELECT m.queue, m.minute / $3::bigint * $3::bigint,
                             pg_catalog.sum(m.enqueued)::bigint, pg_catalog.sum(m.succeeded)::bigint,
                             pg_catalog.sum(m.failed)::bigint,
-                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.5::double precision)),
-                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.95::double precision)),
-                            pg_catalog.max({s}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision))
+                            pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.5::double precision)),
+                            pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.95::double precision)),
+                            pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision))
                      FROM {s}.metrics m
                      WHERE m.queue = ANY ($1::text[]) AND m.minute >= {s}.rq_now_ms() - $2::bigint
                      GROUP BY 1, 2 ORDER BY 1, 2",
-                    s = self.s
+                    s = self.s,
+                    h = self.h
                 ),
                 &[&names, &span_ms, &bucket_ms],
             )

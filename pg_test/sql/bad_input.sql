@@ -435,35 +435,35 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- The helpers: conversions given values out of range, infinite instants and
 -- instants whose milliseconds overflow; checks given NULLs; the refusal
 -- helpers given what they do not know.
-SELECT rq_interval_ms('2 days', 'x', 0, 1000);
+SELECT raquel_internal.rq_interval_ms('2 days', 'x', 0, 1000);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_interval_ms('-178000000 years', 'x', 0, 1000);
+SELECT raquel_internal.rq_interval_ms('-178000000 years', 'x', 0, 1000);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_timestamp_ms('infinity', 'at');
+SELECT raquel_internal.rq_timestamp_ms('infinity', 'at');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_timestamp_ms('-infinity', 'at');
+SELECT raquel_internal.rq_timestamp_ms('-infinity', 'at');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_timestamp_ms('294276-01-01', 'at');
+SELECT raquel_internal.rq_timestamp_ms('294276-01-01', 'at');
 SELECT pg_temp.outcome('00000', :'SQLSTATE');
-SELECT rq_lease_ms(NULL);
+SELECT raquel_internal.rq_lease_ms(NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_lease_ms('0');
+SELECT raquel_internal.rq_lease_ms('0');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_delay_ms('-1 ms', 'delay');
+SELECT raquel_internal.rq_delay_ms('-1 ms', 'delay');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_retention_ms('36501 days');
+SELECT raquel_internal.rq_retention_ms('36501 days');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_check_batch(NULL);
+SELECT raquel_internal.rq_check_batch(NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_job_options(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+SELECT count(*) FROM raquel_internal.rq_job_options(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT due_ms > 0 AS far_future FROM rq_job_options('q', '294276-01-01', NULL, NULL, NULL, NULL, NULL, NULL);
+SELECT due_ms > 0 AS far_future FROM raquel_internal.rq_job_options('q', '294276-01-01', NULL, NULL, NULL, NULL, NULL, NULL);
 SELECT pg_temp.outcome('00000', :'SQLSTATE');
-SELECT rq_raise_cannot(:'unknown', NULL, 'complete', '{claimed}');
+SELECT raquel_internal.rq_raise_cannot(:'unknown', NULL, 'complete', '{claimed}');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT rq_refuse('no_such_refusal', '{}');
+SELECT raquel_internal.rq_refuse('no_such_refusal', '{}');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_refuse(NULL, NULL);
+SELECT raquel_internal.rq_refuse(NULL, NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 
 --------------------------------------------------------------------------
@@ -471,7 +471,7 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- EACH STATEMENT, with no queue or two, with an empty or too long queue, as
 -- an INSTEAD OF trigger on a view, as a trigger on jobs itself, on a row
 -- past the payload limit; rq_job_events as a trigger on another table.
-SELECT rq_job_events();
+SELECT raquel_internal.rq_job_events();
 SELECT pg_temp.outcome('39P01', :'SQLSTATE');
 SELECT rq_enqueue_trigger();
 SELECT pg_temp.outcome('0A000', :'SQLSTATE');
@@ -527,7 +527,7 @@ UPDATE jobs SET payload = payload WHERE id = :'queued';
 DROP TRIGGER on_jobs_update ON jobs;
 SELECT pg_temp.outcome('22023', :'got');
 CREATE TRIGGER not_jobs AFTER INSERT ON bad_input_rows
-    FOR EACH ROW EXECUTE FUNCTION rq_job_events();
+    FOR EACH ROW EXECUTE FUNCTION raquel_internal.rq_job_events();
 INSERT INTO bad_input_rows VALUES (1);
 SELECT pg_temp.outcome('39P01', :'SQLSTATE');
 DROP TRIGGER not_jobs ON bad_input_rows;
@@ -538,13 +538,13 @@ DROP TABLE bad_input_rows;
 -- trigger function crashed the server (signal 11) on both.
 CREATE TABLE bad_input_int_queue (queue int);
 CREATE TRIGGER not_jobs AFTER INSERT ON bad_input_int_queue
-    FOR EACH ROW EXECUTE FUNCTION rq_job_events();
+    FOR EACH ROW EXECUTE FUNCTION raquel_internal.rq_job_events();
 INSERT INTO bad_input_int_queue VALUES (1);
 SELECT pg_temp.outcome('39P01', :'SQLSTATE');
 DROP TABLE bad_input_int_queue;
 CREATE TABLE bad_input_text_queue (queue text);
 CREATE TRIGGER per_statement AFTER INSERT ON bad_input_text_queue
-    FOR EACH STATEMENT EXECUTE FUNCTION rq_job_events();
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_job_events();
 INSERT INTO bad_input_text_queue VALUES ('q');
 SELECT pg_temp.outcome('39P01', :'SQLSTATE');
 DROP TABLE bad_input_text_queue;
@@ -608,11 +608,11 @@ SELECT count(*) = 1 AS claimed_by_1000_byte_worker
 FROM rq_claim(ARRAY['q'], worker => repeat('w', 1000));
 ROLLBACK;
 BEGIN;
-SELECT scheduled_at = rq_timestamp_ms('4714-11-24 00:00:00+00 BC', 'at') AS due_at_earliest_instant
+SELECT scheduled_at = raquel_internal.rq_timestamp_ms('4714-11-24 00:00:00+00 BC', 'at') AS due_at_earliest_instant
 FROM rq_enqueue('q', 'x', at => '4714-11-24 00:00:00+00 BC');
 ROLLBACK;
 BEGIN;
-SELECT scheduled_at = rq_timestamp_ms('294000-01-01', 'at') AS due_in_year_294000
+SELECT scheduled_at = raquel_internal.rq_timestamp_ms('294000-01-01', 'at') AS due_in_year_294000
 FROM rq_enqueue('q', 'x', at => '294000-01-01');
 ROLLBACK;
 BEGIN;
@@ -687,13 +687,13 @@ SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[:'name1
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[['g']]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 1, 1000);
+SELECT status FROM raquel_internal.rq_claim_ready(ARRAY['q'], 'w', 1, 1000);
 SELECT pg_temp.outcome('42501', :'SQLSTATE');
-SELECT status FROM rq_claim_ready(ARRAY['q'], 'w', 0, 1000);
+SELECT status FROM raquel_internal.rq_claim_ready(ARRAY['q'], 'w', 0, 1000);
 SELECT pg_temp.outcome('42501', :'SQLSTATE');
-SELECT count(*) FROM rq_flow_lock(ARRAY['q']);
+SELECT count(*) FROM raquel_internal.rq_flow_lock(ARRAY['q']);
 SELECT pg_temp.outcome('42501', :'SQLSTATE');
-SELECT rq_flow_took('q', '{}', 1000000, 0);
+SELECT raquel_internal.rq_flow_took('q', '{}', 1000000, 0);
 SELECT pg_temp.outcome('42501', :'SQLSTATE');
 -- A refused call leaves no flow settings behind.
 SELECT count(*) AS queue_limits_rows FROM queue_limits;
@@ -736,11 +736,11 @@ SELECT pg_temp.outcome('54000', :'SQLSTATE');
 \set VERBOSITY default
 SELECT name FROM rq_schedule('s', '@hourly', 'q', catch_up => 'some');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_schedule_slots('@hourly', 'UTC', NULL, 0, 'all');
+SELECT raquel_internal.rq_schedule_slots('@hourly', 'UTC', NULL, 0, 'all');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_schedule_slots('@never', 'UTC', 0, 0, 'all');
+SELECT raquel_internal.rq_schedule_slots('@never', 'UTC', 0, 0, 'all');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_schedule_slots('@hourly', 'UTC', 0, 0, NULL);
+SELECT raquel_internal.rq_schedule_slots('@hourly', 'UTC', 0, 0, NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT count(*) AS schedules_rows FROM schedules;
 

@@ -71,7 +71,7 @@ UPDATE jobs SET requeues = attempts + 1 WHERE id = :'queued';
 \echo :LAST_ERROR_SQLSTATE
 UPDATE jobs SET max_retry_delay = 10 WHERE id = :'queued';
 \echo :LAST_ERROR_SQLSTATE
-SELECT rq_job_values();
+SELECT raquel_internal.rq_job_values();
 \echo :LAST_ERROR_SQLSTATE
 
 -- Nothing changed.

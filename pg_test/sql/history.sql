@@ -67,7 +67,7 @@ SELECT count(*) AS kept FROM jobs WHERE queue = 'gone' AND payload = 'kept again
 SELECT rq_set_history('gone', false);
 SELECT count(rq_enqueue('gone', 'counted' || i)) FROM generate_series(1, 3) i;
 SELECT count(*) FROM rq_complete_batch(ARRAY(SELECT id FROM rq_claim(ARRAY['gone'], 'w', 3)));
-SELECT rq_record_metrics() IS NOT NULL AS recorded;
+SELECT raquel_internal.rq_record_metrics() IS NOT NULL AS recorded;
 SELECT sum(succeeded) AS succeeded FROM rq_metrics('gone', '1 hour');
 
 -- A worker role completes (so deletes) a job of such a queue without the
@@ -93,6 +93,10 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public FROM history_worker;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM history_worker;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM history_worker;
 REVOKE ALL ON SCHEMA public FROM history_worker;
+-- rq_grant_worker's grants on the helpers it may call (rq_flow_lock,
+-- rq_flow_took) and on their schema
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA raquel_internal FROM history_worker;
+REVOKE ALL ON SCHEMA raquel_internal FROM history_worker;
 DROP ROLE history_worker;
 
 -- Bad arguments change nothing.

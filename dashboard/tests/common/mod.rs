@@ -79,7 +79,7 @@ pub fn fill(name: &str) -> String {
     c.execute("SELECT rq_enqueue('xss', $1::text)", &[&XSS]).unwrap();
     let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('flow', 'parent')", &[]).unwrap().get(0);
     c.execute("SELECT rq_enqueue('flow', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
-    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    c.batch_execute("SELECT raquel_internal.rq_record_metrics()").unwrap();
     let statuses: i64 = c.query_one("SELECT count(DISTINCT status) FROM jobs", &[]).unwrap().get(0);
     assert_eq!(statuses, 8, "jobs in every status");
     name.to_string()

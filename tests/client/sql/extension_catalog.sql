@@ -1,8 +1,9 @@
 -- Every object of the raquel extension as lines of text, for comparing two
--- installs (tests/upgrade.rs): the extension's members; each function's
+-- installs (tests/upgrade.rs): the extension's members; its schemas
+-- (raquel_internal) with their grants and comments; each function's schema,
 -- whole definition (arguments with defaults, result, language, volatility,
 -- strictness, security, parallel safety, cost, rows, SET configuration and
--- body) and its grants; each table's and view's columns, defaults,
+-- body), grants and comment; each table's and view's columns, defaults,
 -- constraints, indexes, triggers, storage options, grants, comments and view
 -- definition; the tables pg_dump keeps. Names, never OIDs.
 WITH ext AS (
@@ -21,9 +22,13 @@ SELECT 'member ' || pg_describe_object(m.classid, m.objid, 0) FROM members m
 UNION ALL
 SELECT 'config table ' || c::regclass::text FROM ext, unnest(ext.extconfig) c
 UNION ALL
-SELECT 'function ' || pg_get_functiondef(f.oid) || E'\n  grants ' || coalesce(f.proacl::text, 'default')
+SELECT 'function in schema ' || f.pronamespace::regnamespace::text || ' ' || pg_get_functiondef(f.oid) || E'\n  grants ' || coalesce(f.proacl::text, 'default')
        || E'\n  comment ' || coalesce(obj_description(f.oid, 'pg_proc'), '')
 FROM functions f
+UNION ALL
+SELECT format('schema %s grants %s comment %s', n.nspname, coalesce(n.nspacl::text, 'default'),
+              coalesce(obj_description(n.oid, 'pg_namespace'), ''))
+FROM pg_namespace n JOIN members m ON m.classid = 'pg_namespace'::regclass AND m.objid = n.oid
 UNION ALL
 SELECT format('relation %s kind %s options %s grants %s comment %s', r.relname, r.relkind,
               coalesce(r.reloptions::text, ''), coalesce(r.relacl::text, 'default'),

@@ -505,13 +505,13 @@ fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     admin.batch_execute("SELECT rq_pause('grouped'); SELECT rq_enqueue('grouped', 'g', group_key => 'a')").unwrap();
     let mut worker = connect_as(&db, "rq_it_flow_worker");
     for bypass in [
-        "SELECT * FROM rq_claim_ready(ARRAY['paused'], 'w', 3, 60000)",
-        "SELECT * FROM rq_claim_ready(NULL, 'w', 3, 60000)",
-        "SELECT * FROM rq_claim_flow(ARRAY['paused'], 'w', 3, 60000)",
-        "SELECT * FROM rq_claim_fair('grouped', 'w', 3, 60000, NULL)",
+        "SELECT * FROM raquel_internal.rq_claim_ready(ARRAY['paused'], 'w', 3, 60000)",
+        "SELECT * FROM raquel_internal.rq_claim_ready(NULL, 'w', 3, 60000)",
+        "SELECT * FROM raquel_internal.rq_claim_flow(ARRAY['paused'], 'w', 3, 60000)",
+        "SELECT * FROM raquel_internal.rq_claim_fair('grouped', 'w', 3, 60000, NULL)",
         "UPDATE queue_limits SET tokens = 1000000, tokens_at = rq_now_ms() WHERE queue = 'rated'",
-        "SELECT rq_flow_took('rated', '{}', 1000000, rq_now_ms())",
-        "SELECT * FROM rq_flow_lock(ARRAY['rated'])",
+        "SELECT raquel_internal.rq_flow_took('rated', '{}', 1000000, rq_now_ms())",
+        "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['rated'])",
     ] {
         assert_eq!(sqlstate(worker.batch_execute(bypass)), "42501", "{bypass}");
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// The sums over every recorded minute of `queue`: enqueued, claimed,
 /// succeeded, failed, rescued, expired. Records first, as the worker does.
 fn sums(c: &mut postgres::Client, queue: &str) -> [i64; 6] {
-    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    c.batch_execute("SELECT raquel_internal.rq_record_metrics()").unwrap();
     let row = c
         .query_one(
             "SELECT coalesce(sum(enqueued), 0)::bigint, coalesce(sum(claimed), 0)::bigint, coalesce(sum(succeeded), 0)::bigint,
@@ -78,11 +78,11 @@ fn wait_and_run_times_are_percentiles_of_what_happened() {
     // a job due 2 s ago waits about 2 s
     c.batch_execute("SELECT rq_enqueue('late', 'x', at => now() - interval '2 seconds')").unwrap();
     c.batch_execute("SELECT count(*) FROM rq_claim(ARRAY['late'])").unwrap();
-    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    c.batch_execute("SELECT raquel_internal.rq_record_metrics()").unwrap();
     let times = |c: &mut postgres::Client, sql: &str| -> Option<f64> {
         c.query_one(sql, &[]).unwrap().get(0)
     };
-    let run = times(&mut c, "SELECT rq_histogram_percentile(rq_histogram_add(NULL, run_histogram), 0.5) FROM metrics WHERE queue = 'slow' AND run_histogram <> '{}' LIMIT 1");
+    let run = times(&mut c, "SELECT raquel_internal.rq_histogram_percentile(raquel_internal.rq_histogram_add(NULL, run_histogram), 0.5) FROM metrics WHERE queue = 'slow' AND run_histogram <> '{}' LIMIT 1");
     let run = run.expect("run times recorded");
     assert!((240.0..=380.0).contains(&run), "300 ms runs read as {run} ms");
     let wait = times(&mut c, "SELECT max(wait_p50_ms) FROM rq_metrics('late')").expect("a wait recorded");
@@ -102,7 +102,7 @@ fn rq_prometheus_writes_the_text_format() {
     )
     .unwrap();
     // a transaction of its own: what the one above did is counted at its commit
-    c.batch_execute("SELECT rq_record_metrics()").unwrap();
+    c.batch_execute("SELECT raquel_internal.rq_record_metrics()").unwrap();
     let text: String = c.query_one("SELECT rq_prometheus()", &[]).unwrap().get(0);
     for line in [
         "# TYPE raquel_jobs gauge",
@@ -144,10 +144,10 @@ fn old_minutes_go_with_the_retention_and_metrics_off_counts_nothing() {
     let left: Vec<String> = c.query("SELECT queue FROM metrics ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(left, ["new"]);
 
-    c.batch_execute("SET raquel.metrics = off; SELECT rq_enqueue('quiet', 'x'); SELECT rq_record_metrics();").unwrap();
+    c.batch_execute("SET raquel.metrics = off; SELECT rq_enqueue('quiet', 'x'); SELECT raquel_internal.rq_record_metrics();").unwrap();
     let quiet: i64 = c.query_one("SELECT count(*) FROM metrics WHERE queue = 'quiet' AND enqueued > 0", &[]).unwrap().get(0);
     assert_eq!(quiet, 0);
-    assert_eq!(sqlstate(c.execute("SELECT rq_note_metric('q', 'nonsense', NULL)", &[])), "22023");
+    assert_eq!(sqlstate(c.execute("SELECT raquel_internal.rq_note_metric('q', 'nonsense', NULL)", &[])), "22023");
 }
 
 #[test]
@@ -261,7 +261,7 @@ fn rq_prometheus_and_the_backlog_stay_bounded_with_many_queues() {
         &[&queues],
     )
     .unwrap();
-    c.batch_execute("RESET raquel.metrics; DELETE FROM metrics; SELECT rq_record_metrics()").unwrap();
+    c.batch_execute("RESET raquel.metrics; DELETE FROM metrics; SELECT raquel_internal.rq_record_metrics()").unwrap();
     let backlog_rows: i64 = c.query_one("SELECT count(*) FROM metrics WHERE backlog IS NOT NULL", &[]).unwrap().get(0);
     assert!(backlog_rows <= 100, "{backlog_rows} backlog rows for {queues} idle queues");
     let longest: i64 = c.query_one("SELECT min(backlog) FROM metrics WHERE backlog IS NOT NULL", &[]).unwrap().get(0);

@@ -109,33 +109,33 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_now_ms()",                                               Yes, Yes, Yes, "SELECT rq_now_ms()"),
     ("rq_uuid7()",                                                Yes, Yes, Yes, "SELECT rq_uuid7()"),
     ("rq_channel(text)",                                          Yes, Yes, Yes, "SELECT rq_channel('q')"),
-    ("rq_interval_ms(interval,text,bigint,bigint)",               Yes, Yes, Yes, "SELECT rq_interval_ms('1 second', 'v', 0, 10000)"),
-    ("rq_timestamp_ms(timestamptz,text)",                         Yes, Yes, Yes, "SELECT rq_timestamp_ms('2020-01-01 00:00:00+00', 'at')"),
-    ("rq_lease_ms(interval)",                                     Yes, Yes, Yes, "SELECT rq_lease_ms('1 minute')"),
-    ("rq_delay_ms(interval,text)",                                Yes, Yes, Yes, "SELECT rq_delay_ms('1 second', 'delay')"),
-    ("rq_due_ms(timestamptz,interval)",                           Yes, Yes, Yes, "SELECT rq_due_ms(NULL, '1 second')"),
-    ("rq_retention_ms(interval)",                                 Yes, Yes, Yes, "SELECT rq_retention_ms(NULL)"),
+    ("raquel_internal.rq_interval_ms(interval,text,bigint,bigint)", Yes, Yes, Yes, "SELECT raquel_internal.rq_interval_ms('1 second', 'v', 0, 10000)"),
+    ("raquel_internal.rq_timestamp_ms(timestamptz,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_timestamp_ms('2020-01-01 00:00:00+00', 'at')"),
+    ("raquel_internal.rq_lease_ms(interval)",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_lease_ms('1 minute')"),
+    ("raquel_internal.rq_delay_ms(interval,text)",                Yes, Yes, Yes, "SELECT raquel_internal.rq_delay_ms('1 second', 'delay')"),
+    ("raquel_internal.rq_due_ms(timestamptz,interval)",           Yes, Yes, Yes, "SELECT raquel_internal.rq_due_ms(NULL, '1 second')"),
+    ("raquel_internal.rq_retention_ms(interval)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_retention_ms(NULL)"),
     ("rq_ms_to_interval(bigint)",                                 Yes, Yes, Yes, "SELECT rq_ms_to_interval(1000)"),
     ("rq_ms_to_timestamptz(bigint)",                              Yes, Yes, Yes, "SELECT rq_ms_to_timestamptz(0)"),
-    ("rq_default_lease()",                                        Yes, Yes, Yes, "SELECT rq_default_lease()"),
-    ("rq_default_lease_ms()",                                     Yes, Yes, Yes, "SELECT rq_default_lease_ms()"),
-    ("rq_default_min_retry_delay()",                              Yes, Yes, Yes, "SELECT rq_default_min_retry_delay()"),
-    ("rq_default_max_retry_delay()",                              Yes, Yes, Yes, "SELECT rq_default_max_retry_delay()"),
-    ("rq_default_backoff_base()",                                 Yes, Yes, Yes, "SELECT rq_default_backoff_base()"),
-    ("rq_check_batch(int)",                                       Yes, Yes, Yes, "SELECT rq_check_batch(10)"),
-    ("rq_check_arrays(text[],int[],text[])",                      Yes, Yes, Yes, "SELECT rq_check_arrays(ARRAY['a'], ARRAY[1], NULL)"),
-    ("rq_job_options(text,timestamptz,interval,interval,int,interval,interval,interval)",
-                                                                  Yes, Yes, Yes, "SELECT * FROM rq_job_options('q', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"),
-    ("rq_refuse(text,text[])",                                    Yes, Yes, Yes, "SELECT rq_refuse('ids_null', '{}')"),
-    ("rq_caller_may_read(oid)",                                   Yes, Yes, Yes, "SELECT rq_caller_may_read('jobs'::regclass)"),
-    ("rq_check_limits(text,int,int,interval,int)",                Yes, Yes, Yes, "SELECT rq_check_limits('q', 1, NULL, NULL, NULL)"),
-    ("rq_cron_next(text,text,bigint)",                            Yes, Yes, Yes, "SELECT rq_cron_next('@hourly', 'UTC', 0)"),
-    ("rq_schedule_slots(text,text,bigint,bigint,text)",           Yes, Yes, Yes, "SELECT rq_schedule_slots('@hourly', 'UTC', 0, 7200000, 'all')"),
-    ("rq_check_schedule_options(text,text,text,text)",            Yes, Yes, Yes, "SELECT rq_check_schedule_options('s', 'last', 'q', 'p')"),
+    ("raquel_internal.rq_default_lease()",                        Yes, Yes, Yes, "SELECT raquel_internal.rq_default_lease()"),
+    ("raquel_internal.rq_default_lease_ms()",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_default_lease_ms()"),
+    ("raquel_internal.rq_default_min_retry_delay()",              Yes, Yes, Yes, "SELECT raquel_internal.rq_default_min_retry_delay()"),
+    ("raquel_internal.rq_default_max_retry_delay()",              Yes, Yes, Yes, "SELECT raquel_internal.rq_default_max_retry_delay()"),
+    ("raquel_internal.rq_default_backoff_base()",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_default_backoff_base()"),
+    ("raquel_internal.rq_check_batch(int)",                       Yes, Yes, Yes, "SELECT raquel_internal.rq_check_batch(10)"),
+    ("raquel_internal.rq_check_arrays(text[],int[],text[])",      Yes, Yes, Yes, "SELECT raquel_internal.rq_check_arrays(ARRAY['a'], ARRAY[1], NULL)"),
+    ("raquel_internal.rq_job_options(text,timestamptz,interval,interval,int,interval,interval,interval)",
+                                                                  Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_job_options('q', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"),
+    ("raquel_internal.rq_refuse(text,text[])",                    Yes, Yes, Yes, "SELECT raquel_internal.rq_refuse('ids_null', '{}')"),
+    ("raquel_internal.rq_caller_may_read(oid)",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_caller_may_read('jobs'::regclass)"),
+    ("raquel_internal.rq_check_limits(text,int,int,interval,int)", Yes, Yes, Yes, "SELECT raquel_internal.rq_check_limits('q', 1, NULL, NULL, NULL)"),
+    ("raquel_internal.rq_cron_next(text,text,bigint)",            Yes, Yes, Yes, "SELECT raquel_internal.rq_cron_next('@hourly', 'UTC', 0)"),
+    ("raquel_internal.rq_schedule_slots(text,text,bigint,bigint,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_schedule_slots('@hourly', 'UTC', 0, 7200000, 'all')"),
+    ("raquel_internal.rq_check_schedule_options(text,text,text,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_check_schedule_options('s', 'last', 'q', 'p')"),
     ("rq_metrics_lost()",                                         Yes, Yes, Yes, "SELECT rq_metrics_lost()"),
     // it starts a round of the background worker: for roles that may
     // change schedules (0.4.0 let any role ask)
-    ("rq_schedule_due(bigint)",                                   No,  No,  No,  "SELECT rq_schedule_due(0)"),
+    ("raquel_internal.rq_schedule_due(bigint)",                   No,  No,  No,  "SELECT raquel_internal.rq_schedule_due(0)"),
     // -- enqueueing: producers
     ("rq_enqueue(text,text,timestamptz,interval,interval,int,interval,interval,interval,int,text,text,uuid[],interval)",
                                                                   No,  Yes, No,  "SELECT id FROM rq_enqueue('m', 'text')"),
@@ -155,15 +155,15 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_batch_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
-    ("rq_claim_flow(text[],text,int,bigint)",                     No,  No,  No,  "SELECT id FROM rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
+    ("raquel_internal.rq_claim_flow(text[],text,int,bigint)",     No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
     // the plain claim and the flow state's helpers run only inside rq_claim
     // (0.4.0 let a worker call rq_claim_ready past a pause, and refill a
     // rate's bucket by updating queue_limits)
-    ("rq_claim_ready(text[],text,int,bigint)",                    No,  No,  No,  "SELECT id FROM rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
-    ("rq_flow_lock(text[])",                                      No,  No,  No,  "SELECT * FROM rq_flow_lock(ARRAY['m'])"),
-    ("rq_flow_took(text,uuid[],double precision,bigint)",         No,  No,  No,  "SELECT rq_flow_took('m', '{}', 1000, 0)"),
-    ("rq_require_flow_claim(text)",                               No,  No,  No,  "SELECT rq_require_flow_claim('x')"),
-    ("rq_claim_fair(text,text,int,bigint,int)",                   No,  No,  No,  "SELECT id FROM rq_claim_fair('m', 'w', 1, 1000, 1)"),
+    ("raquel_internal.rq_claim_ready(text[],text,int,bigint)",    No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
+    ("raquel_internal.rq_flow_lock(text[])",                      No,  No,  No,  "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['m'])"),
+    ("raquel_internal.rq_flow_took(text,uuid[],double precision,bigint)", No,  No,  No,  "SELECT raquel_internal.rq_flow_took('m', '{}', 1000, 0)"),
+    ("raquel_internal.rq_require_flow_claim(text)",               No,  No,  No,  "SELECT raquel_internal.rq_require_flow_claim('x')"),
+    ("raquel_internal.rq_claim_fair(text,text,int,bigint,int)",   No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_fair('m', 'w', 1, 1000, 1)"),
     ("rq_complete(uuid,int)",                                     No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000')"),
     ("rq_fail(uuid,text,text,int)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 'e')"),
     ("rq_complete_batch(uuid[],int[])",                           No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
@@ -172,7 +172,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_extend(uuid,interval,int)",                              No,  No,  Yes, "SELECT id FROM rq_extend('00000000-0000-7000-8000-000000000000')"),
     ("rq_cancel(uuid)",                                           No,  No,  Yes, "SELECT id FROM rq_cancel('00000000-0000-7000-8000-000000000000')"),
     ("rq_retry(uuid)",                                            No,  No,  Yes, "SELECT id FROM rq_retry('00000000-0000-7000-8000-000000000000')"),
-    ("rq_raise_cannot(uuid,int,text,text[])",                     No,  No,  Yes, "SELECT rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
+    ("raquel_internal.rq_raise_cannot(uuid,int,text,text[])",     No,  No,  Yes, "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
     ("rq_stats()",                                                No,  No,  Yes, "SELECT * FROM rq_stats()"),
     ("rq_queues()",                                               No,  No,  Yes, "SELECT * FROM rq_queues()"),
     ("rq_count(text,text[])",                                     No,  No,  Yes, "SELECT rq_count()"),
@@ -181,11 +181,11 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_expire(int)",                                            No,  No,  No,  "SELECT rq_expire()"),
     ("rq_rescue(int)",                                            No,  No,  No,  "SELECT rq_rescue()"),
     ("rq_prune(int,interval)",                                    No,  No,  No,  "SELECT rq_prune()"),
-    ("rq_next_duty_ms(interval)",                                 No,  No,  No,  "SELECT rq_next_duty_ms('1 day')"),
-    ("rq_job_events()",                                           No,  No,  No,  "SELECT rq_job_events()"),
-    ("rq_job_values()",                                           No,  No,  No,  "SELECT rq_job_values()"),
-    ("rq_job_turn()",                                             No,  No,  No,  "SELECT rq_job_turn()"),
-    ("rq_queue_limits_changed()",                                 No,  No,  No,  "SELECT rq_queue_limits_changed()"),
+    ("raquel_internal.rq_next_duty_ms(interval)",                 No,  No,  No,  "SELECT raquel_internal.rq_next_duty_ms('1 day')"),
+    ("raquel_internal.rq_job_events()",                           No,  No,  No,  "SELECT raquel_internal.rq_job_events()"),
+    ("raquel_internal.rq_job_values()",                           No,  No,  No,  "SELECT raquel_internal.rq_job_values()"),
+    ("raquel_internal.rq_job_turn()",                             No,  No,  No,  "SELECT raquel_internal.rq_job_turn()"),
+    ("raquel_internal.rq_queue_limits_changed()",                 No,  No,  No,  "SELECT raquel_internal.rq_queue_limits_changed()"),
     // -- schedules: the owner's, or roles given INSERT, UPDATE and DELETE on schedules
     ("rq_schedule(text,text,text,text,text,text,interval,int,interval,interval,interval,int)",
                                                                   No,  No,  No,  "SELECT rq_schedule('m', '@hourly', 'm')"),
@@ -197,44 +197,44 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_fire_schedules(int)",                                    No,  No,  No,  "SELECT rq_fire_schedules()"),
     ("SELECT on schedules",                                       No,  No,  No,  "SELECT * FROM schedules"),
     ("SELECT on rq_schedules",                                    No,  No,  No,  "SELECT * FROM rq_schedules"),
-    ("rq_hold_for_parents(uuid[],uuid[])",                        No,  No,  No,  "SELECT rq_hold_for_parents('{}', '{}')"),
-    ("rq_check_parents(int,uuid[])",                              No,  No,  No,  "SELECT rq_check_parents(1, '{}')"),
-    ("rq_has_children(uuid)",                                     No,  No,  Yes, "SELECT rq_has_children('00000000-0000-7000-8000-000000000000')"),
+    ("raquel_internal.rq_hold_for_parents(uuid[],uuid[])",        No,  No,  No,  "SELECT raquel_internal.rq_hold_for_parents('{}', '{}')"),
+    ("raquel_internal.rq_check_parents(int,uuid[])",              No,  No,  No,  "SELECT raquel_internal.rq_check_parents(1, '{}')"),
+    ("raquel_internal.rq_has_children(uuid)",                     No,  No,  Yes, "SELECT raquel_internal.rq_has_children('00000000-0000-7000-8000-000000000000')"),
     ("rq_settle_workflows(int)",                                  No,  No,  No,  "SELECT rq_settle_workflows()"),
     // -- the distributed mode: making it is the owner's; the verbs ask whether it is on
     ("rq_distribute(int)",                                        No,  No,  No,  "SELECT rq_distribute()"),
-    ("rq_lapsed(int,bigint)",                                     No,  No,  No,  "SELECT * FROM rq_lapsed(1, 0)"),
-    ("rq_expire_distributed(int,bigint)",                         No,  No,  No,  "SELECT rq_expire_distributed(1, 0)"),
-    ("rq_lapsed_distributed(int,bigint)",                         No,  No,  No,  "SELECT * FROM rq_lapsed_distributed(1, 0)"),
-    ("rq_prune_distributed(int,bigint)",                          No,  No,  No,  "SELECT rq_prune_distributed(1, 0)"),
+    ("raquel_internal.rq_lapsed(int,bigint)",                     No,  No,  No,  "SELECT * FROM raquel_internal.rq_lapsed(1, 0)"),
+    ("raquel_internal.rq_expire_distributed(int,bigint)",         No,  No,  No,  "SELECT raquel_internal.rq_expire_distributed(1, 0)"),
+    ("raquel_internal.rq_lapsed_distributed(int,bigint)",         No,  No,  No,  "SELECT * FROM raquel_internal.rq_lapsed_distributed(1, 0)"),
+    ("raquel_internal.rq_prune_distributed(int,bigint)",          No,  No,  No,  "SELECT raquel_internal.rq_prune_distributed(1, 0)"),
     ("rq_distributed()",                                          Yes, Yes, Yes, "SELECT rq_distributed()"),
     // -- metrics: recording is the worker's (the owner's); reading is for roles that may read them
-    ("rq_take_metrics()",                                         No,  No,  No,  "SELECT * FROM rq_take_metrics()"),
-    ("rq_record_metrics()",                                       No,  No,  No,  "SELECT rq_record_metrics()"),
-    ("rq_note_metric(text,text,bigint)",                          No,  No,  Yes, "SELECT rq_note_metric('m', 'claimed', 1)"),
+    ("raquel_internal.rq_take_metrics()",                         No,  No,  No,  "SELECT * FROM raquel_internal.rq_take_metrics()"),
+    ("raquel_internal.rq_record_metrics()",                       No,  No,  No,  "SELECT raquel_internal.rq_record_metrics()"),
+    ("raquel_internal.rq_note_metric(text,text,bigint)",          No,  No,  Yes, "SELECT raquel_internal.rq_note_metric('m', 'claimed', 1)"),
     ("rq_metrics(text,interval)",                                 No,  No,  Yes, "SELECT * FROM rq_metrics()"),
     ("rq_prometheus(int)",                                        No,  No,  Yes, "SELECT rq_prometheus()"),
-    ("rq_prometheus_label(text)",                                 Yes, Yes, Yes, "SELECT rq_prometheus_label('m')"),
-    ("rq_histogram_percentile(int[],double precision)",           Yes, Yes, Yes, "SELECT rq_histogram_percentile('{1}', 0.5)"),
-    ("rq_histogram_add(int[],int[])",                             Yes, Yes, Yes, "SELECT rq_histogram_add('{1}', '{2}')"),
+    ("raquel_internal.rq_prometheus_label(text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_prometheus_label('m')"),
+    ("raquel_internal.rq_histogram_percentile(int[],double precision)", Yes, Yes, Yes, "SELECT raquel_internal.rq_histogram_percentile('{1}', 0.5)"),
+    ("raquel_internal.rq_histogram_add(int[],int[])",             Yes, Yes, Yes, "SELECT raquel_internal.rq_histogram_add('{1}', '{2}')"),
     ("SELECT on metrics",                                         No,  No,  Yes, "SELECT * FROM metrics"),
-    ("rq_refuse_distributed(text)",                               Yes, Yes, Yes, "SELECT rq_refuse_distributed('x')"),
+    ("raquel_internal.rq_refuse_distributed(text)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_refuse_distributed('x')"),
     // -- flow settings: the owner's, or roles given INSERT and UPDATE on queue_limits
     ("rq_pause(text)",                                            No,  No,  No,  "SELECT rq_pause('m')"),
     ("rq_resume(text)",                                           No,  No,  No,  "SELECT rq_resume('m')"),
     ("rq_set_limits(text,int,int,interval,int)",                  No,  No,  No,  "SELECT rq_set_limits('m', 1)"),
-    ("rq_tidy_queue_limits(text,queue_limits)",                   No,  No,  No,  "SELECT rq_tidy_queue_limits('m', NULL)"),
+    ("raquel_internal.rq_tidy_queue_limits(text,queue_limits)",   No,  No,  No,  "SELECT raquel_internal.rq_tidy_queue_limits('m', NULL)"),
     // -- history: the owner's, or roles given INSERT and DELETE on queues_without_history
     ("rq_set_history(text,boolean)",                              No,  No,  No,  "SELECT rq_set_history('m', false)"),
-    ("rq_drop_started()",                                         No,  No,  No,  "SELECT rq_drop_started()"),
+    ("raquel_internal.rq_drop_started()",                         No,  No,  No,  "SELECT raquel_internal.rq_drop_started()"),
     // for roles that may update jobs: the verbs a worker calls use it
-    ("rq_job_ready_again(text,bigint,bigint,int,uuid)",           No,  No,  Yes, "SELECT rq_job_ready_again('m', 0, NULL)"),
-    ("rq_shard_queue(uuid)",                                      Yes, Yes, Yes, "SELECT rq_shard_queue('00000000-0000-7000-8000-000000000000')"),
-    ("rq_shard_queues(uuid[])",                                   Yes, Yes, Yes, "SELECT rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
-    ("rq_claim_ended(text)",                                      No,  No,  Yes, "SELECT rq_claim_ended('m')"),
-    ("rq_job_ended(uuid)",                                        No,  No,  Yes, "SELECT rq_job_ended((SELECT id FROM jobs LIMIT 1))"),
-    ("rq_parent_ended(uuid)",                                     No,  No,  Yes, "SELECT rq_parent_ended((SELECT id FROM jobs LIMIT 1))"),
-    ("rq_wake_claims(text)",                                      No,  No,  Yes, "SELECT rq_wake_claims('m')"),
+    ("raquel_internal.rq_job_ready_again(text,bigint,bigint,int,uuid)", No,  No,  Yes, "SELECT raquel_internal.rq_job_ready_again('m', 0, NULL)"),
+    ("raquel_internal.rq_shard_queue(uuid)",                      Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queue('00000000-0000-7000-8000-000000000000')"),
+    ("raquel_internal.rq_shard_queues(uuid[])",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
+    ("raquel_internal.rq_claim_ended(text)",                      No,  No,  Yes, "SELECT raquel_internal.rq_claim_ended('m')"),
+    ("raquel_internal.rq_job_ended(uuid)",                        No,  No,  Yes, "SELECT raquel_internal.rq_job_ended((SELECT id FROM jobs LIMIT 1))"),
+    ("raquel_internal.rq_parent_ended(uuid)",                     No,  No,  Yes, "SELECT raquel_internal.rq_parent_ended((SELECT id FROM jobs LIMIT 1))"),
+    ("raquel_internal.rq_wake_claims(text)",                      No,  No,  Yes, "SELECT raquel_internal.rq_wake_claims('m')"),
     ("rq_grant_producer(regrole)",                                No,  No,  No,  "SELECT rq_grant_producer(current_user::regrole)"),
     ("rq_grant_worker(regrole)",                                  No,  No,  No,  "SELECT rq_grant_worker(current_user::regrole)"),
     // -- the table and the view
@@ -255,6 +255,10 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("DELETE on key_holds",                                       No,  No,  No,  "DELETE FROM key_holds"),
     ("SELECT on job_dependencies",                                No,  No,  Yes, "SELECT * FROM job_dependencies"),
     ("DELETE on job_dependencies",                                No,  No,  Yes, "DELETE FROM job_dependencies WHERE parent_id = '00000000-0000-7000-8000-000000000000'"),
+    // -- the schema of the internal helpers: anyone may look in (the verbs call
+    // -- its functions as their caller), nobody but the owner may plant in it
+    ("USAGE on raquel_internal",                                  Yes, Yes, Yes, "DO $$ BEGIN IF NOT pg_catalog.has_schema_privilege('raquel_internal', 'USAGE') THEN RAISE insufficient_privilege; END IF; END $$"),
+    ("CREATE in raquel_internal",                                 No,  No,  No,  "CREATE FUNCTION raquel_internal.rq_planted() RETURNS int LANGUAGE sql AS 'SELECT 1'"),
     ("INSERT on job_dependencies",                                No,  No,  No,  "INSERT INTO job_dependencies VALUES ('00000000-0000-7000-8000-000000000000', '00000000-0000-7000-8000-000000000000')"),
 ];
 
@@ -419,4 +423,67 @@ fn a_producer_learns_nothing_from_the_job_that_holds_its_key() {
         "a producer, which may not read jobs, read the holder of its key through its enqueue:\n{}",
         leaks.join("\n")
     );
+}
+
+/// raquel_internal has USAGE for PUBLIC, so that every role that may call
+/// a verb keeps calling it (the verbs name their helpers as their caller).
+/// A database that takes it back to hide the helpers keeps its producers and
+/// workers (rq_grant_producer and rq_grant_worker give USAGE on it), its
+/// plain INSERTs into jobs (column defaults and triggers call their
+/// functions by OID); a role without it cannot name a helper (42501).
+#[test]
+fn producers_and_workers_keep_working_when_public_may_not_use_raquel_internal() {
+    let db = fresh_db("rq_it_privileges_hidden");
+    let (producer, worker, inserter) = ("rq_hi_producer", "rq_hi_worker", "rq_hi_inserter");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(&format!(
+            "REVOKE USAGE ON SCHEMA raquel_internal FROM PUBLIC;
+             DROP ROLE IF EXISTS {producer}; DROP ROLE IF EXISTS {worker}; DROP ROLE IF EXISTS {inserter};
+             CREATE ROLE {producer} LOGIN; CREATE ROLE {worker} LOGIN; CREATE ROLE {inserter} LOGIN;
+             SELECT rq_grant_producer('{producer}'); SELECT rq_grant_worker('{worker}');
+             GRANT USAGE ON SCHEMA public TO {inserter}; GRANT INSERT ON jobs TO {inserter};
+             SELECT rq_set_limits('limited', max_claimed => 5)"
+        ))
+        .unwrap();
+
+    let mut p = connect_as(&db, producer);
+    let parent: String = p.query_one("SELECT id::text FROM rq_enqueue('limited', 'parent')", &[]).unwrap().get(0);
+    p.batch_execute(&format!(
+        "SELECT rq_enqueue('limited', 'child', after => ARRAY['{parent}']::uuid[]);
+         SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"
+    ))
+    .unwrap();
+    let mut i = connect_as(&db, inserter);
+    i.batch_execute("INSERT INTO jobs (queue, payload) VALUES ('q', 'inserted')").unwrap();
+
+    let mut w = connect_as(&db, worker);
+    // the flow claim (raquel_internal.rq_claim_flow, by SPI as the worker)
+    let claimed = w.query("SELECT id::text, attempts FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap();
+    assert_eq!(claimed.len(), 1, "the parent; its child waits");
+    // a complete that releases the child (raquel_internal.rq_job_ended)
+    w.batch_execute(&format!("SELECT rq_complete('{parent}')")).unwrap();
+    assert_eq!(w.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap().len(), 1, "the child");
+    // the verbs written in PL/pgSQL, which name their helpers
+    let ids: Vec<String> =
+        w.query("SELECT id::text FROM rq_claim(ARRAY['q'], 'w', 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids.len(), 4, "three enqueued by the producer, one inserted");
+    w.batch_execute(&format!(
+        "SELECT rq_extend('{0}', '1 hour'); SELECT rq_reschedule('{0}', delay => '0');
+         SELECT rq_reject('{1}'); SELECT rq_fail('{2}', 'boom');
+         SELECT rq_cancel('{3}'); SELECT rq_retry('{3}')",
+        ids[0], ids[1], ids[2], ids[3]
+    ))
+    .unwrap();
+
+    // a role without USAGE cannot name a helper, though PUBLIC may execute it
+    let named = i.batch_execute("SELECT raquel_internal.rq_histogram_add('{1}', '{2}')");
+    assert_eq!(sqlstate(named), "42501");
+
+    drop((p, i, w));
+    admin
+        .batch_execute(&format!(
+            "DROP OWNED BY {producer}, {worker}, {inserter}; DROP ROLE {producer}; DROP ROLE {worker}; DROP ROLE {inserter}"
+        ))
+        .unwrap();
 }

@@ -178,7 +178,7 @@ fn four_workers_in_a_queue_without_history_delete_each_job_once() {
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM done"), JOBS, "every job's own write committed once");
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM jobs"), 0, "every success deleted its row");
     let counted = eventually(10, || {
-        one::<i64>(&mut c, "SELECT rq_record_metrics()");
+        one::<i64>(&mut c, "SELECT raquel_internal.rq_record_metrics()");
         one::<Option<i64>>(&mut c, "SELECT sum(succeeded)::bigint FROM rq_metrics('work', '1 hour')") == Some(JOBS)
     });
     assert!(counted, "the metrics count every success");

@@ -299,3 +299,175 @@ fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update(
     admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
     admin.batch_execute("DROP ROLE rq_upgrade_worker").unwrap();
 }
+
+/// The functions users call, which the extension's schema holds (each
+/// overload once): README's "SQL reference". The rest are helpers, in
+/// raquel_internal.
+const PUBLIC_FUNCTIONS: &[&str] = &[
+    "rq_backoff", "rq_cancel", "rq_channel", "rq_claim", "rq_complete", "rq_complete_and_claim",
+    "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed",
+    "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
+    "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_producer", "rq_grant_worker",
+    "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_pause",
+    "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
+    "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
+    "rq_set_limits", "rq_settle_workflows", "rq_stats", "rq_take", "rq_unschedule", "rq_uuid7", "rq_worker_wake",
+];
+
+/// The names of the extension's functions in `schema`, sorted bytewise (an
+/// overload once each), as PUBLIC_FUNCTIONS is.
+fn functions_in(client: &mut postgres::Client, schema: &str) -> Vec<String> {
+    let mut names = client
+        .query(
+            "SELECT p.proname::text FROM pg_proc p
+             JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+             JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel'
+             WHERE p.pronamespace = $1::text::regnamespace ORDER BY 1",
+            &[&schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect::<Vec<_>>();
+    names.sort();
+    names
+}
+
+/// The public objects of the extension that have no comment: functions of
+/// its schema, its views and tables, and raquel_internal.
+fn uncommented(client: &mut postgres::Client) -> Vec<String> {
+    client
+        .query(
+            "SELECT pg_describe_object(d.classid, d.objid, 0) FROM pg_depend d
+             JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel'
+             WHERE d.deptype = 'e'
+               AND ((d.classid = 'pg_proc'::regclass
+                     AND (SELECT p.pronamespace FROM pg_proc p WHERE p.oid = d.objid) = e.extnamespace)
+                    OR (d.classid = 'pg_class'::regclass
+                        AND (SELECT c.relkind FROM pg_class c WHERE c.oid = d.objid) IN ('r', 'v'))
+                    OR d.classid = 'pg_namespace'::regclass)
+               AND obj_description(d.objid, (SELECT c.relname FROM pg_class c WHERE c.oid = d.classid)) IS NULL
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+#[test]
+fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_the_extension_schema() {
+    // A fresh install first: the same split, every public object commented.
+    let mut fresh = new_database("rq_upgrade_fresh_split");
+    fresh.batch_execute("CREATE EXTENSION raquel").unwrap();
+    assert_eq!(functions_in(&mut fresh, "public"), PUBLIC_FUNCTIONS, "a fresh install's schema: the public functions");
+    let internal = functions_in(&mut fresh, "raquel_internal");
+    assert!(internal.len() > 50, "the helpers are in raquel_internal: {internal:?}");
+    assert_eq!(uncommented(&mut fresh), Vec::<String>::new(), "every public object of a fresh install has a comment");
+
+    let db = "rq_upgrade_split";
+    let mut c = new_database(db);
+    c.batch_execute("CREATE EXTENSION raquel VERSION '0.4.0'").unwrap();
+    let before = functions_in(&mut c, "public");
+    assert!(before.len() > 90, "0.4.0 has its helpers in its schema: {} functions", before.len());
+    // Jobs in flight across the update: queued, a limited queue's, a grouped
+    // one, a parent claimed by a worker session with a child waiting for it,
+    // one claimed by another worker, one failed waiting for its retry.
+    c.batch_execute(
+        "SELECT rq_enqueue('q', 'queued');
+         SELECT rq_set_limits('limited', max_claimed => 1);
+         SELECT rq_enqueue('limited', 'limited');
+         SELECT rq_enqueue('grouped', 'grouped', group_key => 'g');
+         SELECT rq_enqueue('f', 'to fail', max_retry_count => 3, min_retry_delay => '0', backoff_base => '0');
+         SELECT rq_fail(id, 'boom') FROM rq_claim(ARRAY['f']);",
+    )
+    .unwrap();
+    let parent = one(&mut c, "SELECT id::text FROM rq_enqueue('parent', 'parent')");
+    let child = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('child', 'child', after => ARRAY['{parent}']::uuid[])"));
+    assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{child}'")), "blocked");
+    let mut worker = connect(db);
+    let parent_attempt: i32 = worker
+        .query_one("SELECT attempts FROM rq_claim(ARRAY['parent'], worker => 'w1', lease => '1 hour')", &[])
+        .unwrap()
+        .get(0);
+    let held = one(&mut c, "SELECT id::text FROM rq_enqueue('held', 'held', min_retry_delay => '0', backoff_base => '0')");
+    let held_attempt: i32 = worker
+        .query_one("SELECT attempts FROM rq_claim(ARRAY['held'], worker => 'w1', lease => '1 hour')", &[])
+        .unwrap()
+        .get(0);
+
+    // Before the update, 0.4.0's C verbs run on this library and call the
+    // helpers in 0.4.0's schema (src/statements.rs helper_of): a claim of a
+    // limited queue (rq_claim_flow), a complete that releases a child
+    // (rq_job_ended), an enqueue after a parent (rq_hold_for_parents). A
+    // schema raquel_internal that is not the extension's is never called.
+    c.batch_execute(
+        "CREATE SCHEMA raquel_internal;
+         CREATE FUNCTION raquel_internal.rq_claim_flow(text[], text, integer, bigint) RETURNS SETOF jobs
+         LANGUAGE sql AS $$ SELECT * FROM jobs WHERE false $$;
+         SELECT rq_set_limits('limited0', max_claimed => 1);
+         SELECT rq_enqueue('limited0', 'limited before');",
+    )
+    .unwrap();
+    let early = one(&mut c, "SELECT id::text FROM rq_enqueue('early', 'early parent')");
+    let early_child =
+        one(&mut c, &format!("SELECT id::text FROM rq_enqueue('early-child', 'c', after => ARRAY['{early}']::uuid[])"));
+    let rows = worker.query("SELECT id::text, attempts FROM rq_claim(ARRAY['limited0', 'early'], 'w0', 10)", &[]).unwrap();
+    assert_eq!(rows.len(), 2, "0.4.0's limited claim on this library, before the update");
+    for row in &rows {
+        worker.execute("SELECT rq_complete($1::text::uuid, $2)", &[&row.get::<_, String>(0), &row.get::<_, i32>(1)]).unwrap();
+    }
+    assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{early_child}'")), "queued");
+    c.batch_execute("DROP SCHEMA raquel_internal CASCADE").unwrap();
+
+    connect(db).batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
+
+    // The extension's schema lists what users call; the rest moved.
+    assert_eq!(functions_in(&mut c, "public"), PUBLIC_FUNCTIONS, "the updated schema: the public functions");
+    assert_eq!(functions_in(&mut c, "raquel_internal"), internal, "the helpers, as in a fresh install");
+    let moved: Vec<&String> = before.iter().filter(|f| !PUBLIC_FUNCTIONS.contains(&f.as_str())).collect();
+    for f in &moved {
+        assert!(
+            internal.contains(f) || ["rq_check_schedule", "rq_cron_slots", "rq_job_ready_again"].contains(&f.as_str()),
+            "0.4.0's {f} is neither public nor in raquel_internal"
+        );
+    }
+    assert_eq!(uncommented(&mut c), Vec::<String>::new(), "every public object of an updated install has a comment");
+
+    // The jobs in flight go on, in the worker's session of before the update.
+    let done: String = worker
+        .query_one("SELECT (rq_complete($1::text::uuid, $2)).status", &[&parent, &parent_attempt])
+        .unwrap()
+        .get(0);
+    assert_eq!(done, "success");
+    assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{child}'")), "queued", "the child is released");
+    let failed: String = worker
+        .query_one("SELECT (rq_fail($1::text::uuid, 'again', NULL, $2)).status", &[&held, &held_attempt])
+        .unwrap()
+        .get(0);
+    assert_eq!(failed, "failed");
+    let mut claimed: Vec<String> = Vec::new();
+    for queue in ["q", "limited", "grouped", "f", "child", "held", "early-child"] {
+        let rows = worker
+            .query("SELECT payload FROM rq_claim(ARRAY[$1], worker => 'w1', batch => 10)", &[&queue])
+            .unwrap();
+        assert_eq!(rows.len(), 1, "queue {queue}: its job in flight is claimed after the update");
+        claimed.push(rows[0].get(0));
+    }
+    assert_eq!(claimed, ["queued", "limited", "grouped", "to fail", "child", "held", "c"]);
+    let completed: i64 = worker
+        .query_one(
+            "SELECT count(*) FROM jobs j, LATERAL rq_complete(j.id, j.attempts) WHERE j.status = 'claimed'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(completed, 7);
+    assert_eq!(one(&mut c, "SELECT string_agg(DISTINCT status, ',') FROM jobs"), "success");
+
+    drop((c, fresh, worker));
+    let mut admin = connect("postgres");
+    admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)")).unwrap();
+    admin.batch_execute("DROP DATABASE rq_upgrade_fresh_split WITH (FORCE)").unwrap();
+}
