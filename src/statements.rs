@@ -239,7 +239,14 @@ pub fn extension_schema(function: pg_sys::Oid) -> pg_sys::Oid {
         if namespace != pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) {
             return namespace;
         }
-        let schema = pg_sys::get_extension_schema(pg_sys::get_extension_oid(c"raquel".as_ptr(), false));
+        // (get_extension_schema is exported from PostgreSQL 16 on: the
+        // catalog is asked with SQL, once per backend and schema.)
+        let schema = Spi::get_one::<pg_sys::Oid>(
+            "SELECT extnamespace FROM pg_catalog.pg_extension WHERE extname = 'raquel'",
+        )
+        .ok()
+        .flatten()
+        .unwrap_or(namespace);
         INTERNAL.set((namespace, schema));
         schema
     }
