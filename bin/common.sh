@@ -106,7 +106,7 @@ stop_server() {
   "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
-# Citus (README "Scaling out with Citus"): start_citus DIR PORT starts a
+# Citus (docs/src/guides/citus.md): start_citus DIR PORT starts a
 # coordinator on PORT and two worker nodes on PORT+1 and PORT+2, each a
 # cluster under DIR with citus and raquel preloaded. Citus joins nodes per
 # database: each test database is joined when it is made

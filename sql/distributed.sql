@@ -1,4 +1,4 @@
--- Distributed mode on Citus (README "Scaling out with Citus"). After
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
 -- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
 -- added), `SELECT rq_distribute()` makes the jobs table a Citus table
 -- distributed by queue: each queue's jobs live in one shard, so a claim on
@@ -89,7 +89,7 @@ BEGIN
     IF @extschema@.rq_distributed() THEN
         RAISE EXCEPTION '% is not available on a distributed jobs table', what
             USING ERRCODE = 'feature_not_supported',
-                  HINT = 'README "Scaling out with Citus" lists what the distributed mode offers.';
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
     END IF;
 END
 $$;

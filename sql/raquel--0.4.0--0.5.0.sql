@@ -87,6 +87,19 @@ ALTER FUNCTION rq_job_ended(uuid) SET SCHEMA raquel_internal;
 ALTER FUNCTION rq_record_metrics() SET SCHEMA raquel_internal;
 ALTER FUNCTION rq_prometheus_label(text) SET SCHEMA raquel_internal;
 ALTER FUNCTION rq_refuse_distributed(text) SET SCHEMA raquel_internal;
+-- its HINT names the docs book, not the README (0.5.0)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF @extschema@.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
 ALTER FUNCTION rq_expire_distributed(integer, bigint) SET SCHEMA raquel_internal;
 ALTER FUNCTION rq_lapsed_distributed(integer, bigint) SET SCHEMA raquel_internal;
 ALTER FUNCTION rq_prune_distributed(integer, bigint) SET SCHEMA raquel_internal;

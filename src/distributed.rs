@@ -103,7 +103,7 @@ pub fn whole_row(function: pg_sys::Oid) -> String {
 /// Refuses what the distributed mode does not offer (0A000).
 pub fn refuse(what: &str) -> ! {
     Refusal::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{what} is not available on a distributed jobs table"))
-        .hint("README \"Scaling out with Citus\" lists what the distributed mode offers.")
+        .hint("The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.")
         .raise()
 }
 

@@ -8,7 +8,7 @@
 //! for every job (rq_enqueue, rq_claim, rq_complete) are C functions that run
 //! kept plans through `statements`; the rest of a job's life, the duties and
 //! the views are SQL; flow control (src/flow.rs, sql/flow.sql) is
-//! obeyed inside the claim. README's "Layout" has the whole map.
+//! obeyed inside the claim. docs/src/contributing.md ("Layout") has the whole map.
 
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,5 @@
 //! raquel's dashboard: a small web program that shows a database's queue
-//! (README "Metrics and the dashboard"). `bin/dashboard --dsn DSN` builds
+//! (docs/src/guides/dashboard.md). `bin/dashboard --dsn DSN` builds
 //! and starts it on 127.0.0.1:8432.
 //!
 //! It reads with plain SELECTs, so that a role with SELECT on the tables
@@ -99,7 +99,7 @@ struct Settings {
     warnings: Vec<String>,
 }
 
-/// The startup rules (README "The dashboard", security decisions): a
+/// The startup rules (docs/src/guides/dashboard.md, security decisions): a
 /// refusal says what to do instead.
 fn settings(args: &Args, env_password: Option<String>) -> Result<Settings, String> {
     if args.password.is_some() {

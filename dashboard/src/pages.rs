@@ -5,7 +5,7 @@
 //! Every page is bounded, whatever the database holds: 50 queues a page
 //! (their charts only), 100 jobs, schedules or workflow edges a page, and of
 //! a job's payload, error, trace and other columns the first 65,536
-//! characters each (README "The dashboard" gives the byte bound the tests
+//! characters each (docs/src/guides/dashboard.md gives the byte bound the tests
 //! hold).
 
 use crate::charts::{self, Series};

@@ -5,7 +5,7 @@
 //! holds, and one that waits too long for a connection is told to come back.
 //!
 //! RAQUEL_DASHBOARD_QUEUES sets how many queues (300 here, in CI; 10010 for a
-//! release, README "The dashboard").
+//! release, docs/src/guides/dashboard.md).
 
 mod common;
 
