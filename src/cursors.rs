@@ -21,16 +21,20 @@
 //! rq_reject, rq_reschedule, rq_retry, a parent's success releasing its
 //! children: `rq_job_ready_again`), a claim or take rolled back (the jobs it
 //! had locked are ready again), a take's commit (the taken jobs it did not
-//! finish stay ready). Every such note bumps the queue's generation and is
-//! kept in a short list of the latest (RECENT); a claim moves a lane
+//! finish stay ready). Every such note bumps the queue's generation, and
+//! each lane keeps what a claim needs of its notes (LaneNotes: for any
+//! generation, the least key noted since, exactly for the latest NOTES
+//! steps and no higher than the truth for older ones). A claim moves a lane
 //! forward to the last job it took, but never past a job noted ready in
-//! that lane since it read the generation, before its statement's snapshot:
-//! a job that became ready behind the cursor after that snapshot is never
-//! passed over. A claim that read before a rewind, a change of the lanes, or
-//! more notes than the list keeps, moves nothing. (Rejecting every claim
-//! that saw any note, as 0.5.0's first cut did, let a queue enqueued into
-//! 1000 times a second keep its cursors at the start: behind a held
-//! snapshot, claims then stepped over every job claimed since the rewind.)
+//! that lane since it read the generation, before its statement's
+//! snapshot: a job that became ready behind the cursor after that snapshot
+//! is never passed over. A claim that read before a rewind or a change of
+//! the lanes moves nothing. (0.5.0's first cut refused to move a claim that
+//! saw any note, then one that saw more than 32: a queue enqueued into 1000
+//! times a second kept its cursors at the start once one walk took longer
+//! than that, and behind a held snapshot every claim then stepped over
+//! every job claimed since: `bench/run --held`, 12 jobs/s in the tenth
+//! minute.)
 //!
 //! What a cursor cannot hear of: a job made ready by an UPDATE outside
 //! raquel's verbs (a hand-written UPDATE, the Python library's own claim
@@ -59,16 +63,50 @@ pub const LANES: usize = 8;
 const NAME: usize = 64;
 /// How often a queue's cursors go back to the start.
 pub const REWIND_MS: i64 = 10_000;
-/// The notes of jobs made ready that a queue keeps, newest last: a claim
-/// that read RECENT or fewer notes ago can still move forward.
-const RECENT: usize = 32;
+/// The steps a lane's notes keep exactly (LaneNotes).
+const NOTES: usize = 8;
 
-/// A job made ready: at which generation, in which lane, where.
+/// A lane's notes of jobs made ready, as a claim asks about them: the least
+/// key noted after a generation. A staircase: keys rise with generations,
+/// as a note hides every older one with a key as high (a claim that read
+/// before those read before it too). Jobs enqueued now sort after the
+/// jobs a claim takes, so the stairs climb; past NOTES the oldest is
+/// dropped into `lost`, which bounds every claim that read before it.
 #[derive(Clone, Copy)]
-struct Note {
-    generation: u64,
-    priority: i32,
-    key: Key,
+struct LaneNotes {
+    count: u8,
+    stairs: [(u64, Key); NOTES],
+    /// The newest generation dropped, and the least key dropped.
+    lost: (u64, Key),
+}
+
+const NO_NOTES: LaneNotes = LaneNotes { count: 0, stairs: [(0, START); NOTES], lost: (0, (i64::MAX, [u8::MAX; 16])) };
+
+impl LaneNotes {
+    fn note(&mut self, generation: u64, key: Key) {
+        let mut count = self.count as usize;
+        while count > 0 && self.stairs[count - 1].1 >= key {
+            count -= 1;
+        }
+        if count == NOTES {
+            let (dropped, at) = self.stairs[0];
+            self.lost = (self.lost.0.max(dropped), self.lost.1.min(at));
+            self.stairs.copy_within(1..NOTES, 0);
+            count -= 1;
+        }
+        self.stairs[count] = (generation, key);
+        self.count = (count + 1) as u8;
+    }
+
+    /// The least key noted after `generation` (or lower), if any.
+    fn since(&self, generation: u64) -> Option<Key> {
+        let exact = self.stairs[..self.count as usize].iter().find(|(g, _)| *g > generation).map(|(_, k)| *k);
+        let lost = (generation < self.lost.0).then_some(self.lost.1);
+        match (exact, lost) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// A job's place in a lane: scheduled_at, then id (uuid bytes, which sort
@@ -110,8 +148,8 @@ struct Entry {
     /// The generation of the last rewind or change of state: a claim that
     /// read before it moves nothing.
     barrier: u64,
-    /// The latest notes, a ring: notes[generation % RECENT].
-    notes: [Note; RECENT],
+    /// Each lane's notes, in the order of `lanes`.
+    notes: [LaneNotes; LANES],
     state: State,
     count: u8,
     /// Highest priority first.
@@ -128,7 +166,7 @@ const FREE: Entry = Entry {
     epoch: 0,
     generation: 0,
     barrier: 0,
-    notes: [Note { generation: 0, priority: 0, key: START }; RECENT],
+    notes: [NO_NOTES; LANES],
     state: State::Filling,
     count: 0,
     lanes: [Lane { priority: 0, cursor: START }; LANES],
@@ -158,7 +196,9 @@ impl Entry {
             at => {
                 let i = at.unwrap_or(count);
                 self.lanes.copy_within(i..count, i + 1);
+                self.notes.copy_within(i..count, i + 1);
                 self.lanes[i] = Lane { priority, cursor };
+                self.notes[i] = NO_NOTES;
                 self.count += 1;
                 true
             }
@@ -244,6 +284,7 @@ impl Cursors {
                         entry.generation += 1;
                         entry.barrier = entry.generation;
                         entry.lanes.iter_mut().for_each(|l| l.cursor = START);
+                        entry.notes = [NO_NOTES; LANES];
                     }
                     let place = Place { index: i, epoch: entry.epoch };
                     return Found::Lanes(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() });
@@ -286,23 +327,15 @@ impl Cursors {
 
     fn advance(&mut self, read: &Lanes, claimed: &[(i32, Key)]) {
         let Some(entry) = self.entries.get_mut(read.place.index) else { return };
-        if entry.epoch != read.place.epoch
-            || entry.barrier > read.generation
-            || entry.generation - read.generation > RECENT as u64
-        {
+        if entry.epoch != read.place.epoch || entry.barrier > read.generation {
             return;
         }
-        let notes = entry.notes;
+        let count = entry.count as usize;
         for &(priority, key) in claimed {
-            // not past a job noted ready in this lane since the claim read
-            let behind = notes
-                .iter()
-                .filter(|n| n.generation > read.generation && n.priority == priority)
-                .map(|n| n.key)
-                .min();
-            let to = behind.map_or(key, |b| b.min(key));
-            if let Some(lane) = entry.lanes[..entry.count as usize].iter_mut().find(|l| l.priority == priority) {
-                lane.cursor = lane.cursor.max(to);
+            if let Some(i) = entry.lanes[..count].iter().position(|l| l.priority == priority) {
+                // not past a job noted ready in this lane since the claim read
+                let to = entry.notes[i].since(read.generation).map_or(key, |behind| behind.min(key));
+                entry.lanes[i].cursor = entry.lanes[i].cursor.max(to);
             }
         }
     }
@@ -316,7 +349,10 @@ impl Cursors {
         let generation = entry.generation;
         match priority {
             Some(priority) if entry.lower(priority, key) => {
-                entry.notes[(generation % RECENT as u64) as usize] = Note { generation, priority, key };
+                let count = entry.count as usize;
+                if let Some(i) = entry.lanes[..count].iter().position(|l| l.priority == priority) {
+                    entry.notes[i].note(generation, key);
+                }
             }
             Some(_) => {
                 entry.state = State::TooMany;
@@ -561,15 +597,45 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_that_read_more_notes_ago_than_are_kept_moves_nothing() {
+    fn a_claim_moves_forward_past_any_number_of_jobs_enqueued_after_it() {
         let mut c = Cursors::default();
         known(&mut c, "q", &[0]);
         let read = lanes(&mut c, "q");
-        for i in 0..=RECENT as i64 {
+        for i in 0..1000 {
             c.lower(DB, TABLE, "q", Some(0), key(1000 + i, 1));
         }
         c.advance(&read, &[(0, key(100, 1))]);
-        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, START);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(100, 1));
+    }
+
+    #[test]
+    fn a_note_dropped_from_the_stairs_still_bounds_the_claims_that_read_before_it() {
+        let mut c = Cursors::default();
+        known(&mut c, "q", &[0]);
+        let read = lanes(&mut c, "q");
+        // one job ready behind the claim, then many after it
+        c.lower(DB, TABLE, "q", Some(0), key(50, 1));
+        for i in 0..(NOTES as i64 * 3) {
+            c.lower(DB, TABLE, "q", Some(0), key(1000 + i, 1));
+        }
+        let later = lanes(&mut c, "q");
+        c.advance(&read, &[(0, key(100, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(50, 1), "not past the job at 50");
+        // a claim that read after all of them is not held back by them
+        c.advance(&later, &[(0, key(2000, 1))]);
+        assert_eq!(lanes(&mut c, "q").lanes[0].cursor, key(2000, 1));
+    }
+
+    #[test]
+    fn the_stairs_answer_the_least_key_noted_after_each_generation() {
+        let mut notes = NO_NOTES;
+        for (g, k) in [(1, 30), (2, 10), (3, 20), (4, 40), (5, 35)] {
+            notes.note(g, key(k, 0));
+        }
+        let truth = |after: u64| [(1, 30), (2, 10), (3, 20), (4, 40), (5, 35)].iter().filter(|(g, _)| *g > after).map(|(_, k)| key(*k, 0)).min();
+        for after in 0..=5 {
+            assert_eq!(notes.since(after), truth(after), "after generation {after}");
+        }
     }
 
     #[test]
