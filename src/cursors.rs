@@ -184,15 +184,15 @@ impl Entry {
     }
 
     /// Adds lane `priority` (its cursor at `cursor`) or moves its cursor
-    /// back to `cursor`; false when the lanes are full.
-    fn lower(&mut self, priority: i32, cursor: Key) -> bool {
+    /// back to `cursor`; the lane's place, or None when the lanes are full.
+    fn lower(&mut self, priority: i32, cursor: Key) -> Option<usize> {
         let count = self.count as usize;
         match self.lanes[..count].iter().position(|l| l.priority <= priority) {
             Some(i) if self.lanes[i].priority == priority => {
                 self.lanes[i].cursor = self.lanes[i].cursor.min(cursor);
-                true
+                Some(i)
             }
-            _ if count == LANES => false,
+            _ if count == LANES => None,
             at => {
                 let i = at.unwrap_or(count);
                 self.lanes.copy_within(i..count, i + 1);
@@ -200,7 +200,7 @@ impl Entry {
                 self.lanes[i] = Lane { priority, cursor };
                 self.notes[i] = NO_NOTES;
                 self.count += 1;
-                true
+                Some(i)
             }
         }
     }
@@ -317,7 +317,7 @@ impl Cursors {
             return None;
         }
         // lanes that commits added meanwhile stay, with their cursors
-        if !priorities.iter().all(|&p| entry.lower(p, START)) {
+        if !priorities.iter().all(|&p| entry.lower(p, START).is_some()) {
             entry.state = State::TooMany;
             return None;
         }
@@ -347,14 +347,9 @@ impl Cursors {
         let entry = &mut self.entries[i];
         entry.generation += 1;
         let generation = entry.generation;
-        match priority {
-            Some(priority) if entry.lower(priority, key) => {
-                let count = entry.count as usize;
-                if let Some(i) = entry.lanes[..count].iter().position(|l| l.priority == priority) {
-                    entry.notes[i].note(generation, key);
-                }
-            }
-            Some(_) => {
+        match priority.map(|priority| entry.lower(priority, key)) {
+            Some(Some(lane)) => entry.notes[lane].note(generation, key),
+            Some(None) => {
                 entry.state = State::TooMany;
                 entry.barrier = generation;
             }
