@@ -214,6 +214,12 @@ pub unsafe fn nullable_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option
 /// schema the extension is in (one install per database).
 pub const INTERNAL_SCHEMA: &str = "raquel_internal";
 
+/// The OID of the schema raquel_internal in this database, or InvalidOid.
+fn internal_namespace() -> pg_sys::Oid {
+    // SAFETY: a catalog lookup by name (missing_ok), inside a transaction.
+    unsafe { pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) }
+}
+
 thread_local! {
     // The raquel_internal this backend last met (its OID) and the schema of
     // its extension: a function moved there still finds the tables beside
@@ -236,7 +242,7 @@ pub fn extension_schema(function: pg_sys::Oid) -> pg_sys::Oid {
         if namespace == internal {
             return schema;
         }
-        if namespace != pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) {
+        if namespace != internal_namespace() {
             return namespace;
         }
         // (get_extension_schema is exported from PostgreSQL 16 on: the
@@ -290,7 +296,7 @@ pub fn helper_schema(function: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: catalog lookups inside a transaction: by name (missing_ok),
     // a function being called, the extension a schema belongs to.
     unsafe {
-        let internal = pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true);
+        let internal = internal_namespace();
         if internal == pg_sys::InvalidOid {
             return extension_schema(function);
         }
