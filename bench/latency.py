@@ -2,7 +2,10 @@
 (rq_claim(…, wait => …), woken at commit) against a worker that polls with
 rq_claim every POLL_MS. Each trial times from just before the producer sends
 its enqueue (which commits on its own) to the moment the worker has the job.
-Prints one JSON object."""
+And complete-commit to await-return: AWAITERS sessions each wait for one job
+with rq_await while a worker completes the jobs one at a time, each timed
+from just before the worker sends its complete (which commits on its own) to
+the moment its awaiter has the row. Prints one JSON object."""
 
 import json
 import os
@@ -15,6 +18,7 @@ import psycopg
 DSN = os.environ["RAQUEL_BENCH_DSN"]
 TRIALS = int(os.environ.get("RAQUEL_LATENCY_TRIALS", "200"))
 POLL_MS = int(os.environ.get("RAQUEL_POLL_MS", "100"))
+AWAITERS = int(os.environ.get("RAQUEL_AWAITERS", "40"))
 
 
 def percentile(values, p):
@@ -78,14 +82,45 @@ def polling_worker():
     return latencies
 
 
+def awaiting_results():
+    awaiters = [psycopg.connect(DSN, autocommit=True) for _ in range(AWAITERS)]
+    worker = psycopg.connect(DSN, autocommit=True)
+    latencies = []
+    for _ in range(max(1, TRIALS // AWAITERS)):
+        jobs = [worker.execute("SELECT id FROM rq_enqueue('awaited', 'x')").fetchone()[0] for _ in range(AWAITERS)]
+        sent, returned = {}, {}
+
+        def wait(n):
+            row = awaiters[n].execute("SELECT status FROM rq_await(%s, '10 s')", [jobs[n]]).fetchone()
+            returned[n] = time.perf_counter()
+            if row[0] != "success":
+                raise SystemExit(f"an awaiter returned {row[0]} instead of being woken by the complete")
+
+        threads = [threading.Thread(target=wait, args=(n,)) for n in range(AWAITERS)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # every awaiter asleep
+        for _ in jobs:
+            job, attempt = worker.execute("SELECT id, attempts FROM rq_claim(ARRAY['awaited'])").fetchone()
+            sent[job] = time.perf_counter()
+            worker.execute("SELECT rq_complete(%s, %s, '1')", [job, attempt])
+        for t in threads:
+            t.join()
+        latencies += [(returned[n] - sent[jobs[n]]) * 1000 for n in range(AWAITERS)]
+    return latencies
+
+
 def main():
     waited = waiting_claims()
     polled = polling_worker()
+    awaited = awaiting_results()
     print(json.dumps({
         "trials": TRIALS,
         "poll_ms": POLL_MS,
+        "awaiters": AWAITERS,
         "wait_p50": percentile(waited, 50), "wait_p99": percentile(waited, 99),
         "poll_p50": percentile(polled, 50), "poll_p99": percentile(polled, 99),
+        "await_p50": percentile(awaited, 50), "await_p99": percentile(awaited, 99),
     }))
 
 

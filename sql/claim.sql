@@ -48,8 +48,8 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_take_c';
 
 -- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token) and claims the next (as
--- rq_claim), in one statement, so one transaction and one commit where the
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
 -- two-call loop has two. A NULL id only claims (the loop's first call). An
 -- id that cannot be completed is rq_complete's error, and nothing is
 -- claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
@@ -60,7 +60,8 @@ CREATE FUNCTION rq_complete_and_claim(
     worker  text     DEFAULT NULL,
     batch   integer  DEFAULT 1,
     lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0'
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
@@ -78,7 +79,8 @@ CREATE FUNCTION rq_complete_batch_and_claim(
     worker   text      DEFAULT NULL,
     batch    integer   DEFAULT 1,
     lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0'
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp

@@ -24,18 +24,24 @@ COMMENT ON FUNCTION rq_claim(text[], text, integer, interval, interval) IS
     'raquel: claims up to batch ready jobs of the named queues (NULL: any queue) for a lease, obeying pauses and limits, and returns them; with wait, waits that long for a job to become ready.';
 COMMENT ON FUNCTION rq_take(text[], text, integer, boolean, interval) IS
     'raquel: takes up to batch ready jobs by locking them for the work of this transaction (no lease is written; complete => true completes them at once); finish them with rq_complete or rq_fail before commit.';
-COMMENT ON FUNCTION rq_complete(uuid, integer) IS
-    'raquel: marks a claimed (or taken) job succeeded; attempt, the value the claim returned, fences out a worker whose lease ran out.';
-COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[]) IS
-    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i]), and returns their rows.';
+COMMENT ON FUNCTION rq_complete(uuid, integer, jsonb) IS
+    'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt, the value the claim returned, fences out a worker whose lease ran out.';
+COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[], jsonb[]) IS
+    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i], results[i] its result), and returns their rows.';
 COMMENT ON FUNCTION rq_fail(uuid, text, text, integer) IS
     'raquel: records a failed attempt of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
-COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval) IS
+COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval, jsonb) IS
     'raquel: completes a job (as rq_complete) and claims the next (as rq_claim) in one call: a worker''s loop in one statement.';
 COMMENT ON FUNCTION rq_fail_and_claim(uuid, text, text, integer, text[], text, integer, interval, interval) IS
     'raquel: fails a job (as rq_fail) and claims the next (as rq_claim) in one call.';
-COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval) IS
+COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval, jsonb[]) IS
     'raquel: completes several jobs (as rq_complete_batch) and claims the next batch (as rq_claim) in one call.';
+
+-- Results and steps
+COMMENT ON FUNCTION rq_await(uuid, interval) IS
+    'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
+COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
+    'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
 
 -- A job's life after its claim
 COMMENT ON FUNCTION rq_reschedule(uuid, timestamptz, interval, integer) IS

@@ -18,6 +18,7 @@ DECLARE
     changed bigint;
     parents uuid[];
     queues  text[];
+    ended   uuid[];
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
@@ -35,9 +36,12 @@ BEGIN
         FROM due WHERE j.id = due.id
         RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue), array_agg(e.id)
+    INTO changed, parents, queues, ended
     FROM expired e;
     PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(ended);
     -- what their ends set off (sql/finish.sql)
     PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
@@ -138,9 +142,14 @@ BEGIN
         ORDER BY j.finished_at
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
     )
-    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
-    GET DIAGNOSTICS changed = ROW_COUNT;
+    SELECT count(*) INTO changed FROM gone;
     RETURN changed;
 END
 $$;

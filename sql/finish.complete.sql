@@ -14,6 +14,9 @@
 --           taken job, still as the take found it
 --   @taken_set@  for a taken job, its attempt, worker and time: the claim
 --           it never wrote
+--   @result_set@  with a result ($11 jsonb), `, result = $11`; otherwise
+--           nothing (and no $10 or $11: the plan of a complete without a
+--           result is as it was before results)
 -- The row comes back whole (`RETURNING j`), as the function's result, with
 -- its queue, for flow control (src/flow.rs), when it was claimed, for the
 -- run time (src/metrics.rs), and whether its end sets something off
@@ -21,7 +24,7 @@
 -- period; @sets_off@ is nothing on a table not yet updated to 0.3.0). When
 -- nothing matches, rq_raise_cannot says why.
 UPDATE @jobs@ j
-SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@
+SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@@result_set@
 WHERE j.id = $1 @same_queue@
   AND @was@
 RETURNING @row@, j.queue, j.claimed_at@sets_off@

@@ -4,6 +4,8 @@
 -- and those whose end sets something off, are completed as in
 -- sql/finish.complete_batch.sql. The two writes take disjoint rows.
 -- Parameters as there, and $8 the queues without history.
+-- @steps_gone@: on a 0.5.0 table, a CTE that deletes the steps
+-- (sql/steps.sql) of the deleted jobs, as the prune duty does; otherwise nothing.
 WITH wanted AS (
     SELECT * FROM unnest($1::uuid[], $2::integer[], $4::integer[], $5::text[], $6::bigint[])
         AS w (id, token, taken_attempt, worker, taken_at)
@@ -12,7 +14,7 @@ WITH wanted AS (
     WHERE j.id = w.id AND @was@
       AND j.queue = ANY ($8) AND NOT (@sets_off_condition@)
     RETURNING j AS job, w.taken_attempt, w.worker, w.taken_at
-), kept AS (
+)@steps_gone@, kept AS (
     UPDATE @jobs@ j
     SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@
     FROM wanted w

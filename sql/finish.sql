@@ -6,8 +6,9 @@
 
 -- rq_complete is every job's last call, so it is written in Rust
 -- (src/finish.rs) around one kept plan: sql/finish.complete.sql. It ends a
--- claimed job, or one this transaction took (src/take.rs).
-CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
+-- claimed job, or one this transaction took (src/take.rs), with its result
+-- if given (sql/results.sql).
+CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL, result jsonb DEFAULT NULL) RETURNS jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_c';
@@ -30,9 +31,10 @@ AS 'MODULE_PATHNAME', 'rq_fail_c';
 -- Completes many claimed (or taken) jobs in one statement. All or nothing:
 -- when any id cannot be completed (unknown, not claimed, stale token) the
 -- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens, when given, pair with the ids by position. The rows come
--- back in id order (on Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS SETOF jobs
+-- changes. Tokens, when given, pair with the ids by position, and so do
+-- results (null for a job without one). The rows come back in id order (on
+-- Citus, queue by queue). In C (src/finish.rs).
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL, results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_batch_c';

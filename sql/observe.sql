@@ -86,5 +86,5 @@ SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_
        rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
        rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
        rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
-       j.error_trace
+       j.error_trace, j.result
 FROM jobs j;

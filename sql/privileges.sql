@@ -6,7 +6,8 @@
 -- rights: a worker role needs SELECT and UPDATE on jobs, SELECT on
 -- queue_limits, SELECT and DELETE on job_dependencies (a job it
 -- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
--- key_holds (a job it ends may hold its key), and nothing else. What starts work in the server
+-- key_holds (a job it ends may hold its key), SELECT and INSERT on
+-- job_steps (rq_step), and nothing else. What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
 -- extension's owner), rq_worker_wake, and the trigger functions.
 --
@@ -98,6 +99,8 @@ BEGIN
         raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
+    -- rq_step records a job's steps (sql/steps.sql)
+    EXECUTE format('GRANT SELECT, INSERT ON %s.job_steps TO %s', '@extschema@', role);
 END
 $$;
 

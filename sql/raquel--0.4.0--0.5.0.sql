@@ -41,6 +41,12 @@
 -- The jobs table loses the column has_children; no job is rewritten.
 -- And (issue 25) the internal helpers move to the schema raquel_internal,
 -- and every public function, view and table gets a COMMENT.
+-- And (issue 26, durable execution) results and steps: the jobs table gets
+-- the column result (jsonb), which the verbs that complete take
+-- (rq_complete, rq_complete_batch and the one-call loops get a last
+-- parameter, so they are made again with their grants), rq_await waits
+-- for a job's end, and the table job_steps with rq_step records a job's
+-- steps across its attempts.
 
 -- raquel_internal (src/lib.rs): the schema of the internal helpers, which
 -- leave the extension's schema, so that it lists what users call. Each
@@ -135,6 +141,8 @@ DECLARE
 BEGIN
     SELECT c.relacl INTO grants FROM pg_catalog.pg_class c WHERE c.oid = '@extschema@.rq_jobs'::pg_catalog.regclass;
     DROP VIEW @extschema@.rq_jobs;
+    -- a completed job's result (sql/results.sql); no row is rewritten
+    ALTER TABLE @extschema@.jobs ADD COLUMN result jsonb;
     -- the triggers whose WHEN reads status, made again below as they were
     DROP TRIGGER jobs_enqueued ON @extschema@.jobs;
     DROP TRIGGER jobs_grouped ON @extschema@.jobs;
@@ -173,7 +181,7 @@ BEGIN
            @extschema@.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
            @extschema@.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
            @extschema@.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
-           j.error_trace
+           j.error_trace, j.result
     FROM @extschema@.jobs j;
     FOR g IN
         SELECT a.grantee, a.privilege_type, a.is_grantable FROM pg_catalog.aclexplode(grants) a
@@ -278,6 +286,8 @@ BEGIN
     END IF;
     -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
     PERFORM raquel_internal.rq_claim_ended(job.queue);
+    -- its awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(ARRAY[job.id]);
     IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
         -- what its end sets off (sql/finish.sql)
         PERFORM raquel_internal.rq_job_ended(job.id);
@@ -702,6 +712,7 @@ DECLARE
     changed bigint;
     parents uuid[];
     queues  text[];
+    ended   uuid[];
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     IF @extschema@.rq_distributed() THEN
@@ -719,9 +730,12 @@ BEGIN
         FROM due WHERE j.id = due.id
         RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue) INTO changed, parents, queues
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue), array_agg(e.id)
+    INTO changed, parents, queues, ended
     FROM expired e;
     PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(ended);
     -- what their ends set off (sql/finish.sql)
     PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
     RETURN changed;
@@ -961,6 +975,8 @@ BEGIN
         raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
+    -- rq_step records a job's steps (sql/steps.sql)
+    EXECUTE format('GRANT SELECT, INSERT ON %s.job_steps TO %s', '@extschema@', role);
 END
 $$;
 
@@ -1184,6 +1200,7 @@ DECLARE
     now_ms   bigint := @extschema@.rq_now_ms();
     ended    record;
     released record;
+    cancelled_ids uuid[];
 BEGIN
     SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
     IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
@@ -1216,9 +1233,13 @@ BEGIN
             error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
         FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
         RETURNING c.id
+    ), gone AS (
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
     )
-    DELETE FROM @extschema@.job_dependencies d
-    WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c);
+    SELECT array_agg(c.id) INTO cancelled_ids FROM cancelled c;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(cancelled_ids);
 END
 $$;
 
@@ -1377,9 +1398,14 @@ BEGIN
         ORDER BY j.finished_at
         LIMIT batch
         FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
     )
-    DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id;
-    GET DIAGNOSTICS changed = ROW_COUNT;
+    SELECT count(*) INTO changed FROM gone;
     RETURN changed;
 END
 $$;
@@ -1802,6 +1828,171 @@ FROM PUBLIC;
 -- every job an entry at enqueue.
 DROP INDEX @extschema@.jobs_ready_idx;
 
+-- Results and steps (issue 26): the verbs and duties written in SQL that
+-- end jobs wake those jobs' awaiters (src/results.rs).
+CREATE  FUNCTION raquel_internal."rq_jobs_ended"(
+	"ids" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_jobs_ended_wrapper';
+
+-- Results and steps (issue 26). The verbs that complete take a result as
+-- their last parameter: each is made again (DROP and CREATE, since its
+-- argument list changes) and keeps the EXECUTE grants it had.
+DO $$
+DECLARE
+    verb record;
+    grants aclitem[];
+    g record;
+BEGIN
+    FOR verb IN
+        SELECT * FROM (VALUES
+            ('@extschema@.rq_complete(uuid, integer)',
+             '@extschema@.rq_complete(id uuid, attempt integer DEFAULT NULL, result jsonb DEFAULT NULL) RETURNS @extschema@.jobs',
+             'rq_complete_c', '@extschema@.rq_complete(uuid, integer, jsonb)'),
+            ('@extschema@.rq_complete_batch(uuid[], integer[])',
+             '@extschema@.rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL, results jsonb[] DEFAULT NULL) RETURNS SETOF @extschema@.jobs',
+             'rq_complete_batch_c', '@extschema@.rq_complete_batch(uuid[], integer[], jsonb[])'),
+            ('@extschema@.rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval)',
+             '@extschema@.rq_complete_and_claim(id uuid DEFAULT NULL, attempt integer DEFAULT NULL, queues text[] DEFAULT NULL, '
+             'worker text DEFAULT NULL, batch integer DEFAULT 1, lease interval DEFAULT raquel_internal.rq_default_lease(), '
+             'wait interval DEFAULT ''0'', result jsonb DEFAULT NULL) RETURNS SETOF @extschema@.jobs',
+             'rq_complete_and_claim_c', '@extschema@.rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval, jsonb)'),
+            ('@extschema@.rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval)',
+             '@extschema@.rq_complete_batch_and_claim(ids uuid[] DEFAULT NULL, attempts integer[] DEFAULT NULL, queues text[] DEFAULT NULL, '
+             'worker text DEFAULT NULL, batch integer DEFAULT 1, lease interval DEFAULT raquel_internal.rq_default_lease(), '
+             'wait interval DEFAULT ''0'', results jsonb[] DEFAULT NULL) RETURNS SETOF @extschema@.jobs',
+             'rq_complete_batch_and_claim_c', '@extschema@.rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval, jsonb[])')
+        ) v (old, declaration, symbol, new)
+    LOOP
+        SELECT p.proacl INTO grants FROM pg_catalog.pg_proc p WHERE p.oid = verb.old::pg_catalog.regprocedure;
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', verb.old);
+        EXECUTE pg_catalog.format('CREATE FUNCTION %s LANGUAGE c VOLATILE %s SET search_path = pg_catalog, pg_temp AS %L, %L',
+            verb.declaration, CASE WHEN verb.symbol LIKE '%and_claim%' THEN 'ROWS 1' ELSE '' END, 'MODULE_PATHNAME', verb.symbol);
+        IF grants IS NOT NULL THEN
+            -- a function is made with EXECUTE for PUBLIC; the old one's grants hold instead
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', verb.new);
+            FOR g IN
+                SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(grants) a
+                WHERE a.privilege_type = 'EXECUTE'
+                  AND a.grantee <> (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid = verb.new::pg_catalog.regprocedure)
+            LOOP
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', verb.new,
+                    CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                    CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            END LOOP;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
+
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed (on `attempt`, when given),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's.
+CREATE FUNCTION rq_step(id uuid, name text, result jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    holder integer;
+    done   @extschema@.job_steps;
+    step   @extschema@.job_steps;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_step');
+    IF rq_step.name IS NULL OR rq_step.name = '' THEN
+        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[rq_step.id::text]);
+    END IF;
+    IF octet_length(rq_step.name) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(rq_step.name)::text, left(rq_step.name, 20)]);
+    END IF;
+    SELECT j.attempts INTO holder FROM @extschema@.jobs j
+    WHERE j.id = rq_step.id AND j.status = 'claimed'
+      AND (rq_step.attempt IS NULL OR j.attempts = rq_step.attempt)
+    FOR SHARE OF j;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_step.id, rq_step.attempt, 'step', '{claimed}');
+    END IF;
+    INSERT INTO @extschema@.job_steps AS s (job_id, name, result, attempt, recorded_at)
+    VALUES (rq_step.id, rq_step.name, rq_step.result, holder, @extschema@.rq_now_ms())
+    ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING
+    RETURNING s.* INTO step;
+    IF NOT FOUND THEN
+        SELECT s.* INTO done FROM @extschema@.job_steps s WHERE s.job_id = rq_step.id AND s.name = rq_step.name;
+        PERFORM raquel_internal.rq_refuse('step_recorded',
+            ARRAY[rq_step.name, rq_step.id::text, done.attempt::text]);
+    END IF;
+    RETURN step;
+END
+$$;
+
+-- The workers of 0.4.0 (roles that may update jobs) record steps as
+-- rq_grant_worker's roles do from now on.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.oid = '@extschema@.jobs'::pg_catalog.regclass AND a.privilege_type = 'UPDATE' AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT, INSERT ON @extschema@.job_steps TO %s',
+            CASE WHEN r.grantee = 0 THEN 'PUBLIC' ELSE r.grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$$;
+
 -- What each public object is for, in the catalog: the statements of
 -- sql/comments.sql, the end of a fresh install's script too.
 COMMENT ON SCHEMA raquel_internal IS
@@ -1824,18 +2015,24 @@ COMMENT ON FUNCTION rq_claim(text[], text, integer, interval, interval) IS
     'raquel: claims up to batch ready jobs of the named queues (NULL: any queue) for a lease, obeying pauses and limits, and returns them; with wait, waits that long for a job to become ready.';
 COMMENT ON FUNCTION rq_take(text[], text, integer, boolean, interval) IS
     'raquel: takes up to batch ready jobs by locking them for the work of this transaction (no lease is written; complete => true completes them at once); finish them with rq_complete or rq_fail before commit.';
-COMMENT ON FUNCTION rq_complete(uuid, integer) IS
-    'raquel: marks a claimed (or taken) job succeeded; attempt, the value the claim returned, fences out a worker whose lease ran out.';
-COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[]) IS
-    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i]), and returns their rows.';
+COMMENT ON FUNCTION rq_complete(uuid, integer, jsonb) IS
+    'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt, the value the claim returned, fences out a worker whose lease ran out.';
+COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[], jsonb[]) IS
+    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i], results[i] its result), and returns their rows.';
 COMMENT ON FUNCTION rq_fail(uuid, text, text, integer) IS
     'raquel: records a failed attempt of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
-COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval) IS
+COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval, jsonb) IS
     'raquel: completes a job (as rq_complete) and claims the next (as rq_claim) in one call: a worker''s loop in one statement.';
 COMMENT ON FUNCTION rq_fail_and_claim(uuid, text, text, integer, text[], text, integer, interval, interval) IS
     'raquel: fails a job (as rq_fail) and claims the next (as rq_claim) in one call.';
-COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval) IS
+COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval, jsonb[]) IS
     'raquel: completes several jobs (as rq_complete_batch) and claims the next batch (as rq_claim) in one call.';
+
+-- Results and steps
+COMMENT ON FUNCTION rq_await(uuid, interval) IS
+    'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
+COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
+    'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
 
 -- A job's life after its claim
 COMMENT ON FUNCTION rq_reschedule(uuid, timestamptz, interval, integer) IS

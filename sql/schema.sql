@@ -70,6 +70,9 @@ CREATE TABLE jobs (
     -- With a key: how long after the job ends its key still gives it back
     -- (rq_enqueue's key_period, ms; sql/finish.sql keeps the hold).
     key_period       bigint,
+    -- What the job produced (sql/results.sql): set by the verb that
+    -- completes it, in the same UPDATE; kept with the job for the retention.
+    result           jsonb,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id)
 );

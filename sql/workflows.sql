@@ -101,6 +101,7 @@ DECLARE
     now_ms   bigint := @extschema@.rq_now_ms();
     ended    record;
     released record;
+    cancelled_ids uuid[];
 BEGIN
     SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
     IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
@@ -133,9 +134,13 @@ BEGIN
             error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
         FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
         RETURNING c.id
+    ), gone AS (
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
     )
-    DELETE FROM @extschema@.job_dependencies d
-    WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c);
+    SELECT array_agg(c.id) INTO cancelled_ids FROM cancelled c;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(cancelled_ids);
 END
 $$;
 

@@ -469,7 +469,7 @@ pub unsafe extern "C-unwind" fn rq_take_c(fcinfo: pg_sys::FunctionCallInfo) -> p
 }
 
 // rq_complete_and_claim(id uuid, attempt integer, queues text[], worker
-// text, batch integer, lease interval, wait interval) RETURNS SETOF jobs:
+// text, batch integer, lease interval, wait interval, result jsonb) RETURNS SETOF jobs:
 // a worker's loop in one call. See sql/claim.sql.
 function_info_v1!(pg_finfo_rq_complete_and_claim_c);
 
@@ -483,15 +483,15 @@ pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::Function
     // rq_complete's), then rq_claim's arguments.
     unsafe {
         if nullable_arg(fcinfo, 0).is_some() {
-            crate::finish::complete_from_args(fcinfo);
+            crate::finish::complete_from_args(fcinfo, 7);
         }
         claim_from_args(fcinfo, 2, false)
     }
 }
 
 // rq_complete_batch_and_claim(ids uuid[], attempts integer[], queues text[],
-// worker text, batch integer, lease interval, wait interval) RETURNS SETOF
-// jobs: a worker's loop in batches. See sql/claim.sql.
+// worker text, batch integer, lease interval, wait interval, results
+// jsonb[]) RETURNS SETOF jobs: a worker's loop in batches. See sql/claim.sql.
 function_info_v1!(pg_finfo_rq_complete_batch_and_claim_c);
 
 /// # Safety
@@ -504,7 +504,7 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_and_claim_c(fcinfo: pg_sys::Fu
     // rq_complete_batch's), then rq_claim's arguments.
     unsafe {
         if nullable_arg(fcinfo, 0).is_some_and(|ids| array_dimensions(ids) > 0) {
-            crate::finish::complete_batch_from_args(fcinfo, false);
+            crate::finish::complete_batch_from_args(fcinfo, 7, false);
         }
         claim_from_args(fcinfo, 2, false)
     }

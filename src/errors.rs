@@ -120,6 +120,15 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
         .detail("Each job it enqueued would fire it again."),
         "max_queues" => Refusal::new(invalid, format!("max_queues must be between 0 and 100000, got {v0}"))
             .hint("rq_prometheus(max_queues) writes series per queue for that many queues, and totals for all."),
+        "step_name_empty" => Refusal::new(invalid, format!("cannot record a step of job {v0}: name must not be null or empty"))
+            .hint("Name each step of a job, say rq_step(id, 'charge', result)."),
+        "step_name_long" => Refusal::new(invalid, format!("step name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
+        "step_recorded" => Refusal::new(
+            PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+            format!("step {v0:?} of job {v1} is already recorded"),
+        )
+        .detail(format!("Attempt {v2} recorded it."))
+        .hint("Read the steps recorded (SELECT name, result FROM job_steps WHERE job_id = …) and skip those that are done."),
         "role_null" => Refusal::new(invalid, format!("{v0}: role must not be null"))
             .hint(format!("SELECT {v0}('my_role')")),
         "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),
@@ -167,6 +176,11 @@ impl Cannot {
 
     pub fn refusal(self, verb: &str, id: Option<pgrx::Uuid>, attempt: Option<i32>, allowed: &[&str]) -> Refusal {
         let id = id.map_or_else(String::new, |id| id.to_string());
+        // the verb as the message says it ("cannot complete job …"), and its function
+        let (function, verb) = match verb {
+            "step" => ("rq_step".to_string(), "record a step of"),
+            other => (format!("rq_{other}"), other),
+        };
         match self {
             Cannot::NoId => Refusal::invalid_parameter(format!("cannot {verb} a job: id must not be null")),
             Cannot::NoSuchJob => Refusal::new(
@@ -177,7 +191,7 @@ impl Cannot {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!("cannot {verb} job {id}: its status is {status}"),
             )
-            .hint(format!("rq_{verb} takes a job whose status is {}.", allowed.join(" or "))),
+            .hint(format!("{function} takes a job whose status is {}.", allowed.join(" or "))),
             Cannot::Stale { current } => Refusal::new(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!(

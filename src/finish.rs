@@ -32,8 +32,10 @@ const JOB_ENDED: &str = "SELECT @rq_job_ended@($1)";
 
 /// The parameters of sql/finish.complete.sql and sql/finish.fail.sql (and,
 /// with a tenth, the queues without history, of
-/// sql/finish.complete_deleting.sql).
-const PARAMETER_TYPES: [pg_sys::Oid; 10] = [
+/// sql/finish.complete_deleting.sql; an eleventh, a completed job's result,
+/// only when one is given, so the plan of a complete without one is as
+/// before 0.5.0).
+const PARAMETER_TYPES: [pg_sys::Oid; 11] = [
     pg_sys::UUIDOID,
     pg_sys::INT4OID,
     pg_sys::INT8OID,
@@ -44,6 +46,7 @@ const PARAMETER_TYPES: [pg_sys::Oid; 10] = [
     pg_sys::TEXTOID,
     pg_sys::TEXTOID,
     pg_sys::TEXTARRAYOID,
+    pg_sys::JSONBOID,
 ];
 
 /// The column a statement that ends jobs returns after each whole row:
@@ -77,6 +80,17 @@ fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option
     Some(crate::history::queues_without(function)).filter(|queues| !queues.is_empty())
 }
 
+/// The CTE of a complete that deletes jobs (a queue without history) that
+/// deletes their steps (sql/steps.sql) too, with `condition`; nothing on a
+/// table older than 0.5.0, which has no steps.
+fn steps_gone(function: pg_sys::Oid, condition: &str) -> String {
+    if statements::jobs_have(function, c"result") {
+        format!(", steps_gone AS (DELETE FROM {} s {condition})", statements::in_schema_of(function, "job_steps"))
+    } else {
+        String::new()
+    }
+}
+
 /// Runs rq_job_ended (sql/finish.sql) for job `id`, whose end sets
 /// something off. Replaces the last SPI result.
 pub fn job_ended(function: pg_sys::Oid, id: Option<pg_sys::Datum>) {
@@ -107,14 +121,23 @@ struct Ending {
     /// A complete where some queue keeps no history: the jobs of those
     /// queues are deleted (sql/finish.complete_deleting.sql).
     deleting: bool,
-    args: [Option<pg_sys::Datum>; 10],
+    /// A complete with a result (the jobs table's `result`, 0.5.0 on).
+    with_result: bool,
+    args: [Option<pg_sys::Datum>; 11],
 }
 
 impl Ending {
-    /// The verb's arguments: id, attempt, and for a failure the error and
-    /// its trace; None when there is no job to end (a NULL id, or on Citus
-    /// an id no shard has).
-    fn new(function: pg_sys::Oid, end: End, id: Option<pg_sys::Datum>, attempt: Option<pg_sys::Datum>, error: [Option<pg_sys::Datum>; 2]) -> Option<Ending> {
+    /// The verb's arguments: id, attempt, for a failure the error and its
+    /// trace, for a complete its result (jsonb); None when there is no job
+    /// to end (a NULL id, or on Citus an id no shard has).
+    fn new(
+        function: pg_sys::Oid,
+        end: End,
+        id: Option<pg_sys::Datum>,
+        attempt: Option<pg_sys::Datum>,
+        error: [Option<pg_sys::Datum>; 2],
+        result: Option<pg_sys::Datum>,
+    ) -> Option<Ending> {
         let id_datum = id?;
         // SAFETY: a uuid argument of the call.
         let uuid = unsafe { pgrx::Uuid::from_datum(id_datum, false) }?;
@@ -123,7 +146,7 @@ impl Ending {
         // On Citus the UPDATE names the job's queue, to run in its shard; a
         // job no shard has is not there to end.
         let queue = if distributed { Some(distributed::queue_of(function, id_datum)?) } else { None };
-        let mut args = [Some(id_datum), attempt, now_ms().into_datum(), None, None, None, error[0], error[1], None, None];
+        let mut args = [Some(id_datum), attempt, now_ms().into_datum(), None, None, None, error[0], error[1], None, None, result];
         if let Some(t) = &taken {
             if let Some(given) = attempt.and_then(|a| unsafe { i32::from_datum(a, false) }) {
                 if given != t.attempt {
@@ -139,10 +162,13 @@ impl Ending {
         }
         args[8] = queue.as_deref().into_datum();
         let workflows = statements::jobs_have(function, c"key_period");
-        let without_history = if end == End::Complete { deleting(function, distributed, workflows) } else { None };
+        let with_result = result.is_some();
+        // A job completed with a result is kept (for the retention) even in
+        // a queue without history: its result is there to be read.
+        let without_history = if end == End::Complete && !with_result { deleting(function, distributed, workflows) } else { None };
         let deleting = without_history.is_some();
         args[9] = without_history.into_datum();
-        Some(Ending { function, end, distributed, taken, workflows, deleting, args })
+        Some(Ending { function, end, distributed, taken, workflows, deleting, with_result, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -163,6 +189,8 @@ impl Ending {
             template,
             &[
                 ("@taken_set@", if taken { ", attempts = $4, claimed_by = $5, claimed_at = $6" } else { "" }),
+                ("@result_set@", if self.with_result { ", result = $11" } else { "" }),
+                ("@steps_gone@", &steps_gone(self.function, "WHERE s.job_id = $1 AND EXISTS (SELECT FROM gone)")),
                 ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
                 ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
                 (
@@ -192,8 +220,13 @@ impl Ending {
         let variant = i64::from(self.workflows)
             + 2 * i64::from(self.taken.is_some())
             + 4 * i64::from(self.end == End::Fail)
-            + 8 * i64::from(self.deleting);
-        let types = if self.deleting { &PARAMETER_TYPES[..] } else { &PARAMETER_TYPES[..9] };
+            + 8 * i64::from(self.deleting)
+            + 16 * i64::from(self.with_result);
+        let types = match (self.with_result, self.deleting) {
+            (true, _) => &PARAMETER_TYPES[..],
+            (false, true) => &PARAMETER_TYPES[..10],
+            (false, false) => &PARAMETER_TYPES[..9],
+        };
         let statement = Statement { shape: Shape { name: "end", variant }, text: &text, types };
         let run = || statements::run(self.function, &statement, &self.args[..types.len()]);
         let ended = if self.deleting { crate::history::as_owner(self.function, run) } else { run() };
@@ -227,6 +260,12 @@ impl Ending {
         if !retried && frees_slots {
             flow::claim_ended(&queue);
         }
+        if !retried {
+            // SAFETY: the id argument is a uuid.
+            if let Some(id) = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) }) {
+                crate::waiters::note_ended(&id);
+            }
+        }
         if self.taken.is_some() {
             // SAFETY: the id argument is a uuid.
             if let Some(id) = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) }) {
@@ -242,7 +281,7 @@ impl Ending {
     }
 }
 
-// rq_complete(id uuid, attempt integer) RETURNS jobs. See sql/finish.sql.
+// rq_complete(id uuid, attempt integer, result jsonb) RETURNS jobs. See sql/finish.sql.
 function_info_v1!(pg_finfo_rq_complete_c);
 
 /// # Safety
@@ -250,20 +289,35 @@ function_info_v1!(pg_finfo_rq_complete_c);
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own, with the two arguments declared first.
-    unsafe { complete_from_args(fcinfo) }
+    // SAFETY: fcinfo is this call's own: id, attempt, result.
+    unsafe { complete_from_args(fcinfo, 2) }
 }
 
 /// Completes the claimed (or taken) job of arguments 0 (id) and 1 (attempt)
-/// of `fcinfo`'s call, with what its end sets off; its row, in the caller's
-/// memory. Raises (rq_raise_cannot) when it cannot. For rq_complete and
-/// rq_complete_and_claim (src/claim.rs).
+/// of `fcinfo`'s call, with the result of argument `result_arg` (when the
+/// call has it: a 0.4.0 declaration of the verb has none), and what its end
+/// sets off; its row, in the caller's memory. Raises (rq_raise_cannot) when
+/// it cannot. For rq_complete and rq_complete_and_claim (src/claim.rs).
 ///
 /// # Safety
-/// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer.
-pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+/// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer,
+/// and whose argument `result_arg`, if there is one, a jsonb.
+pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo, result_arg: usize) -> pg_sys::Datum {
     // SAFETY: per the contract above.
-    unsafe { end_from_args(fcinfo, End::Complete, [None, None]) }
+    unsafe {
+        let result = optional_arg(fcinfo, result_arg);
+        end_from_args(fcinfo, End::Complete, [None, None], result)
+    }
+}
+
+/// Argument `n` of `fcinfo`'s call, or None when it is null or the call has
+/// fewer arguments (a verb declared by an older version's script).
+///
+/// # Safety
+/// `fcinfo` is a valid call.
+pub unsafe fn optional_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    // SAFETY: nargs is the call's own count; argument n exists below it.
+    unsafe { if usize::try_from((*fcinfo).nargs).is_ok_and(|count| n < count) { nullable_arg(fcinfo, n) } else { None } }
 }
 
 // rq_fail(id uuid, error text, error_trace text, attempt integer) RETURNS
@@ -286,19 +340,24 @@ pub unsafe extern "C-unwind" fn rq_fail_c(fcinfo: pg_sys::FunctionCallInfo) -> p
 /// `fcinfo` is a call whose arguments 0 to 3 are rq_fail's.
 pub unsafe fn fail_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: per the contract above: arguments 1 and 2 are texts.
-    unsafe { end_from_args(fcinfo, End::Fail, [nullable_arg(fcinfo, 1), nullable_arg(fcinfo, 2)]) }
+    unsafe { end_from_args(fcinfo, End::Fail, [nullable_arg(fcinfo, 1), nullable_arg(fcinfo, 2)], None) }
 }
 
 /// # Safety
 /// `fcinfo` is a call whose argument 0 is the id and whose attempt is
 /// argument 1 (complete) or 3 (fail).
-unsafe fn end_from_args(fcinfo: pg_sys::FunctionCallInfo, end: End, error: [Option<pg_sys::Datum>; 2]) -> pg_sys::Datum {
+unsafe fn end_from_args(
+    fcinfo: pg_sys::FunctionCallInfo,
+    end: End,
+    error: [Option<pg_sys::Datum>; 2],
+    result: Option<pg_sys::Datum>,
+) -> pg_sys::Datum {
     let attempt_arg = if end == End::Complete { 1 } else { 3 };
     // SAFETY: per the contract above.
     let (function, id, attempt) =
         unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 0), nullable_arg(fcinfo, attempt_arg)) };
     statements::connect();
-    if let Some(row) = Ending::new(function, end, id, attempt, error).and_then(|ending| ending.run()) {
+    if let Some(row) = Ending::new(function, end, id, attempt, error, result).and_then(|ending| ending.run()) {
         statements::finish();
         return row;
     }
@@ -323,31 +382,37 @@ pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCall
     // SAFETY: fcinfo is this call's own: ids and attempts; it returns SETOF jobs.
     unsafe {
         pg_sys::InitMaterializedSRF(fcinfo, 0);
-        complete_batch_from_args(fcinfo, true);
+        complete_batch_from_args(fcinfo, 2, true);
     }
     pg_sys::Datum::from(0)
 }
 
-/// rq_complete_batch of arguments 0 (ids) and 1 (attempts) of `fcinfo`'s
-/// call; with `return_rows`, the completed rows go into its result set (set
-/// up by the caller). For rq_complete_batch and rq_complete_and_claim with
-/// ids (src/claim.rs).
+/// rq_complete_batch of arguments 0 (ids), 1 (attempts) and `results_arg`
+/// (results, when the call has it) of `fcinfo`'s call; with `return_rows`,
+/// the completed rows go into its result set (set up by the caller). For
+/// rq_complete_batch and rq_complete_batch_and_claim (src/claim.rs).
 ///
 /// # Safety
-/// `fcinfo` is a call whose arguments 0 and 1 are a uuid[] and an integer[];
-/// with `return_rows`, it was set up by `InitMaterializedSRF`.
-pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, return_rows: bool) {
+/// `fcinfo` is a call whose arguments 0 and 1 are a uuid[] and an integer[],
+/// and argument `results_arg`, if there is one, a jsonb[]; with
+/// `return_rows`, it was set up by `InitMaterializedSRF`.
+pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results_arg: usize, return_rows: bool) {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
     let (ids, attempts) = unsafe { (pg_getarg::<Array<pgrx::Uuid>>(fcinfo, 0), pg_getarg::<Array<i32>>(fcinfo, 1)) };
     let Some(ids) = ids else { Refusal::invalid_parameter("ids must not be null").raise() };
-    // SAFETY: arguments 0 and 1 are arrays when not null.
+    // SAFETY: per the contract above.
+    let results_datum = unsafe { optional_arg(fcinfo, results_arg) };
+    // SAFETY: arguments 0 and 1 (and the results) are arrays when not null.
     unsafe {
-        for (n, name) in [(0, "ids"), (1, "attempts")] {
-            if let Some(array) = nullable_arg(fcinfo, n) {
+        for (array, name) in [(nullable_arg(fcinfo, 0), "ids"), (nullable_arg(fcinfo, 1), "attempts"), (results_datum, "results")] {
+            if let Some(array) = array {
                 limits::check_dimensions(crate::claim::array_dimensions(array), name);
             }
         }
     }
+    // SAFETY: a jsonb[] datum of the call.
+    let results: Option<Vec<Option<pgrx::JsonB>>> =
+        results_datum.and_then(|d| unsafe { Array::<pgrx::JsonB>::from_datum(d, false) }).map(|a| a.iter().collect());
     let ids: Vec<Option<pgrx::Uuid>> = ids.iter().collect();
     let tokens: Vec<Option<i32>> = match attempts {
         Some(attempts) => attempts.iter().collect(),
@@ -358,11 +423,16 @@ pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, return_
             .hint("Give one attempt number per id, or none.")
             .raise()
     }
+    if let Some(results) = results.as_ref().filter(|r| r.len() != ids.len()) {
+        Refusal::invalid_parameter(format!("results has {} results for {} ids", results.len(), ids.len()))
+            .hint("Give one result per id (null for none), or no results.")
+            .raise()
+    }
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
     statements::connect();
     // SAFETY: per the contract above.
-    unsafe { complete_batch(fcinfo, function, &ids, &tokens, return_rows) };
+    unsafe { complete_batch(fcinfo, function, &ids, &tokens, results, return_rows) };
     statements::finish();
 }
 
@@ -377,12 +447,15 @@ unsafe fn complete_batch(
     function: pg_sys::Oid,
     ids: &[Option<pgrx::Uuid>],
     tokens: &[Option<i32>],
+    results: Option<Vec<Option<pgrx::JsonB>>>,
     return_rows: bool,
 ) {
     let distributed = distributed::is_distributed(function);
     let frees_slots = flow::some_queue_counts_claims(function);
     let workflows = statements::jobs_have(function, c"key_period");
-    let without_history = deleting(function, distributed, workflows);
+    // Jobs completed with results are kept (see Ending::new).
+    let results = results.filter(|r| r.iter().any(Option::is_some));
+    let without_history = if results.is_some() { None } else { deleting(function, distributed, workflows) };
     // One UPDATE in all on one server; on Citus one per queue, each in the
     // queue's shard alone (an id no shard has goes with the empty name).
     let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
@@ -424,10 +497,17 @@ unsafe fn complete_batch(
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
                     ("@same_queue@", if distributed { "AND j.queue = $7" } else { "" }),
                     ("@sets_off@", &if workflows { sets_off(function, distributed) } else { String::new() }),
+                    ("@results@", if results.is_some() { ", $9::jsonb[]" } else { "" }),
+                    ("@steps_gone@", &steps_gone(function, "USING gone g WHERE s.job_id = (g.job).id")),
+                    ("@result_column@", if results.is_some() { ", result" } else { "" }),
+                    ("@result_set@", if results.is_some() { ", result = w.result" } else { "" }),
                 ],
             )
         };
-        let variant = i64::from(workflows) + 2 * i64::from(any_taken) + 4 * i64::from(without_history.is_some());
+        let variant = i64::from(workflows)
+            + 2 * i64::from(any_taken)
+            + 4 * i64::from(without_history.is_some())
+            + 8 * i64::from(results.is_some());
         let types = [
             pg_sys::UUIDARRAYOID,
             pg_sys::INT4ARRAYOID,
@@ -437,8 +517,15 @@ unsafe fn complete_batch(
             pg_sys::INT8ARRAYOID,
             pg_sys::TEXTOID,
             pg_sys::TEXTARRAYOID,
+            pg_sys::JSONBARRAYOID,
         ];
-        let count = if without_history.is_some() { 8 } else { 7 };
+        let count = if results.is_some() {
+            9
+        } else if without_history.is_some() {
+            8
+        } else {
+            7
+        };
         let statement = Statement { shape: Shape { name: "complete_batch", variant }, text: &text, types: &types[..count] };
         let args = [
             members.iter().map(|&n| ids[n]).collect::<Vec<_>>().into_datum(),
@@ -449,6 +536,7 @@ unsafe fn complete_batch(
             taken.iter().map(|t| t.as_ref().map(|t| t.claimed_at)).collect::<Vec<_>>().into_datum(),
             queue.as_deref().into_datum(),
             without_history.clone().into_datum(),
+            results.as_ref().map(|r| members.iter().map(|&n| r[n].as_ref().map(|j| pgrx::JsonB(j.0.clone()))).collect::<Vec<_>>()).into_datum(),
         ];
         let run = || statements::run(function, &statement, &args[..count]);
         if without_history.is_some() { crate::history::as_owner(function, run) } else { run() };
@@ -481,6 +569,7 @@ unsafe fn complete_batch(
     }
     for id in done.iter().flatten() {
         take::finished(id);
+        crate::waiters::note_ended(id);
     }
     if frees_slots {
         queues.iter().for_each(|queue| flow::claim_ended(queue));

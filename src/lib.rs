@@ -46,6 +46,7 @@ mod invalidation;
 mod limits;
 mod metrics;
 mod privileges;
+mod results;
 mod schedules;
 mod schema;
 mod settings;
@@ -140,10 +141,16 @@ extension_sql_file!(
     requires = ["schema", "flow", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
 );
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"]);
+extension_sql_file!("../sql/results.sql", name = "results", requires = ["schema"]);
+extension_sql_file!(
+    "../sql/steps.sql",
+    name = "steps",
+    requires = ["schema", "distributed", errors::rq_refuse, errors::rq_raise_cannot]
+);
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", "steps", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/schedules.sql",

@@ -15,6 +15,11 @@
 //! that is not one of its own it passes the wake-up on and declines that
 //! queue until it registers again, so a wake-up ends at a waiter that can
 //! take the job, or nowhere.
+//!
+//! A backend awaiting a job's end (rq_await, src/results.rs) registers in
+//! the same slots for that job alone (its id as a hash); a transaction that
+//! ended jobs wakes, at commit, every backend awaiting one of them, and no
+//! waiting claim.
 
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock, PgXactCallbackEvent};
@@ -42,6 +47,8 @@ enum Wants {
     AnyQueue,
     ManyQueues,
     Listed,
+    /// The end of the job whose hash is `queues[0]` (rq_await).
+    JobEnd,
 }
 
 #[derive(Clone, Copy)]
@@ -81,7 +88,13 @@ impl Waiter {
                 Wants::AnyQueue => named,
                 Wants::Listed => named && self.queues[..self.queue_count].contains(&queue_hash),
                 Wants::ManyQueues => !named && self.declined != queue_hash,
+                Wants::JobEnd => false,
             }
+    }
+
+    /// Whether this waiter awaits the end of the job whose hash is `job_hash`.
+    fn awaits(&self, database: pg_sys::Oid, job_hash: u32) -> bool {
+        self.state == State::Waiting && self.database == database && self.wants == Wants::JobEnd && self.queues[0] == job_hash
     }
 }
 
@@ -108,6 +121,8 @@ static REGISTERED: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"raquel_waiters
 thread_local! {
     /// Jobs this transaction made ready, per queue, to wake waiters for at commit.
     static ENQUEUED: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
+    /// The hashes of the jobs this transaction ended, to wake their awaiters at commit.
+    static ENDED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
     static WAKE_AT_COMMIT: Cell<bool> = const { Cell::new(false) };
     static UNREGISTER_AT_END: Cell<bool> = const { Cell::new(false) };
     static NO_SLOT_WARNED: Cell<bool> = const { Cell::new(false) };
@@ -152,6 +167,12 @@ fn my_slot() -> Option<usize> {
     slot
 }
 
+/// The hash of a job's id, as an awaiter of its end registers it.
+pub fn job_hash(id: &pgrx::Uuid) -> u32 {
+    let hash = id.as_bytes().iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    if hash == NO_QUEUE { 1 } else { hash }
+}
+
 /// Registers this backend as waiting for jobs of the queues whose hashes
 /// are `queues` (None: any queue) and clears its latch, so that a wake-up
 /// from now on is not lost; false when it cannot wait (library not
@@ -170,6 +191,25 @@ pub fn register(queues: Option<&[u32]>, declined: Option<u32>) -> bool {
         Some(_) => me.wants = Wants::ManyQueues,
     }
     me.declined = declined.unwrap_or(NO_QUEUE);
+    take_slot(slot, me);
+    true
+}
+
+/// Registers this backend as awaiting the end of the job whose hash is
+/// `job_hash` (`job_hash`), as `register` does for a claim; false when it
+/// cannot be woken (it polls then).
+pub fn register_for_end(job_hash: u32) -> bool {
+    let Some(slot) = my_slot() else { return false };
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
+    let mut me = Waiter { state: State::Waiting, database: unsafe { pg_sys::MyDatabaseId }, wants: Wants::JobEnd, ..Waiter::FREE };
+    me.queues[0] = job_hash;
+    me.queue_count = 1;
+    take_slot(slot, me);
+    true
+}
+
+/// Puts `me` in this backend's slot, its latch cleared first.
+fn take_slot(slot: usize, me: Waiter) {
     // SAFETY: MyLatch is this backend's own latch.
     unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
     {
@@ -189,7 +229,6 @@ pub fn register(queues: Option<&[u32]>, declined: Option<u32>) -> bool {
             });
         }
     }
-    true
 }
 
 /// Gives this backend's slot back.
@@ -277,11 +316,28 @@ pub fn note_ready(queue: &str, jobs: i64) {
             }
         }
     });
+    wake_at_commit();
+}
+
+/// Notes that this transaction ended the job `id` (success, exhausted,
+/// cancelled, expired); at commit, every backend awaiting its end is woken.
+/// Noted whether or not anyone awaits it now: one may register before the
+/// commit, and whether anyone waits is read at commit.
+pub fn note_ended(id: &pgrx::Uuid) {
+    if !crate::preloaded() {
+        return;
+    }
+    ENDED.with(|ended| ended.borrow_mut().push(job_hash(id)));
+    wake_at_commit();
+}
+
+fn wake_at_commit() {
     if !WAKE_AT_COMMIT.get() {
         WAKE_AT_COMMIT.set(true);
         pgrx::register_xact_callback(PgXactCallbackEvent::Commit, wake_waiters);
         pgrx::register_xact_callback(PgXactCallbackEvent::Abort, || {
             ENQUEUED.with(|m| m.borrow_mut().clear());
+            ENDED.with(|ended| ended.borrow_mut().clear());
             WAKE_AT_COMMIT.set(false);
         });
     }
@@ -292,6 +348,7 @@ pub fn note_ready(queue: &str, jobs: i64) {
 fn wake_waiters() {
     WAKE_AT_COMMIT.set(false);
     let enqueued = ENQUEUED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    let ended = ENDED.with(|ended| std::mem::take(&mut *ended.borrow_mut()));
     if REGISTERED.get().load(Ordering::SeqCst) == 0 {
         return;
     }
@@ -300,6 +357,13 @@ fn wake_waiters() {
     let mut waiters = WAITERS.exclusive();
     for (queue, jobs) in enqueued {
         wake(&mut waiters, database, queue_hash(&queue), jobs);
+    }
+    if !ended.is_empty() {
+        for (procno, waiter) in waiters.slots.iter_mut().enumerate() {
+            if ended.iter().any(|&hash| waiter.awaits(database, hash)) {
+                wake_one(waiter, procno, NO_QUEUE);
+            }
+        }
     }
 }
 

@@ -745,6 +745,60 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT count(*) AS schedules_rows FROM schedules;
 
 --------------------------------------------------------------------------
+-- Results (sql/results.sql): a batch's results that do not pair with its
+-- ids or have two dimensions; rq_await with a NULL id, an unknown one, a
+-- NULL, negative or too long timeout, and a timeout under REPEATABLE READ.
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], NULL, ARRAY['1', '2']::jsonb[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], NULL, ARRAY[['1']]::jsonb[]);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_complete(:'queued', NULL, '{"a": 1}');
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT status FROM rq_await(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_await(:'unknown', '0');
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
+SELECT status FROM rq_await(:'queued', NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_await(:'queued', '-1 second');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM rq_await(:'queued', '2 days');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT status FROM rq_await(:'queued', '1 second');
+\set refused :SQLSTATE
+ROLLBACK;
+SELECT pg_temp.outcome('22023', :'refused');
+
+--------------------------------------------------------------------------
+-- Steps (sql/steps.sql): a NULL or empty name, a name over 1000 bytes; a
+-- NULL, unknown or unclaimed job; a stale attempt; a step recorded twice.
+-- None of them records anything.
+SELECT name FROM rq_step(:'claimed', NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT name FROM rq_step(:'claimed', '');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT name FROM rq_step(:'claimed', repeat('x', 1001));
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT name FROM rq_step(NULL, 'charge');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT name FROM rq_step(:'unknown', 'charge');
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
+SELECT name FROM rq_step(:'queued', 'charge');
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT name FROM rq_step(:'succeeded', 'charge');
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT name FROM rq_step(:'claimed', 'charge', NULL, 1);
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+BEGIN;
+SELECT name FROM rq_step(:'claimed', 'charge', '1', 2);
+SELECT name FROM rq_step(:'claimed', 'charge', '2', 2);
+\set refused :SQLSTATE
+ROLLBACK;
+SELECT pg_temp.outcome('23505', :'refused');
+SELECT count(*) AS job_steps_rows FROM job_steps;
+
+--------------------------------------------------------------------------
 -- Metrics (sql/metrics.sql): rq_prometheus's bound on the queues it shows.
 SELECT rq_prometheus(-1);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');

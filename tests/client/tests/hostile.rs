@@ -1501,6 +1501,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         // a queue without history: its jobs are deleted as they succeed
         su.ok(&format!("SELECT rq_set_history('{p}-gone', false)"));
         su.ok(&format!("SELECT id FROM rq_enqueue_batch('{p}-gone', ARRAY['1', '2', '3', '4', '5', '6', '7'])"));
+        // a job whose steps are recorded and whose result is awaited
+        su.one(&format!("SELECT id FROM rq_enqueue('{p}-durable', 'd')"));
         // a workflow: a parent, and a child that runs after it
         let parent = su.one(&format!("SELECT id FROM rq_enqueue('{p}-parent', 'parent')"));
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-child', 'child', after => ARRAY['{parent}']::uuid[])"));
@@ -1567,6 +1569,13 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
             let (id, attempt) = (row[0].clone().unwrap(), row[1].clone().unwrap());
             v.ok(&format!("SELECT id FROM rq_fail_and_claim('{id}', 'boom', NULL, {attempt}, ARRAY['{p}-loop'], 'w')"));
         }
+        // results and steps (sql/results.sql, sql/steps.sql): a step recorded,
+        // a job completed with a result, its end awaited
+        let (job, attempt) = v.claim(&format!("{p}-durable"), "1 minute");
+        v.ok(&format!("SELECT name FROM rq_step('{job}', 'first', '{{\"n\": 1}}', {attempt})"));
+        v.run(&format!("SELECT name FROM rq_step('{job}', 'first', NULL, {attempt})"), "23505");
+        v.ok(&format!("SELECT id FROM rq_complete('{job}', {attempt}, '[1, 2]')"));
+        v.ok(&format!("SELECT status FROM rq_await('{job}', '1 second')"));
         // a parent's completion releases its children
         v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w')))"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-child'], worker => 'w', batch => 2)"));
@@ -1686,6 +1695,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_refuse", "SELECT raquel_internal.rq_refuse('ids_null', '{}')", "22023"),
         ("rq_raise_cannot", "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')", "P0002"),
         ("rq_caller_may_read", "SELECT raquel_internal.rq_caller_may_read('jobs'::regclass)", "00000"),
+        ("rq_jobs_ended", "SELECT raquel_internal.rq_jobs_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])", "00000"),
         ("rq_next_duty_ms", "SELECT raquel_internal.rq_next_duty_ms('1 day')", "00000"),
         ("rq_job_events", "SELECT raquel_internal.rq_job_events()", "*"),
         ("rq_job_values", "SELECT raquel_internal.rq_job_values()", "*"),

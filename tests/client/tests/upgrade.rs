@@ -14,7 +14,7 @@ fn catalog(client: &mut postgres::Client) -> Vec<String> {
 /// Every job, every column an older version has, as JSON text, in id order.
 fn jobs(client: &mut postgres::Client) -> Vec<(String, String)> {
     client
-        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn' - 'blocked_by' - 'has_children' - 'key_period')::text FROM jobs j ORDER BY id", &[])
+        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn' - 'blocked_by' - 'has_children' - 'key_period' - 'result')::text FROM jobs j ORDER BY id", &[])
         .unwrap()
         .iter()
         .map(|row| (row.get(0), row.get(1)))
@@ -291,6 +291,9 @@ fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update(
     c.batch_execute("SET ROLE rq_upgrade_worker").unwrap();
     let claimed = c.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 10)", &[]).unwrap();
     assert_eq!(claimed.len(), 1, "max_claimed holds for the worker after the update");
+    // and records steps (0.5.0's job_steps, granted to 0.4.0's workers by the update)
+    let step = c.query_one("SELECT (rq_step(j.id, 'after the update', '1')).name FROM jobs j WHERE j.status = 'claimed'", &[]);
+    assert!(step.is_ok(), "a 0.4.0 worker records a step after the update: {step:?}");
     let written = c.batch_execute("UPDATE queue_limits SET claimed = claimed, tokens = 1000");
     assert_eq!(raquel_client_tests::sqlstate(written), "42501", "the worker cannot reset its limits");
     c.batch_execute("RESET ROLE").unwrap();
@@ -304,14 +307,14 @@ fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update(
 /// overload once): README's "SQL reference". The rest are helpers, in
 /// raquel_internal.
 const PUBLIC_FUNCTIONS: &[&str] = &[
-    "rq_backoff", "rq_cancel", "rq_channel", "rq_claim", "rq_complete", "rq_complete_and_claim",
+    "rq_await", "rq_backoff", "rq_cancel", "rq_channel", "rq_claim", "rq_complete", "rq_complete_and_claim",
     "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
     "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_producer", "rq_grant_worker",
     "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
-    "rq_set_limits", "rq_settle_workflows", "rq_stats", "rq_take", "rq_unschedule", "rq_uuid7", "rq_worker_wake",
+    "rq_set_limits", "rq_settle_workflows", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7", "rq_worker_wake",
 ];
 
 /// The names of the extension's functions in `schema`, sorted bytewise (an
@@ -435,12 +438,14 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     }
     assert_eq!(uncommented(&mut c), Vec::<String>::new(), "every public object of an updated install has a comment");
 
-    // The jobs in flight go on, in the worker's session of before the update.
-    let done: String = worker
-        .query_one("SELECT (rq_complete($1::text::uuid, $2)).status", &[&parent, &parent_attempt])
-        .unwrap()
-        .get(0);
-    assert_eq!(done, "success");
+    // The jobs in flight go on, in the worker's session of before the update,
+    // with 0.5.0's steps and results.
+    worker.execute("SELECT rq_step($1::text::uuid, 'first', '1', $2)", &[&parent, &parent_attempt]).unwrap();
+    let done = worker
+        .query_one("SELECT status, result::text FROM rq_complete($1::text::uuid, $2, '\"done\"')", &[&parent, &parent_attempt])
+        .unwrap();
+    assert_eq!((done.get::<_, String>(0), done.get::<_, String>(1)), ("success".to_string(), r#""done""#.to_string()));
+    assert_eq!(one(&mut c, &format!("SELECT status || ' ' || result::text FROM rq_await('{parent}')")), r#"success "done""#);
     assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{child}'")), "queued", "the child is released");
     let failed: String = worker
         .query_one("SELECT (rq_fail($1::text::uuid, 'again', NULL, $2)).status", &[&held, &held_attempt])
