@@ -123,6 +123,8 @@ struct Ending {
     deleting: bool,
     /// A complete with a result (the jobs table's `result`, 0.5.0 on).
     with_result: bool,
+    /// The job's id (args[0]).
+    id: pgrx::Uuid,
     args: [Option<pg_sys::Datum>; 11],
 }
 
@@ -168,7 +170,7 @@ impl Ending {
         let without_history = if end == End::Complete && !with_result { deleting(function, distributed, workflows) } else { None };
         let deleting = without_history.is_some();
         args[9] = without_history.into_datum();
-        Some(Ending { function, end, distributed, taken, workflows, deleting, with_result, args })
+        Some(Ending { function, end, distributed, taken, workflows, deleting, with_result, id: uuid, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -249,9 +251,7 @@ impl Ending {
                     // to be retried: wake a waiting claim when it is due
                     let (due, max_age, priority) =
                         unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6), statements::value::<i32>(0, 7)) };
-                    // SAFETY: the id argument is a uuid.
-                    let id = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) });
-                    let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, id));
+                    let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, Some(self.id)));
                     events::ready(crate::privileges::jobs_of(self.function), &queue, due, max_age, lane);
                 }
                 (retried, 8)
@@ -261,16 +261,10 @@ impl Ending {
             flow::claim_ended(&queue);
         }
         if !retried {
-            // SAFETY: the id argument is a uuid.
-            if let Some(id) = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) }) {
-                crate::waiters::note_ended(&id);
-            }
+            crate::waiters::note_ended(&self.id);
         }
         if self.taken.is_some() {
-            // SAFETY: the id argument is a uuid.
-            if let Some(id) = self.args[0].and_then(|id| unsafe { pgrx::Uuid::from_datum(id, false) }) {
-                take::finished(&id);
-            }
+            take::finished(&self.id);
         }
         // SAFETY: as above.
         let row = unsafe { statements::first_row_copied() };

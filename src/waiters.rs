@@ -151,7 +151,17 @@ pub fn check_slots() {
 /// FNV-1a: waiters keep queue names as 32-bit hashes; a collision only
 /// causes an extra wake-up. Never NO_QUEUE.
 pub fn queue_hash(queue: &str) -> u32 {
-    let hash = queue.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    fnv1a(queue.as_bytes())
+}
+
+/// The hash of a job's id, as an awaiter of its end registers it.
+pub fn job_hash(id: &pgrx::Uuid) -> u32 {
+    fnv1a(id.as_bytes())
+}
+
+/// FNV-1a of `bytes`, never NO_QUEUE.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    let hash = bytes.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
     if hash == NO_QUEUE { 1 } else { hash }
 }
 
@@ -165,12 +175,6 @@ fn my_slot() -> Option<usize> {
         warning!("raquel: backend number {procno} has no waiting-claim slot (there are {SLOTS}); its waiting claims poll every 100 ms");
     }
     slot
-}
-
-/// The hash of a job's id, as an awaiter of its end registers it.
-pub fn job_hash(id: &pgrx::Uuid) -> u32 {
-    let hash = id.as_bytes().iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    if hash == NO_QUEUE { 1 } else { hash }
 }
 
 /// Registers this backend as waiting for jobs of the queues whose hashes
@@ -196,8 +200,8 @@ pub fn register(queues: Option<&[u32]>, declined: Option<u32>) -> bool {
 }
 
 /// Registers this backend as awaiting the end of the job whose hash is
-/// `job_hash` (`job_hash`), as `register` does for a claim; false when it
-/// cannot be woken (it polls then).
+/// `job_hash`, as `register` does for a claim; false when it cannot be
+/// woken (it polls then).
 pub fn register_for_end(job_hash: u32) -> bool {
     let Some(slot) = my_slot() else { return false };
     // SAFETY: MyDatabaseId is this backend's, set once it connected.
