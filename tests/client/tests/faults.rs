@@ -15,7 +15,8 @@
 mod fault_load;
 
 use fault_load::{
-    crashes_in_log, log_count, reckon, summary, wait_for_drain, Events, Mode, Producers, Rng, Workers, DONE_INSIDE,
+    crashes_in_log, enqueue_one_stale, log_count, reckon, summary, wait_for_drain, Events, Mode, Producers, Rng,
+    Workers, DONE_INSIDE,
 };
 use raquel_client_tests::cluster::{kill_9, Cluster, LibraryWatch};
 use raquel_client_tests::eventually;
@@ -140,9 +141,7 @@ fn inject(fault: Fault, cluster: &Cluster, workers: &mut Workers, rng: &mut Rng,
             workers.kill_one(rng)
         }
         Fault::PauseWorker => {
-            let Some((paused, mid_job)) = workers.pause_one(rng, WORKER_PAUSE) else {
-                return "none: every lease worker is paused".into();
-            };
+            let Some((paused, mid_job)) = workers.pause_one(rng, WORKER_PAUSE) else { return "none: every lease worker is paused".into() };
             injected.worker_pauses += 1;
             format!("{paused}{}", if mid_job { ", mid-job" } else { ", between jobs" })
         }
@@ -253,9 +252,11 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     }
 
     workers.end_pauses();
-    let produced = producers.join();
+    let mut produced = producers.join();
     let enqueued_in = load_started.elapsed();
     let drained_in = wait_for_drain(&cluster.dsn(DB), plan.drain_limit);
+    enqueue_one_stale(&cluster.dsn(DB), &mut produced, Instant::now() + Duration::from_secs(10));
+    let late_job_done = wait_for_drain(&cluster.dsn(DB), plan.drain_limit).is_some();
     workers.stop();
     let events = Events::read(&events_dir);
     let mut client = cluster.checked_connection(DB);
@@ -318,6 +319,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
 
     assert_eq!(produced.given_up, 0, "every batch was enqueued in time");
     assert!(drained_in.is_some(), "the queue drained within {:?}: {:?}", plan.drain_limit, reckoning.not_success);
+    assert!(late_job_done, "the late worker's job after the faults was done: {:?}", reckoning.not_success);
     reckoning.assert_exactly_once_inside_and_at_least_once_outside(&events, produced.confirmed.len());
     // The faults happened, as the server saw them.
     assert_eq!(injected.worker_kills, plan.worker_kills);

@@ -18,7 +18,9 @@
 //!   purpose: on the first attempt it stalls until its lease has run out and
 //!   another worker has claimed the job (which holds attempt 2 and later for
 //!   a second), then presents its stale token (event `stale`): the fence
-//!   must refuse it while the job is in another worker's hands.
+//!   must refuse it while the job is in another worker's hands. One worker
+//!   is late at a time; a `stale` job claimed while another is late is
+//!   done at once.
 //!
 //! Either way the "outside" work is a line appended to EVENTS_FILE before the
 //! completion, so it survives this process and the server: the test counts it
@@ -53,6 +55,11 @@ const COMPLETE: &str = "SELECT (rq_complete($1::text::uuid, attempt => $2)).stat
 /// The longest pretend work on a job, between the outside and inside work:
 /// long enough that kills land mid-job, short next to the 2 s lease.
 const MAX_WORK_MS: u64 = 8;
+/// Whether this worker is the one late worker (a session advisory lock,
+/// gone with the connection should the worker die while late).
+const LATE_LOCK: &str = "SELECT pg_try_advisory_lock(7310, 1)";
+const LATE_UNLOCK: &str = "SELECT pg_advisory_unlock(7310, 1)";
+
 /// How long a `stale` job's later attempts hold it: time for the late worker
 /// to present its token while the job is taken, well within the lease.
 const STALE_HOLD: Duration = Duration::from_secs(1);
@@ -196,8 +203,14 @@ impl Worker {
         self.pause_for_work();
         if row.get::<_, String>(2) == "stale" {
             if attempt == 1 {
-                if self.wait_until_taken_over(client, &id, attempt)? {
-                    self.note(format!("stale {id} {attempt}"));
+                // One late worker at a time: were every lease worker stalled
+                // on a first attempt, none would be left to take a job over.
+                if client.query_one(LATE_LOCK, &[])?.get::<_, bool>(0) {
+                    let taken_over = self.wait_until_taken_over(client, &id, attempt);
+                    client.execute(LATE_UNLOCK, &[])?;
+                    if taken_over? {
+                        self.note(format!("stale {id} {attempt}"));
+                    }
                 }
             } else {
                 sleep(STALE_HOLD);
