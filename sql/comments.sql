@@ -42,6 +42,12 @@ COMMENT ON FUNCTION rq_await(uuid, interval) IS
     'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
 COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
     'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
+COMMENT ON FUNCTION rq_sleep(uuid, text, timestamptz, interval, integer) IS
+    'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
+COMMENT ON FUNCTION rq_wait_event(uuid, text, text, interval, integer) IS
+    'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
+COMMENT ON FUNCTION rq_emit(text, jsonb, interval) IS
+    'raquel: emits an event: the jobs parked for it resume with its payload, and jobs that start waiting within keep get it too. Not for PUBLIC.';
 
 -- A job's life after its claim
 COMMENT ON FUNCTION rq_reschedule(uuid, timestamptz, interval, integer) IS
@@ -61,7 +67,7 @@ COMMENT ON FUNCTION rq_set_history(text, boolean) IS
 COMMENT ON FUNCTION rq_channel(text) IS
     'raquel: the LISTEN channel of a queue, notified at commit when raquel.notify is on.';
 COMMENT ON FUNCTION rq_stats() IS
-    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, and the queue''s flow settings. Reads the whole table.';
+    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, and how many jobs are parked for an event. Reads the whole table.';
 COMMENT ON FUNCTION rq_queues() IS
     'raquel: the names of the queues that have jobs.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS

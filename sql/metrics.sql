@@ -119,8 +119,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    since bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
-    out   text;
+    since   bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
 BEGIN
     IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
         PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
@@ -198,6 +199,13 @@ BEGIN
         SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
                          @extschema@.rq_metrics_lost())
     ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
     RETURN out;
 END
 $$;

@@ -5,11 +5,13 @@
 -- One row per queue: how many jobs in each status, how many are ready now,
 -- how long the oldest ready job has been waiting, and the queue's flow
 -- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
+-- Last, how many of its jobs are parked for an event (sql/waits.sql).
 CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
                failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
                ready bigint, oldest_ready_age interval,
-               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer)
+               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
+               waiting_for_event bigint)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -39,9 +41,12 @@ AS $$
            coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
            coalesce(c.blocked, 0),
            coalesce(c.ready, 0), c.oldest_ready_age,
-           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed
+           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
+           coalesce(w.waiting, 0)
     FROM counts c
     FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
+    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
+    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
     ORDER BY 1
 $$;
 

@@ -7,7 +7,11 @@
 -- queue_limits, SELECT and DELETE on job_dependencies (a job it
 -- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
 -- key_holds (a job it ends may hold its key), SELECT and INSERT on
--- job_steps (rq_step), and nothing else. What starts work in the server
+-- job_steps (rq_step), SELECT, INSERT, UPDATE and DELETE on job_waits and
+-- SELECT on emitted_events (rq_sleep, rq_wait_event), and nothing else.
+-- rq_emit runs with the owner's rights and is not for PUBLIC: who may emit
+-- is a grant of EXECUTE on it (a producer or a worker may not, unless
+-- granted). What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
 -- extension's owner), rq_worker_wake, and the trigger functions.
 --
@@ -38,7 +42,9 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),
     raquel_internal.rq_take_metrics(), raquel_internal.rq_record_metrics(),
     raquel_internal.rq_check_parents(integer, uuid[]),
-    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint)
+    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint),
+    rq_emit(text, jsonb, interval), raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
+    raquel_internal.rq_look_in_at_commit()
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -99,8 +105,13 @@ BEGIN
         raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
-    -- rq_step records a job's steps (sql/steps.sql)
+    -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
+    -- rq_wait_event park the job they hold (sql/waits.sql) and look for an
+    -- event kept for it
     EXECUTE format('GRANT SELECT, INSERT ON %s.job_steps TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s.job_waits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', role);
 END
 $$;
 

@@ -99,6 +99,15 @@ pub fn take() -> Notes {
     std::mem::take(&mut *NOTES.exclusive())
 }
 
+/// Asks the background worker to look in at this transaction's commit: for
+/// what a snapshot older than another transaction's commit may have missed
+/// (a wait and an emit of one event under REPEATABLE READ: sql/waits.sql).
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_look_in_at_commit() {
+    note(crate::clock::now_ms());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,3 +134,4 @@ mod tests {
         assert_eq!(notes.due_ms(pg_sys::Oid::from(1)), Some(700));
     }
 }
+

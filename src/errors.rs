@@ -120,8 +120,19 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
         .detail("Each job it enqueued would fire it again."),
         "max_queues" => Refusal::new(invalid, format!("max_queues must be between 0 and 100000, got {v0}"))
             .hint("rq_prometheus(max_queues) writes series per queue for that many queues, and totals for all."),
-        "step_name_empty" => Refusal::new(invalid, format!("cannot record a step of job {v0}: name must not be null or empty"))
-            .hint("Name each step of a job, say rq_step(id, 'charge', result)."),
+        "step_name_empty" => {
+            // v1: what the call was doing, when it is not rq_step ("put to sleep", "park")
+            let verb = if refused.len() > 1 { v1.as_str() } else { "record a step of" };
+            Refusal::new(invalid, format!("cannot {verb} job {v0}: name must not be null or empty"))
+                .hint("Name each step of a job, say rq_step(id, 'charge', result) or rq_sleep(id, 'cool-off', delay => '1 hour').")
+        }
+        "sleep_when" => Refusal::new(invalid, format!("cannot put job {v0} to sleep: give at or delay"))
+            .hint("rq_sleep(id, 'cool-off', delay => '1 hour') or rq_sleep(id, 'until-monday', at => '2026-11-30 09:00+00')."),
+        "event_name_empty" => Refusal::new(invalid, format!("{v0}: event must not be null or empty"))
+            .hint("Name the event a job waits for, say 'payment:' || order_id."),
+        "event_name_long" => Refusal::new(invalid, format!("event name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
+        "event_keep_null" => Refusal::new(invalid, format!("rq_emit: keep must not be null (event {v0})"))
+            .hint("keep is how long a job that starts waiting later still gets the event; '0' for none."),
         "step_name_long" => Refusal::new(invalid, format!("step name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
         "step_recorded" => Refusal::new(
             PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
@@ -179,6 +190,8 @@ impl Cannot {
         // the verb as the message says it ("cannot complete job …"), and its function
         let (function, verb) = match verb {
             "step" => ("rq_step".to_string(), "record a step of"),
+            "sleep" => ("rq_sleep".to_string(), "put to sleep"),
+            "wait_event" => ("rq_wait_event".to_string(), "park"),
             other => (format!("rq_{other}"), other),
         };
         match self {

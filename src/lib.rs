@@ -138,7 +138,7 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/observe.sql",
     name = "observe",
-    requires = ["schema", "flow", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
+    requires = ["schema", "flow", "waits", clock::rq_ms_to_timestamptz, clock::rq_ms_to_interval]
 );
 extension_sql_file!("../sql/events.sql", name = "events", requires = ["schema"]);
 extension_sql_file!("../sql/results.sql", name = "results", requires = ["schema"]);
@@ -148,9 +148,24 @@ extension_sql_file!(
     requires = ["schema", "distributed", errors::rq_refuse, errors::rq_raise_cannot]
 );
 extension_sql_file!(
+    "../sql/waits.sql",
+    name = "waits",
+    requires = [
+        "steps",
+        "lifecycle",
+        events::rq_job_ready_in_lane,
+        clock::rq_now_ms,
+        clock::rq_ms_to_timestamptz,
+        durations::rq_due_ms,
+        durations::rq_interval_ms,
+        deadlines::rq_look_in_at_commit,
+        limits::rq_check_batch
+    ]
+);
+extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", "steps", worker::rq_worker_wake, errors::rq_refuse]
+    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", "steps", "waits", worker::rq_worker_wake, errors::rq_refuse]
 );
 extension_sql_file!(
     "../sql/schedules.sql",

@@ -482,6 +482,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
         ("expire", format!("SELECT {schema}.rq_expire({batch})")),
         ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
         ("settle", format!("SELECT {schema}.rq_settle_workflows({batch})")),
+        ("events", format!("SELECT {internal}.rq_settle_waits({batch})")),
         (
             "prune",
             format!("SELECT {schema}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),

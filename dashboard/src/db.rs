@@ -174,6 +174,8 @@ pub const PAGE: usize = 100;
 pub const SHOWN_CHARS: i32 = 65_536;
 /// A job's parents or children listed on its page.
 pub const EDGES_SHOWN: usize = 100;
+/// The steps of a job shown on its page, at most.
+pub const STEPS_SHOWN: usize = 200;
 
 #[derive(Serialize, Default)]
 pub struct Queue {
@@ -248,6 +250,28 @@ pub struct Job {
     pub children: Vec<(String, String)>,
     pub more_parents: bool,
     pub more_children: bool,
+    /// Its steps recorded (rq_step, rq_sleep, rq_wait_event), oldest first.
+    pub steps: Vec<Step>,
+    /// The event it is parked for (rq_wait_event), if it is.
+    pub wait: Option<Wait>,
+}
+
+#[derive(Serialize)]
+pub struct Step {
+    pub name: String,
+    /// Its result as JSON text, cut to SHOWN_CHARS characters.
+    pub result: Option<String>,
+    pub attempt: i32,
+    pub recorded: String,
+}
+
+#[derive(Serialize)]
+pub struct Wait {
+    pub event: String,
+    pub step: String,
+    pub since: String,
+    /// When it times out; None: never.
+    pub until: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -502,7 +526,57 @@ impl Conn {
         let (more_parents, more_children) = (parents.len() > EDGES_SHOWN, children.len() > EDGES_SHOWN);
         parents.truncate(EDGES_SHOWN);
         children.truncate(EDGES_SHOWN);
-        Ok(Some(Job { id, queue, status, payload, error, error_trace, fields, parents, children, more_parents, more_children }))
+        // durable jobs: the steps recorded and the event waited for (tables
+        // the role may not read: then none shown)
+        let steps = match self
+            .client
+            .query(
+                &format!(
+                    "SELECT s.name, pg_catalog.left(s.result::pg_catalog.text, $2::integer), s.attempt, s.recorded_at
+                     FROM {}.job_steps s WHERE s.job_id = $1::text::uuid ORDER BY s.recorded_at, s.name LIMIT $3::bigint",
+                    self.s
+                ),
+                &[&id, &SHOWN_CHARS, &(STEPS_SHOWN as i64)],
+            )
+            .await
+        {
+            Ok(rows) => rows
+                .iter()
+                .map(|r| Step { name: r.get(0), result: r.get(1), attempt: r.get(2), recorded: utc(Some(r.get(3))) })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let wait = match self
+            .client
+            .query_opt(
+                &format!("SELECT w.event, w.name, w.since, w.until FROM {}.job_waits w WHERE w.job_id = $1::text::uuid", self.s),
+                &[&id],
+            )
+            .await
+        {
+            Ok(Some(r)) => Some(Wait {
+                event: r.get(0),
+                step: r.get(1),
+                since: utc(Some(r.get(2))),
+                until: r.get::<_, Option<i64>>(3).map(|ms| utc(Some(ms))),
+            }),
+            _ => None,
+        };
+        Ok(Some(Job {
+            id,
+            queue,
+            status,
+            payload,
+            error,
+            error_trace,
+            fields,
+            parents,
+            children,
+            more_parents,
+            more_children,
+            steps,
+            wait,
+        }))
     }
 
     /// Schedules by name after `after`; one more than a page.

@@ -24,6 +24,7 @@ fn every_page_shows_what_the_database_holds() {
     let failed: i64 = c.query_one("SELECT count(*) FROM jobs WHERE status = 'failed'", &[]).unwrap().get(0);
     let xss_id: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'xss'", &[]).unwrap().get(0);
     let child: String = c.query_one("SELECT id::text FROM jobs WHERE status = 'blocked'", &[]).unwrap().get(0);
+    let durable: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'durable'", &[]).unwrap().get(0);
     let dashboard = Dashboard::on(&db).start();
     let base = dashboard.base.clone();
     runtime().block_on(async {
@@ -67,6 +68,13 @@ fn every_page_shows_what_the_database_holds() {
         b.find(Locator::Css("#jobs td.id a")).await.unwrap().click().await.unwrap();
         assert_eq!(text(&b, "#error").await, "boom: <b>not bold</b>");
         assert_eq!(text(&b, "#trace").await, "at line 1");
+
+        // a durable job: its steps, and the event it is parked for
+        b.goto(&format!("{base}/jobs/{durable}")).await.unwrap();
+        assert_eq!(texts(&b, "#steps td.step").await, ["reserve"]);
+        assert_eq!(texts(&b, "#steps td.result").await, [r#"{"stock": 1}"#]);
+        assert_eq!(text(&b, "#wait-event").await, "paid:1");
+        screenshot(&b, "job-durable").await;
 
         // schedules and workflows
         b.goto(&format!("{base}/schedules")).await.unwrap();

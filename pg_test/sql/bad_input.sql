@@ -799,6 +799,58 @@ SELECT pg_temp.outcome('23505', :'refused');
 SELECT count(*) AS job_steps_rows FROM job_steps;
 
 --------------------------------------------------------------------------
+-- Sleep and events (sql/waits.sql): a sleep with no instant, a NULL or
+-- empty step name, a negative delay; a NULL, unknown, unclaimed job or a
+-- stale attempt; a wait with a NULL, empty or too long event, a negative
+-- timeout; an emit with a NULL or empty event, a NULL or negative keep.
+-- None of them parks a job, records a step or keeps an event.
+SELECT rq_sleep(:'claimed', 'nap');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', NULL, delay => '1 hour');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', '', delay => '1 hour');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', 'nap', delay => '-1 hour');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(NULL, 'nap', delay => '1 hour');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(:'unknown', 'nap', delay => '1 hour');
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
+SELECT rq_sleep(:'queued', 'nap', delay => '1 hour');
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', 'nap', delay => '1 hour', attempt => 1);
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', 'w', NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', 'w', '');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', 'w', repeat('e', 1001));
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', '', 'e');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', 'w', 'e', timeout => '-1 second');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'unknown', 'w', 'e');
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'succeeded', 'w', 'e');
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', 'w', 'e', attempt => 1);
+SELECT pg_temp.outcome('55000', :'SQLSTATE');
+SELECT rq_emit(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_emit('');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_emit(repeat('e', 1001));
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_emit('e', NULL, keep => NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_emit('e', NULL, keep => '-1 minute');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT status FROM jobs WHERE id = :'claimed';
+SELECT (SELECT count(*) FROM job_steps) AS job_steps_rows, (SELECT count(*) FROM job_waits) AS job_waits_rows,
+       (SELECT count(*) FROM emitted_events) AS emitted_events_rows;
+
+--------------------------------------------------------------------------
 -- Metrics (sql/metrics.sql): rq_prometheus's bound on the queues it shows.
 SELECT rq_prometheus(-1);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');

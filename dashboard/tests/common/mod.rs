@@ -79,6 +79,16 @@ pub fn fill(name: &str) -> String {
     c.execute("SELECT rq_enqueue('xss', $1::text)", &[&XSS]).unwrap();
     let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('flow', 'parent')", &[]).unwrap().get(0);
     c.execute("SELECT rq_enqueue('flow', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
+    // a durable job: a step recorded, then parked for an event
+    c.execute("SELECT rq_enqueue('durable', 'order 1')", &[]).unwrap();
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['durable'])", &[]).unwrap();
+    let (durable, attempt): (String, i32) = (row.get(0), row.get(1));
+    c.execute("SELECT rq_step($1::text::uuid, 'reserve', '{\"stock\": 1}', $2)", &[&durable, &attempt]).unwrap();
+    c.execute(
+        "SELECT parked FROM rq_wait_event($1::text::uuid, 'payment', 'paid:1', timeout => '1 day', attempt => $2)",
+        &[&durable, &attempt],
+    )
+    .unwrap();
     c.batch_execute("SELECT raquel_internal.rq_record_metrics()").unwrap();
     let statuses: i64 = c.query_one("SELECT count(DISTINCT status) FROM jobs", &[]).unwrap().get(0);
     assert_eq!(statuses, 8, "jobs in every status");

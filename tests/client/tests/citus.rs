@@ -187,6 +187,11 @@ fn every_verb_works_on_a_distributed_table() {
         "SELECT rq_enqueue('a', 'g', group_key => 'g')",
         &format!("SELECT rq_enqueue('a', 'w', after => ARRAY['{first}'::uuid])"),
         "SELECT rq_enqueue_batch('a', ARRAY['x'], group_keys => ARRAY['g'])",
+        // steps, sleeps and events (sql/steps.sql, sql/waits.sql)
+        &format!("SELECT rq_step('{first}', 's')"),
+        &format!("SELECT rq_sleep('{first}', 's', delay => '1 second')"),
+        &format!("SELECT parked FROM rq_wait_event('{first}', 's', 'e')"),
+        "SELECT rq_emit('e')",
     ] {
         assert_eq!(sqlstate(c.execute(refused, &[])), "0A000", "{refused}");
     }

@@ -87,3 +87,105 @@ fn the_node_worker_example_works_a_queue() {
     assert!(status.success(), "the Node example exited with {status}");
     assert_queue_worked(&db, "node-example");
 }
+
+/// Three orders for a durable example, run by `worker()` (a fresh process
+/// each call): the first worker is SIGKILLed right after it printed its
+/// first step done, the second too, and a third takes over; once every
+/// order is parked for its payment the test emits the payments. Every order
+/// ends once: one reservation, one shipment with its amount, each of its
+/// four steps recorded once, its result stored, no wait left.
+fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut() -> Command) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    let mut c = connect(db);
+    // the effect tables without keys (the example makes them with keys when
+    // missing): a write made twice would show as a second row
+    c.batch_execute(
+        "CREATE TABLE reservations (order_id text, job_id uuid); CREATE TABLE shipments (order_id text, amount numeric); \
+         SELECT rq_enqueue_batch('orders', ARRAY['o1', 'o2', 'o3'], min_retry_delay => '0', backoff_base => '0')",
+    )
+    .unwrap();
+    let started = |worker: &mut dyn FnMut() -> Command| {
+        let mut child = worker().stdout(Stdio::piped()).spawn().expect("starting the durable example");
+        let (lines, seen) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        (child, seen)
+    };
+    let mut killed = Vec::new();
+    for _ in 0..2 {
+        let (mut child, seen) = started(&mut worker);
+        let line = seen.recv_timeout(Duration::from_secs(30)).expect("a step done before the kill");
+        child.kill().unwrap(); // SIGKILL: between this step and the next
+        child.wait().unwrap();
+        killed.push(line);
+    }
+    let (mut last, _seen) = started(&mut worker);
+    let until = |c: &mut postgres::Client, sql: &str, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !c.query_one(sql, &[]).unwrap().get::<_, bool>(0) {
+            assert!(Instant::now() < deadline, "{what} within 60 s (killed after: {killed:?})");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    until(&mut c, "SELECT count(*) = 3 FROM job_waits", "every order parked for its payment");
+    for (order, amount) in [("o1", 10), ("o2", 20), ("o3", 30)] {
+        c.execute("SELECT rq_emit('paid:' || $1::text, jsonb_build_object('amount', $2::int))", &[&order, &amount]).unwrap();
+    }
+    until(&mut c, "SELECT count(*) FILTER (WHERE status = 'success') = 3 FROM jobs", "every order shipped");
+    last.kill().unwrap();
+    last.wait().unwrap();
+    let row = c
+        .query_one(
+            "SELECT (SELECT string_agg(order_id, ',' ORDER BY order_id) FROM reservations),
+                    (SELECT string_agg(order_id || '=' || amount, ',' ORDER BY order_id) FROM shipments),
+                    (SELECT string_agg(s, ',' ORDER BY s) FROM (
+                        SELECT j.payload || ':' || string_agg(st.name, '+' ORDER BY st.name) AS s
+                        FROM jobs j JOIN job_steps st ON st.job_id = j.id GROUP BY j.payload) steps),
+                    (SELECT string_agg(result->>'shipped', ',' ORDER BY payload) FROM jobs),
+                    (SELECT count(*) FROM job_waits)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "o1,o2,o3", "one reservation an order");
+    assert_eq!(row.get::<_, String>(1), "o1=10,o2=20,o3=30", "one shipment an order, with its payment");
+    assert_eq!(
+        row.get::<_, String>(2),
+        "o1:cool-off+payment+reserve+ship,o2:cool-off+payment+reserve+ship,o3:cool-off+payment+reserve+ship",
+        "each step recorded once"
+    );
+    assert_eq!(row.get::<_, String>(3), "o1,o2,o3", "the results");
+    assert_eq!(row.get::<_, i64>(4), 0, "no wait left");
+}
+
+#[test]
+fn the_rust_durable_example_survives_its_worker_killed_between_steps() {
+    let db = fresh_db("rq_it_durable_rust");
+    let dsn = format!("{} dbname={db}", server_dsn());
+    durable_example_survives_kills_between_steps(&db, || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_durable-example"));
+        command.args(["orders", "--lease", "2", "--cool-off", "1"]).env("RAQUEL_DSN", &dsn);
+        command
+    });
+}
+
+#[test]
+fn the_python_durable_example_survives_its_worker_killed_between_steps() {
+    let python = std::env::var("RAQUEL_TEST_PYTHON")
+        .expect("RAQUEL_TEST_PYTHON is not set: run the tests through bin/test, which installs psycopg");
+    let db = fresh_db("rq_it_durable_python");
+    let dsn = format!("{} dbname={db}", server_dsn());
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/durable.py");
+    durable_example_survives_kills_between_steps(&db, || {
+        let mut command = Command::new(&python);
+        command.args([example, "orders", "--lease", "2", "--cool-off", "1"]).env("RAQUEL_DSN", &dsn);
+        command
+    });
+}

@@ -255,7 +255,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     let mut produced = producers.join();
     let enqueued_in = load_started.elapsed();
     let drained_in = wait_for_drain(&cluster.dsn(DB), plan.drain_limit);
-    enqueue_one_stale(&cluster.dsn(DB), &mut produced, Instant::now() + Duration::from_secs(10));
+    enqueue_one_stale(&cluster.dsn(DB), &mut produced, Instant::now() + Duration::from_secs(20));
     let late_job_done = wait_for_drain(&cluster.dsn(DB), plan.drain_limit).is_some();
     workers.stop();
     let events = Events::read(&events_dir);

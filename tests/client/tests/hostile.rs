@@ -1503,6 +1503,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         su.ok(&format!("SELECT id FROM rq_enqueue_batch('{p}-gone', ARRAY['1', '2', '3', '4', '5', '6', '7'])"));
         // a job whose steps are recorded and whose result is awaited
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-durable', 'd')"));
+        // jobs put to sleep and parked for an event
+        su.ok(&format!("SELECT id FROM rq_enqueue_batch('{p}-park', ARRAY['sleep', 'wait'])"));
         // a workflow: a parent, and a child that runs after it
         let parent = su.one(&format!("SELECT id FROM rq_enqueue('{p}-parent', 'parent')"));
         su.one(&format!("SELECT id FROM rq_enqueue('{p}-child', 'child', after => ARRAY['{parent}']::uuid[])"));
@@ -1576,6 +1578,18 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.run(&format!("SELECT name FROM rq_step('{job}', 'first', NULL, {attempt})"), "23505");
         v.ok(&format!("SELECT id FROM rq_complete('{job}', {attempt}, '[1, 2]')"));
         v.ok(&format!("SELECT status FROM rq_await('{job}', '1 second')"));
+        // durable sleep and events (sql/waits.sql): a job put to sleep, one
+        // parked for an event, the event emitted (by the owner: a worker
+        // may not emit)
+        let (job, attempt) = v.claim(&format!("{p}-park"), "1 minute");
+        v.ok(&format!("SELECT rq_sleep('{job}', 'nap', delay => '1 hour', attempt => {attempt})"));
+        let (job, attempt) = v.claim(&format!("{p}-park"), "1 minute");
+        v.ok(&format!("SELECT parked FROM rq_wait_event('{job}', 'w', '{p}-go', attempt => {attempt})"));
+        if p == "su" {
+            v.ok(&format!("SELECT rq_emit('{p}-go', '1')"));
+        } else {
+            v.run(&format!("SELECT rq_emit('{p}-go', '1')"), "42501");
+        }
         // a parent's completion releases its children
         v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w')))"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-child'], worker => 'w', batch => 2)"));
@@ -1723,6 +1737,17 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_queue_limits_changed", "SELECT raquel_internal.rq_queue_limits_changed()", "*"),
         ("rq_job_turn", "SELECT raquel_internal.rq_job_turn()", "*"),
         ("rq_settle_workflows", "SELECT rq_settle_workflows()", "00000"),
+        // durable sleep and events (sql/waits.sql)
+        ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')", "00000"),
+        ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, '', 'park')", "22023"),
+        ("rq_hold", "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')", "P0002"),
+        ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', true)", "00000"),
+        ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', false)", "00000"),
+        ("rq_forever_ms", "SELECT raquel_internal.rq_forever_ms()", "00000"),
+        ("rq_look_in_at_commit", "SELECT raquel_internal.rq_look_in_at_commit()", "00000"),
+        ("rq_deliver", "SELECT raquel_internal.rq_deliver(e) FROM emitted_events e", "00000"),
+        ("rq_settle_waits", "SELECT raquel_internal.rq_settle_waits(10)", "00000"),
+        ("rq_waiting_by_queue", "SELECT * FROM raquel_internal.rq_waiting_by_queue()", "00000"),
         // the distributed mode (sql/distributed.sql), on a server without Citus
         ("rq_distributed", "SELECT rq_distributed()", "00000"),
         ("rq_shard_queue", "SELECT raquel_internal.rq_shard_queue('00000000-0000-7000-8000-000000000000')", "00000"),

@@ -176,6 +176,20 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     // reads it, as its caller; recording a step is a worker's
     ("rq_await(uuid,interval)",                                   No,  No,  Yes, "SELECT id FROM rq_await('00000000-0000-7000-8000-000000000000', '0')"),
     ("rq_step(uuid,text,jsonb,int)",                              No,  No,  Yes, "SELECT name FROM rq_step('00000000-0000-7000-8000-000000000000', 's')"),
+    // durable sleep and events (sql/waits.sql): parking a job is a
+    // worker's; emitting runs as the owner, for the roles granted EXECUTE
+    // on it alone (the test below); the duty and delivery are the owner's
+    ("rq_sleep(uuid,text,timestamptz,interval,int)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 's', delay => '1 second')"),
+    ("rq_wait_event(uuid,text,text,interval,int)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 's', 'e')"),
+    ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
+    ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')"),
+    ("raquel_internal.rq_check_step_name(uuid,text,text)",        Yes, Yes, Yes, "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')"),
+    ("raquel_internal.rq_event_turn(text,boolean)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_event_turn('e', true)"),
+    ("raquel_internal.rq_waiting_by_queue()",                     Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_waiting_by_queue()"),
+    ("raquel_internal.rq_forever_ms()",                           Yes, Yes, Yes, "SELECT raquel_internal.rq_forever_ms()"),
+    ("raquel_internal.rq_look_in_at_commit()",                    No,  No,  Yes, "SELECT raquel_internal.rq_look_in_at_commit()"),
+    ("raquel_internal.rq_deliver(emitted_events)",                No,  No,  No,  "SELECT raquel_internal.rq_deliver(e) FROM emitted_events e"),
+    ("raquel_internal.rq_settle_waits(int)",                      No,  No,  No,  "SELECT raquel_internal.rq_settle_waits(10)"),
     // it only wakes the backends awaiting those jobs, which look again
     ("raquel_internal.rq_jobs_ended(uuid[])",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_jobs_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
     ("raquel_internal.rq_raise_cannot(uuid,int,text,text[])",     No,  No,  Yes, "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
@@ -263,6 +277,13 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("INSERT on job_steps",                                       No,  No,  Yes, "INSERT INTO job_steps VALUES ('00000000-0000-7000-8000-000000000000', 's', NULL, 1, 0)"),
     ("UPDATE on job_steps",                                       No,  No,  No,  "UPDATE job_steps SET result = NULL"),
     ("DELETE on job_steps",                                       No,  No,  No,  "DELETE FROM job_steps"),
+    ("SELECT on job_waits",                                       No,  No,  Yes, "SELECT * FROM job_waits"),
+    ("INSERT on job_waits",                                       No,  No,  Yes, "INSERT INTO job_waits VALUES ('00000000-0000-7000-8000-000000000000', 'q', 's', 'e', 0, NULL)"),
+    ("UPDATE on job_waits",                                       No,  No,  Yes, "UPDATE job_waits SET until = NULL"),
+    ("DELETE on job_waits",                                       No,  No,  Yes, "DELETE FROM job_waits"),
+    ("SELECT on emitted_events",                                  No,  No,  Yes, "SELECT * FROM emitted_events"),
+    ("INSERT on emitted_events",                                  No,  No,  No,  "INSERT INTO emitted_events (name, emitted_at, kept_until) VALUES ('e', 0, 0)"),
+    ("DELETE on emitted_events",                                  No,  No,  No,  "DELETE FROM emitted_events"),
     ("SELECT on job_dependencies",                                No,  No,  Yes, "SELECT * FROM job_dependencies"),
     ("DELETE on job_dependencies",                                No,  No,  Yes, "DELETE FROM job_dependencies WHERE parent_id = '00000000-0000-7000-8000-000000000000'"),
     // -- the schema of the internal helpers: anyone may look in (the verbs call
@@ -496,4 +517,40 @@ fn producers_and_workers_keep_working_when_public_may_not_use_raquel_internal() 
             "DROP OWNED BY {producer}, {worker}, {inserter}; DROP ROLE {producer}; DROP ROLE {worker}; DROP ROLE {inserter}"
         ))
         .unwrap();
+}
+
+#[test]
+fn only_a_role_granted_execute_on_rq_emit_may_emit_and_its_emit_resumes_a_workers_job() {
+    let db = fresh_db("rq_it_emitter");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(
+            "DROP ROLE IF EXISTS rq_it_e_producer; DROP ROLE IF EXISTS rq_it_e_worker; DROP ROLE IF EXISTS rq_it_emitter; \
+             CREATE ROLE rq_it_e_producer LOGIN; CREATE ROLE rq_it_e_worker LOGIN; CREATE ROLE rq_it_emitter LOGIN; \
+             SELECT rq_grant_producer('rq_it_e_producer'); SELECT rq_grant_worker('rq_it_e_worker'); \
+             GRANT USAGE ON SCHEMA public TO rq_it_emitter; GRANT EXECUTE ON FUNCTION rq_emit(text, jsonb, interval) TO rq_it_emitter",
+        )
+        .unwrap();
+    connect_as(&db, "rq_it_e_producer").batch_execute("SELECT rq_enqueue('w', 'wait for it')").unwrap();
+    let mut worker = connect_as(&db, "rq_it_e_worker");
+    let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['w'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (row.get(0), row.get(1));
+    let parked: bool = worker
+        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, 'signal', 'go', attempt => $2)", &[&id, &attempt])
+        .unwrap()
+        .get(0);
+    assert!(parked);
+    for role in ["rq_it_e_producer", "rq_it_e_worker"] {
+        let refused = connect_as(&db, role).batch_execute("SELECT rq_emit('go', '1')");
+        assert_eq!(sqlstate(refused), "42501", "{role} may not emit");
+    }
+    let resumed: i64 = connect_as(&db, "rq_it_emitter").query_one("SELECT rq_emit('go', '\"now\"')", &[]).unwrap().get(0);
+    assert_eq!(resumed, 1);
+    let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['w'])", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), id);
+    let payload: String = worker
+        .query_one("SELECT payload::text FROM rq_wait_event($1::text::uuid, 'signal', 'go', attempt => $2)", &[&id, &row.get::<_, i32>(1)])
+        .unwrap()
+        .get(0);
+    assert_eq!(payload, r#""now""#);
 }

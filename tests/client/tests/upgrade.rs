@@ -308,13 +308,14 @@ fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update(
 /// raquel_internal.
 const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_await", "rq_backoff", "rq_cancel", "rq_channel", "rq_claim", "rq_complete", "rq_complete_and_claim",
-    "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed",
+    "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed", "rq_emit",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
     "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_producer", "rq_grant_worker",
     "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
-    "rq_set_limits", "rq_settle_workflows", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7", "rq_worker_wake",
+    "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",
+    "rq_wait_event", "rq_worker_wake",
 ];
 
 /// The names of the extension's functions in `schema`, sorted bytewise (an
@@ -470,6 +471,25 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
         .get(0);
     assert_eq!(completed, 7);
     assert_eq!(one(&mut c, "SELECT string_agg(DISTINCT status, ',') FROM jobs"), "success");
+
+    // The worker of 0.4.0 parks a job for an event (0.5.0's job_waits and
+    // emitted_events, granted to it by the update) and an emit resumes it.
+    c.execute("SELECT rq_enqueue('parked', 'p')", &[]).unwrap();
+    let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parked'], worker => 'w1')", &[]).unwrap();
+    let (job, attempt): (String, i32) = (row.get(0), row.get(1));
+    let parked: bool = worker
+        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, 'w', 'go', attempt => $2)", &[&job, &attempt])
+        .unwrap()
+        .get(0);
+    assert!(parked);
+    assert_eq!(one(&mut c, "SELECT rq_emit('go', '1')::text"), "1");
+    let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parked'], worker => 'w1')", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), job, "resumed by the emit");
+    let sleeping: bool = worker
+        .query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 hour', attempt => $2)", &[&job, &row.get::<_, i32>(1)])
+        .unwrap()
+        .get(0);
+    assert!(sleeping);
 
     drop((c, fresh, worker));
     let mut admin = connect("postgres");

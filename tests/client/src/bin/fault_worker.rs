@@ -47,8 +47,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const CLAIM: &str = "SELECT id::text, attempts, queue \
                      FROM rq_claim($2::text[], worker => $1, lease => '2 seconds', wait => '500 ms')";
-/// Whether another worker holds the job now: claimed, under a later attempt.
-const TAKEN_OVER: &str = "SELECT status = 'claimed' AND attempts > $2 FROM jobs WHERE id = $1::text::uuid";
+/// Whether another worker holds the job now (claimed, under a later
+/// attempt), and whether a later attempt ended it already.
+const TAKEN_OVER: &str = "SELECT status = 'claimed' AND attempts > $2, status <> 'claimed' AND attempts > $2 \
+                          FROM jobs WHERE id = $1::text::uuid";
 const INSIDE: &str = "INSERT INTO done_inside (job_id, attempt, worker) VALUES ($1::text::uuid, $2, $3)";
 const COMPLETE: &str = "SELECT (rq_complete($1::text::uuid, attempt => $2)).status";
 
@@ -226,12 +228,17 @@ impl Worker {
 
     /// Stalls, as a worker in a long GC pause would, until the lease ran
     /// out, the background worker rescued the job and another worker
-    /// claimed it; whether that happened within STALE_WAIT.
+    /// claimed it; whether that happened within STALE_WAIT. A job a later
+    /// attempt ended already (this worker was paused through the window)
+    /// ends the wait at once: the late worker must not keep the late lock
+    /// for nothing.
     fn wait_until_taken_over(&mut self, client: &mut Client, id: &str, attempt: i32) -> Result<bool, postgres::Error> {
         let deadline = Instant::now() + STALE_WAIT;
         while Instant::now() < deadline {
-            if client.query_one(TAKEN_OVER, &[&id, &attempt])?.get::<_, bool>(0) {
-                return Ok(true);
+            let row = client.query_one(TAKEN_OVER, &[&id, &attempt])?;
+            let (held, ended): (bool, bool) = (row.get(0), row.get(1));
+            if held || ended {
+                return Ok(held);
             }
             sleep(Duration::from_millis(20));
         }

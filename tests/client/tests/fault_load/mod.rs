@@ -364,6 +364,19 @@ impl Producers {
 /// the late worker, mid-job for seconds, is the likeliest to be killed).
 /// Its id joins `produced.confirmed`.
 pub fn enqueue_one_stale(dsn: &str, produced: &mut Produced, deadline: Instant) {
+    // once no worker is late (src/bin/fault_worker.rs LATE_LOCK): a worker
+    // still late on a job of the load would keep this one from being late
+    let late = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 7310 AND objid = 1";
+    while Instant::now() < deadline {
+        let free = Client::connect(dsn, NoTls)
+            .ok()
+            .and_then(|mut c| c.query_one(late, &[]).ok())
+            .is_some_and(|r| r.get::<_, i64>(0) == 0);
+        if free {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
     let shared = Mutex::new(std::mem::take(produced));
     let ids = enqueue_until_confirmed(dsn, &mut None, "stale", &["late".to_string()], &shared, deadline);
     *produced = shared.into_inner().unwrap();

@@ -1,0 +1,129 @@
+//! A durable function in Rust (the `postgres` crate): an order's life as one
+//! raquel job, as examples/durable.py has it.
+//!
+//! Each order job runs four steps, and any attempt, after an error or after
+//! its worker was killed, goes on where the last one stopped: "reserve"
+//! (a row inserted and the step recorded in one transaction: exactly once),
+//! "cool-off" (rq_sleep: the job sleeps, holding no worker and no lease),
+//! "payment" (rq_wait_event: parked until 'paid:<order>' is emitted; its
+//! payload is the step's result) and "ship" (a row inserted with the paid
+//! amount, the step recorded and the job completed with a result, in one
+//! transaction). A worker killed mid-job loses its lease; the background
+//! worker hands the job out again, and the next attempt skips the steps
+//! recorded.
+//!
+//! ```sh
+//! RAQUEL_DSN="host=/tmp/raquel-dev port=54320 user=postgres dbname=raquel" \
+//!     cargo run --manifest-path tests/client/Cargo.toml --bin durable-example -- orders
+//! ```
+//!
+//! Prints one line a step done ("<order> <step>"). Options: --lease SECONDS
+//! (default 5), --cool-off SECONDS (default 1), --idle-exit SECONDS (stop
+//! after that long without work; default: run forever).
+
+use postgres::{Client, NoTls};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+const TABLES: &str = "CREATE TABLE IF NOT EXISTS reservations (order_id text PRIMARY KEY, job_id uuid NOT NULL); \
+                      CREATE TABLE IF NOT EXISTS shipments (order_id text PRIMARY KEY, amount numeric NOT NULL)";
+
+/// How an attempt ended: the job is done, or it sleeps or waits (parked).
+enum Ended {
+    Done,
+    Parked,
+}
+
+/// One attempt of the order's durable function, from its start.
+fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) -> Result<Ended, postgres::Error> {
+    let done: HashMap<String, Option<String>> = client
+        .query("SELECT name, result::text FROM job_steps WHERE job_id = $1::text::uuid", &[&id])?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+
+    if !done.contains_key("reserve") {
+        // the step's own write and its record commit together, or neither
+        let mut tx = client.transaction()?;
+        tx.execute("INSERT INTO reservations VALUES ($1, $2::text::uuid)", &[&order, &id])?;
+        tx.execute("SELECT rq_step($1::text::uuid, 'reserve', to_jsonb($2::text), $3)", &[&id, &order, &attempt])?;
+        tx.commit()?;
+        println!("{order} reserve");
+    }
+
+    let sleeping: bool = client
+        .query_one(
+            "SELECT rq_sleep($1::text::uuid, 'cool-off', delay => make_interval(secs => $2), attempt => $3)",
+            &[&id, &cool_off, &attempt],
+        )?
+        .get(0);
+    if sleeping {
+        return Ok(Ended::Parked);
+    }
+
+    let row = client.query_one(
+        "SELECT parked, (payload->>'amount')::text FROM rq_wait_event($1::text::uuid, 'payment', $2, attempt => $3)",
+        &[&id, &format!("paid:{order}"), &attempt],
+    )?;
+    let (parked, amount): (bool, Option<String>) = (row.get(0), row.get(1));
+    if parked {
+        return Ok(Ended::Parked);
+    }
+
+    let mut tx = client.transaction()?;
+    tx.execute("INSERT INTO shipments VALUES ($1, $2::text::numeric)", &[&order, &amount])?;
+    tx.execute("SELECT rq_step($1::text::uuid, 'ship', NULL, $2)", &[&id, &attempt])?;
+    tx.execute(
+        "SELECT rq_complete($1::text::uuid, $2, jsonb_build_object('shipped', $3::text))",
+        &[&id, &attempt, &order],
+    )?;
+    tx.commit()?;
+    println!("{order} ship");
+    Ok(Ended::Done)
+}
+
+fn main() -> Result<(), postgres::Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let option = |name: &str, default: f64| -> f64 {
+        args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map_or(default, |v| v.parse().expect(name))
+    };
+    let Some(queue) = args.first() else {
+        eprintln!("usage: durable-example QUEUE [--lease SECONDS] [--cool-off SECONDS] [--idle-exit SECONDS]");
+        std::process::exit(2);
+    };
+    let (lease, cool_off) = (option("--lease", 5.0), option("--cool-off", 1.0));
+    let idle_exit =
+        args.iter().any(|a| a == "--idle-exit").then(|| Duration::from_secs_f64(option("--idle-exit", 0.0)));
+    let dsn = std::env::var("RAQUEL_DSN").expect("RAQUEL_DSN");
+    let mut client = Client::connect(&dsn, NoTls)?;
+    client.batch_execute(TABLES)?;
+    let worker = format!("rust-durable-{}", std::process::id());
+    let mut idle_since = Instant::now();
+    loop {
+        let Some(job) = client.query_opt(
+            "SELECT id::text, attempts, payload FROM rq_claim(ARRAY[$1], worker => $2, \
+             lease => make_interval(secs => $3), wait => '1 second')",
+            &[queue, &worker, &lease],
+        )?
+        else {
+            if idle_exit.is_some_and(|limit| idle_since.elapsed() >= limit) {
+                return Ok(());
+            }
+            continue;
+        };
+        idle_since = Instant::now();
+        let (id, attempt, order): (String, i32, String) = (job.get(0), job.get(1), job.get(2));
+        match run(&mut client, &id, attempt, &order, cool_off) {
+            Ok(Ended::Done | Ended::Parked) => {}
+            // the attempt failed: retried after the backoff
+            Err(error) if !client.is_closed() => {
+                eprintln!("{order} failed: {error}");
+                client.execute(
+                    "SELECT rq_fail($1::text::uuid, $2, attempt => $3)",
+                    &[&id, &error.to_string(), &attempt],
+                )?;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}

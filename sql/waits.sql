@@ -1,0 +1,423 @@
+-- Durable sleep and events: a worker parks the job it holds, until an
+-- instant (rq_sleep) or until an event is emitted (rq_wait_event, rq_emit),
+-- keeping its steps and using up no retry. Both are steps (sql/steps.sql):
+-- the step records the sleep's instant or the event's payload, so the
+-- job's next attempt, run from the start as every attempt is, passes the
+-- sleep or the wait it already did and reads what the event brought.
+--
+-- Parking is rq_reschedule's transition (sql/lifecycle.sql): the job goes
+-- back to queued at the instant it must wake (a wait without a timeout: at
+-- the end of time), its requeues counted, its lease dropped; a claim takes
+-- it when it is due, and waiting claims wake for it as for any job
+-- scheduled for later. An emit makes the jobs parked for its event due at
+-- once. A parked job is queued, so rq_cancel cancels it, and cancelling a
+-- parent goes through its children as in any workflow.
+
+-- The jobs parked for an event: one wait a job at a time (the job's queue
+-- beside it, for rq_stats). `since` is when the wait began (an emit kept at
+-- that instant or later reaches it), `until` when it times out (NULL:
+-- never). Times in ms since the epoch.
+CREATE TABLE job_waits (
+    job_id uuid   NOT NULL,
+    queue  text   NOT NULL,
+    name   text   NOT NULL,
+    event  text   NOT NULL,
+    since  bigint NOT NULL,
+    until  bigint,
+    CONSTRAINT job_waits_pkey PRIMARY KEY (job_id)
+);
+CREATE INDEX job_waits_event_idx ON job_waits (event);
+
+COMMENT ON TABLE job_waits IS
+    'raquel durable jobs: the jobs parked until an event is emitted (rq_wait_event). Times in ms since the Unix epoch (UTC).';
+
+-- Events emitted, each kept until `kept_until` so that a job that starts
+-- waiting for it a little later (the worker was still on its way to the
+-- wait when the webhook came) gets it too.
+CREATE TABLE emitted_events (
+    id         bigint GENERATED ALWAYS AS IDENTITY,
+    name       text   NOT NULL,
+    payload    jsonb,
+    emitted_at bigint NOT NULL,
+    kept_until bigint NOT NULL,
+    CONSTRAINT emitted_events_pkey PRIMARY KEY (id)
+);
+CREATE INDEX emitted_events_name_idx ON emitted_events (name, kept_until);
+
+COMMENT ON TABLE emitted_events IS
+    'raquel durable jobs: the events emitted (rq_emit), each kept for the jobs that start waiting for it until kept_until. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_waits', '');
+SELECT pg_catalog.pg_extension_config_dump('emitted_events', '');
+SELECT pg_catalog.pg_extension_config_dump('emitted_events_id_seq', '');
+
+-- The end of time for a wait without a timeout: 9999-12-31 23:59:59 UTC.
+CREATE FUNCTION raquel_internal.rq_forever_ms() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 253402300799000::bigint $$;
+
+-- The checks a step's name passes wherever a step is recorded: `verb` says
+-- what the refused call was doing ("put to sleep", "park").
+CREATE FUNCTION raquel_internal.rq_check_step_name(id uuid, name text, verb text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL OR name = '' THEN
+        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[id::text, verb]);
+    END IF;
+    IF octet_length(name) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(name)::text, left(name, 20)]);
+    END IF;
+END
+$$;
+
+-- The claimed job `id` (on `attempt`, when given), locked until this
+-- transaction ends; its attempt. Raises why not otherwise.
+CREATE FUNCTION raquel_internal.rq_hold(id uuid, attempt integer, verb text) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    holder integer;
+BEGIN
+    SELECT j.attempts INTO holder FROM @extschema@.jobs j
+    WHERE j.id = rq_hold.id AND j.status = 'claimed'
+      AND (rq_hold.attempt IS NULL OR j.attempts = rq_hold.attempt)
+    FOR UPDATE OF j;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_hold.id, rq_hold.attempt, verb, '{claimed}');
+    END IF;
+    RETURN holder;
+END
+$$;
+
+-- A wait and an emit of the same event take turns (a transaction-level
+-- advisory lock on the event's name, until the transaction ends): whichever
+-- comes second sees what the first committed, so a wait that starts while
+-- an emit commits is not missed. Emits share their turn (`shared`): two
+-- emits never wait for each other, nor deadlock over several events.
+-- (Under REPEATABLE READ the second may read from a snapshot older than
+-- the first's commit; the background worker, asked to look in at commit,
+-- delivers what was missed: rq_settle_waits.)
+CREATE FUNCTION raquel_internal.rq_event_turn(event text, shared boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF shared THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(7310, pg_catalog.hashtext(event));
+    ELSE
+        PERFORM pg_catalog.pg_advisory_xact_lock(7310, pg_catalog.hashtext(event));
+    END IF;
+END
+$$;
+
+-- Puts the claimed job `id` to sleep until `at` plus `delay` (one of them
+-- at least), as step `name`: true, the job sleeps (commit, and leave the
+-- job alone: the claim is over); false, the sleep is over (go on with the
+-- next step). The step records the instant; on a later attempt the same
+-- call answers false once that instant has passed (and puts the job back
+-- to sleep if it was claimed early, by hand). Uses up no retry.
+CREATE FUNCTION rq_sleep(
+    id      uuid,
+    name    text,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL,
+    attempt integer     DEFAULT NULL
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wake_ms bigint := raquel_internal.rq_due_ms(rq_sleep.at, rq_sleep.delay);
+    holder  integer;
+    slept   jsonb;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
+    PERFORM raquel_internal.rq_check_step_name(rq_sleep.id, rq_sleep.name, 'put to sleep');
+    IF wake_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('sleep_when', ARRAY[rq_sleep.id::text]);
+    END IF;
+    holder := raquel_internal.rq_hold(rq_sleep.id, rq_sleep.attempt, 'sleep');
+    SELECT s.result INTO slept FROM @extschema@.job_steps s WHERE s.job_id = rq_sleep.id AND s.name = rq_sleep.name;
+    IF FOUND THEN
+        -- slept already: the instant recorded then, not the one asked now
+        wake_ms := (slept ->> 'until_ms')::bigint;
+    ELSE
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        VALUES (rq_sleep.id, rq_sleep.name,
+                jsonb_build_object('sleep_until', @extschema@.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
+                holder, @extschema@.rq_now_ms());
+    END IF;
+    IF wake_ms IS NULL OR wake_ms <= @extschema@.rq_now_ms() THEN
+        RETURN false;
+    END IF;
+    PERFORM @extschema@.rq_reschedule(rq_sleep.id, at => @extschema@.rq_ms_to_timestamptz(wake_ms), attempt => holder);
+    RETURN true;
+END
+$$;
+
+-- Parks the claimed job `id` until event `event` is emitted, for at most
+-- `timeout` (NULL: no limit), as step `name`. parked: the job waits
+-- (commit, and leave the job alone: the claim is over); it comes back when
+-- the event is emitted or the timeout passes, and its next attempt, calling
+-- this again, gets the event's payload (parked false) or hears that the
+-- wait timed out (timed_out true). An emit kept when the wait begins
+-- (rq_emit's `keep`) reaches it at once, without parking. Uses up no retry.
+CREATE FUNCTION rq_wait_event(
+    id        uuid,
+    name      text,
+    event     text,
+    timeout   interval DEFAULT NULL,
+    attempt   integer  DEFAULT NULL,
+    OUT parked    boolean,
+    OUT payload   jsonb,
+    OUT timed_out boolean
+)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- from 0 to a century (3,153,600,000,000 ms), as a delay
+    timeout_ms bigint := raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000);
+    holder     integer;
+    now_ms     bigint;
+    got        jsonb;
+    waiting    @extschema@.job_waits;
+    emitted    @extschema@.emitted_events;
+    job        @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
+    PERFORM raquel_internal.rq_check_step_name(rq_wait_event.id, rq_wait_event.name, 'park');
+    IF rq_wait_event.event IS NULL OR rq_wait_event.event = '' THEN
+        PERFORM raquel_internal.rq_refuse('event_name_empty', ARRAY['rq_wait_event']);
+    END IF;
+    IF octet_length(rq_wait_event.event) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('event_name_long',
+            ARRAY[octet_length(rq_wait_event.event)::text, left(rq_wait_event.event, 20)]);
+    END IF;
+    holder := raquel_internal.rq_hold(rq_wait_event.id, rq_wait_event.attempt, 'wait_event');
+    -- the wait begins now, before its turn: an emit made after this
+    -- instant reaches it, even one that takes its turn first; one made
+    -- before it reaches it while kept
+    now_ms := @extschema@.rq_now_ms();
+    PERFORM raquel_internal.rq_event_turn(rq_wait_event.event, false);
+    parked := false;
+    timed_out := false;
+    -- waited already: what the step recorded (the event's payload, or the timeout)
+    SELECT s.result INTO got FROM @extschema@.job_steps s
+    WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
+    IF FOUND THEN
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name;
+        -- (a JSON null is no payload, as an emit without one)
+        payload := nullif(got -> 'payload', 'null'::jsonb);
+        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
+        RETURN;
+    END IF;
+    SELECT w.* INTO waiting FROM @extschema@.job_waits w
+    WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name AND w.event = rq_wait_event.event;
+    SELECT e.* INTO emitted FROM @extschema@.emitted_events e
+    WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
+    ORDER BY e.id DESC LIMIT 1;
+    IF FOUND THEN
+        got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                  'emitted_at', @extschema@.rq_ms_to_timestamptz(emitted.emitted_at));
+    ELSIF waiting.until <= now_ms THEN
+        got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+    END IF;
+    IF got IS NOT NULL THEN
+        -- the wait ends here: its step recorded, unless an emit recorded it
+        -- first (then what it recorded; under REPEATABLE READ, a record
+        -- this snapshot cannot see is a serialization failure, 40001: try
+        -- again)
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        VALUES (rq_wait_event.id, rq_wait_event.name, got, holder, now_ms)
+        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT s.result INTO got FROM @extschema@.job_steps s
+            WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
+        END IF;
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        payload := nullif(got -> 'payload', 'null'::jsonb);
+        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
+        RETURN;
+    END IF;
+    IF waiting.job_id IS NULL THEN
+        -- a wait begins
+        waiting.since := now_ms;
+        waiting.until := now_ms + timeout_ms;
+    END IF;
+    job := @extschema@.rq_reschedule(rq_wait_event.id,
+        at => @extschema@.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
+        attempt => holder);
+    -- one wait a job: a wait left by another step gives way
+    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
+    VALUES (rq_wait_event.id, job.queue, rq_wait_event.name, rq_wait_event.event, waiting.since, waiting.until)
+    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
+    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    -- under REPEATABLE READ an emit that committed after this snapshot is
+    -- not seen here: the background worker looks in at commit
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+    parked := true;
+END
+$$;
+
+-- Resumes the jobs parked for `emitted`'s event whose wait began while it
+-- was kept: records its payload as their step, ends their waits and makes
+-- those still parked due now. How many it made due (a job claimed again
+-- after its timeout reads the step when it calls rq_wait_event again; an
+-- ended one gets the step too, and loses its wait).
+CREATE FUNCTION raquel_internal.rq_deliver(emitted emitted_events) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    waiting @extschema@.job_waits;
+    job     @extschema@.jobs;
+    resumed bigint := 0;
+BEGIN
+    FOR waiting IN
+        DELETE FROM @extschema@.job_waits w
+        WHERE w.event = emitted.name AND w.since <= emitted.kept_until
+        RETURNING w.*
+    LOOP
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        SELECT waiting.job_id, waiting.name,
+               jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                  'emitted_at', @extschema@.rq_ms_to_timestamptz(emitted.emitted_at)),
+               j.attempts, now_ms
+        FROM @extschema@.jobs j WHERE j.id = waiting.job_id
+        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+        UPDATE @extschema@.jobs j SET scheduled_at = now_ms
+        WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
+        RETURNING j.* INTO job;
+        IF FOUND THEN
+            -- ready now: wake a waiting claim at commit (src/events.rs)
+            PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+            resumed := resumed + 1;
+        END IF;
+    END LOOP;
+    RETURN resumed;
+END
+$$;
+
+-- Emits event `event` with `payload`: every job parked for it resumes at
+-- once and reads the payload as its step's result; a job that starts
+-- waiting for it within `keep` gets it too. How many parked jobs it
+-- resumed. Runs with the extension owner's rights; not for PUBLIC: GRANT
+-- EXECUTE to the roles that may emit.
+CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT '10 minutes')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint;
+    -- from 0 to a century, as a delay
+    keep_ms bigint := raquel_internal.rq_interval_ms(rq_emit.keep, 'keep', 0, 3153600000000);
+    emitted @extschema@.emitted_events;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
+    IF rq_emit.event IS NULL OR rq_emit.event = '' THEN
+        PERFORM raquel_internal.rq_refuse('event_name_empty', ARRAY['rq_emit']);
+    END IF;
+    IF octet_length(rq_emit.event) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('event_name_long', ARRAY[octet_length(rq_emit.event)::text, left(rq_emit.event, 20)]);
+    END IF;
+    IF keep_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
+    END IF;
+    PERFORM raquel_internal.rq_event_turn(rq_emit.event, true);
+    -- the emit's instant is after its turn: every wait it can see began
+    -- before it, and is reached whatever the keep
+    now_ms := @extschema@.rq_now_ms();
+    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until)
+    VALUES (rq_emit.event, rq_emit.payload, now_ms, now_ms + keep_ms)
+    RETURNING e.* INTO emitted;
+    -- under REPEATABLE READ a wait that committed after this snapshot is not
+    -- seen here: the background worker looks in at commit
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+    RETURN raquel_internal.rq_deliver(emitted);
+END
+$$;
+
+-- The background worker's duty for events: resumes the waits an emit
+-- missed (a wait and an emit that read from snapshots older than each
+-- other's commit, under REPEATABLE READ), drops the waits of jobs that
+-- ended some other way (cancelled, expired) or are gone, and the emitted
+-- events an hour past their keep. How many rows it changed.
+CREATE FUNCTION raquel_internal.rq_settle_waits(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := @extschema@.rq_now_ms();
+    emitted @extschema@.emitted_events;
+    changed bigint := 0;
+    n       bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- refused in the distributed mode: nothing waits there
+    IF @extschema@.rq_distributed() THEN
+        RETURN 0;
+    END IF;
+    -- from the waits (few, next to the events kept): for each, the latest
+    -- emit of its event kept when it began (emitted_events_name_idx)
+    FOR emitted IN
+        SELECT e.* FROM @extschema@.emitted_events e
+        WHERE e.id IN (
+            SELECT (SELECT e2.id FROM @extschema@.emitted_events e2
+                    WHERE e2.name = w.event AND e2.kept_until >= w.since
+                    ORDER BY e2.kept_until DESC LIMIT 1)
+            FROM @extschema@.job_waits w)
+        ORDER BY e.id
+        LIMIT batch
+    LOOP
+        -- a busy event waits for the next round: the duty holds up no wait
+        -- and takes no lock it could deadlock on
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock_shared(7310, pg_catalog.hashtext(emitted.name));
+        changed := changed + raquel_internal.rq_deliver(emitted);
+    END LOOP;
+    WITH ended AS (
+        DELETE FROM @extschema@.job_waits w
+        WHERE w.job_id IN (
+            SELECT w2.job_id FROM @extschema@.job_waits w2
+            LEFT JOIN @extschema@.jobs j ON j.id = w2.job_id
+            WHERE j.id IS NULL OR j.status NOT IN ('queued', 'claimed', 'failed')
+            LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM ended;
+    changed := changed + n;
+    WITH old AS (
+        DELETE FROM @extschema@.emitted_events e
+        WHERE e.id IN (SELECT e2.id FROM @extschema@.emitted_events e2
+                       WHERE e2.kept_until < now_ms - 3600000 ORDER BY e2.id LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM old;
+    RETURN changed + n;
+END
+$$;
+
+-- How many jobs are parked for an event, by queue (rq_stats, rq_prometheus),
+-- for a role that may read job_waits; for any other, none: a role given
+-- only jobs keeps its rq_stats.
+CREATE FUNCTION raquel_internal.rq_waiting_by_queue() RETURNS TABLE (queue text, waiting bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        RETURN QUERY SELECT w.queue, count(*) FROM @extschema@.job_waits w GROUP BY w.queue;
+    END IF;
+END
+$$;

@@ -1,0 +1,332 @@
+//! Durable sleep and events (sql/waits.sql) across real sessions: a job put
+//! to sleep wakes at its instant (a waiting claim in another session takes
+//! it then, not before), uses up no retry, and passes its sleep on the next
+//! attempt; a job parked for an event resumes when another session emits
+//! it, reads the payload as its step, and a parked job times out; an emit
+//! kept reaches a wait that begins after it; a wait and an emit that race
+//! (each in a transaction still open when the other starts) lose no
+//! wake-up, whichever commits first; many workers and emitters at once,
+//! some of them in REPEATABLE READ, end every job once with its own
+//! payload; a parked job and its children can be cancelled.
+
+use raquel_client_tests::{connect, fresh_db, sqlstate};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn one<T: for<'a> postgres::types::FromSql<'a>>(c: &mut postgres::Client, sql: &str) -> T {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Enqueues one job into `queue` (with `options`, SQL after the payload)
+/// and claims it: (id, attempt).
+fn claimed(c: &mut postgres::Client, queue: &str, options: &str) -> (String, i32) {
+    c.execute(&format!("SELECT rq_enqueue($1, 'p'{options})"), &[&queue]).unwrap();
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// rq_wait_event's answer: (parked, payload as text, timed_out).
+fn wait_event(
+    c: &mut impl postgres::GenericClient,
+    id: &str,
+    step: &str,
+    event: &str,
+    more: &str,
+) -> (bool, Option<String>, bool) {
+    let row = c
+        .query_one(
+            &format!("SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, $2, $3{more})"),
+            &[&id, &step, &event],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// A claim in another session that waits up to `wait`: the job it got
+/// (id, attempt) and how long it took.
+fn claim_in_another_session(
+    db: &str,
+    queue: &str,
+    wait: &str,
+) -> thread::JoinHandle<(Option<(String, i32)>, Duration)> {
+    let (db, queue, wait) = (db.to_string(), queue.to_string(), wait.to_string());
+    thread::spawn(move || {
+        let mut c = connect(&db);
+        let began = Instant::now();
+        let row = c
+            .query_opt(
+                "SELECT id::text, attempts FROM rq_claim(ARRAY[$1], wait => $2::text::interval)",
+                &[&queue, &wait],
+            )
+            .unwrap();
+        (row.map(|r| (r.get(0), r.get(1))), began.elapsed())
+    })
+}
+
+#[test]
+fn a_sleeping_job_wakes_at_its_instant_uses_no_retry_and_passes_its_sleep_next_time() {
+    let db = fresh_db("raquel_waits_sleep");
+    let mut c = connect(&db);
+    let (id, attempt) = claimed(&mut c, "s", ", max_retry_count => 1");
+    let slept_at = Instant::now();
+    let sleeping: bool = c
+        .query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 second', attempt => $2)", &[&id, &attempt])
+        .unwrap()
+        .get(0);
+    assert!(sleeping, "the job sleeps");
+    let row = c
+        .query_one("SELECT status, requeues, lease_expires_at IS NULL FROM jobs WHERE id = $1::text::uuid", &[&id])
+        .unwrap();
+    assert_eq!((row.get::<_, String>(0), row.get::<_, i32>(1), row.get::<_, bool>(2)), ("queued".into(), 1, true));
+    // the sleeping worker's claim is over: its token is refused
+    let stale = c.query("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]);
+    assert_eq!(sqlstate(stale), "55000");
+    // a waiting claim in another session takes it when it wakes, not before
+    let (got, _) = claim_in_another_session(&db, "s", "10 seconds").join().unwrap();
+    let woke_after = slept_at.elapsed();
+    let (got_id, next) = got.expect("the job woke within the claim's wait");
+    assert_eq!((got_id.as_str(), next), (id.as_str(), 2));
+    assert!(woke_after >= Duration::from_millis(900), "claimed {woke_after:?} after it went to sleep for 1 s");
+    assert!(woke_after < Duration::from_secs(3), "claimed {woke_after:?} after it went to sleep for 1 s");
+    // the next attempt passes the sleep it did (the recorded instant, not a new delay)
+    let again: bool =
+        c.query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 hour', attempt => 2)", &[&id]).unwrap().get(0);
+    assert!(!again, "the sleep is over");
+    assert_eq!(one::<i64>(&mut c, &format!("SELECT count(*) FROM job_steps WHERE job_id = '{id}'")), 1);
+    assert!(one::<bool>(
+        &mut c,
+        &format!("SELECT result ? 'sleep_until' FROM job_steps WHERE job_id = '{id}' AND name = 'nap'")
+    ));
+    // the sleep used up no retry: a failure now still has its one retry left
+    let status: String =
+        c.query_one("SELECT status FROM rq_fail($1::text::uuid, 'boom', attempt => 2)", &[&id]).unwrap().get(0);
+    assert_eq!(status, "failed", "max_retry_count 1: one failure after a sleep leaves a retry");
+}
+
+#[test]
+fn an_emit_resumes_the_parked_job_with_its_payload_and_a_parked_job_times_out() {
+    let db = fresh_db("raquel_waits_emit");
+    let mut c = connect(&db);
+    let (id, attempt) = claimed(&mut c, "e", "");
+    let answer = wait_event(&mut c, &id, "paid", "order-1-paid", &format!(", attempt => {attempt}"));
+    assert_eq!(answer, (true, None, false), "parked");
+    assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{id}'")), "queued");
+    // the parked job is counted where operators look
+    assert_eq!(one::<i64>(&mut c, "SELECT waiting_for_event FROM rq_stats() WHERE queue = 'e'"), 1);
+    let metrics: String = one(&mut c, "SELECT rq_prometheus()");
+    assert!(metrics.lines().any(|l| l == "raquel_jobs_waiting_for_event_all 1"), "{metrics}");
+    // a waiting claim in another session, woken by the emit of a third
+    let claim = claim_in_another_session(&db, "e", "20 seconds");
+    thread::sleep(Duration::from_millis(300));
+    let emitted_at = Instant::now();
+    let resumed: i64 = connect(&db).query_one("SELECT rq_emit('order-1-paid', '{\"amount\": 5}')", &[]).unwrap().get(0);
+    assert_eq!(resumed, 1);
+    let (got, _) = claim.join().unwrap();
+    assert_eq!(got, Some((id.clone(), 2)), "the resumed job, on its next attempt");
+    assert!(emitted_at.elapsed() < Duration::from_secs(2), "woken by the emit, not by a timeout");
+    let answer = wait_event(&mut c, &id, "paid", "order-1-paid", ", attempt => 2");
+    assert_eq!(answer, (false, Some(r#"{"amount": 5}"#.into()), false));
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_waits"), 0);
+    c.execute("SELECT rq_complete($1::text::uuid, 2)", &[&id]).unwrap();
+
+    // no emit: the wait times out, and the next attempt hears so
+    let (late, attempt) = claimed(&mut c, "t", "");
+    let answer = wait_event(&mut c, &late, "paid", "never", &format!(", timeout => '1 second', attempt => {attempt}"));
+    assert!(answer.0, "parked");
+    let (got, took) = claim_in_another_session(&db, "t", "10 seconds").join().unwrap();
+    assert_eq!(got, Some((late.clone(), 2)));
+    assert!(took >= Duration::from_millis(700), "back after its timeout, not before ({took:?})");
+    assert_eq!(wait_event(&mut c, &late, "paid", "never", ", attempt => 2"), (false, None, true));
+    // and an emit after the timeout changes nothing
+    assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('never')"), 0);
+    assert_eq!(wait_event(&mut c, &late, "paid", "never", ", attempt => 2"), (false, None, true));
+}
+
+#[test]
+fn an_emit_reaches_a_wait_that_begins_while_it_is_kept_and_not_after() {
+    let db = fresh_db("raquel_waits_keep");
+    let mut c = connect(&db);
+    c.execute("SELECT rq_emit('early', '\"here\"', keep => '1 minute')", &[]).unwrap();
+    c.execute("SELECT rq_emit('gone', '\"lost\"', keep => '0')", &[]).unwrap();
+    // (the instants are ms: a wait in the emit's own ms would still get it)
+    thread::sleep(Duration::from_millis(10));
+    let (id, attempt) = claimed(&mut c, "k", "");
+    let more = format!(", attempt => {attempt}");
+    assert_eq!(wait_event(&mut c, &id, "a", "early", &more), (false, Some(r#""here""#.into()), false));
+    assert_eq!(
+        wait_event(&mut c, &id, "b", "gone", &more),
+        (true, None, false),
+        "keep '0': only the waits already there"
+    );
+}
+
+#[test]
+fn a_wait_and_an_emit_that_race_lose_no_wake_up_whichever_commits_first() {
+    let db = fresh_db("raquel_waits_race");
+    let mut c = connect(&db);
+    // the wait's transaction is open when the emit comes: the emit waits for
+    // its turn, then sees the wait, even with keep '0'
+    let (id, attempt) = claimed(&mut c, "r", "");
+    let mut tx = c.transaction().unwrap();
+    assert!(wait_event(&mut tx, &id, "w", "race-1", &format!(", attempt => {attempt}")).0);
+    let emit = {
+        let db = db.clone();
+        thread::spawn(move || {
+            connect(&db).query_one("SELECT rq_emit('race-1', '1', keep => '0')", &[]).unwrap().get::<_, i64>(0)
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    assert!(!emit.is_finished(), "the emit waits for the wait's commit");
+    tx.commit().unwrap();
+    assert_eq!(emit.join().unwrap(), 1, "the emit resumed the job parked while it waited");
+    assert!(one::<bool>(&mut c, &format!("SELECT scheduled_at <= rq_now_ms() FROM jobs WHERE id = '{id}'")));
+
+    // the emit's transaction is open when the wait begins: the wait takes its
+    // turn after the emit commits, and gets it (kept: it was made before the
+    // wait began)
+    let (id, attempt) = claimed(&mut c, "r2", "");
+    let mut emitter = connect(&db);
+    let mut etx = emitter.transaction().unwrap();
+    etx.execute("SELECT rq_emit('race-2', '2', keep => '1 minute')", &[]).unwrap();
+    let wait = {
+        let (db, id) = (db.clone(), id.clone());
+        thread::spawn(move || wait_event(&mut connect(&db), &id, "w", "race-2", &format!(", attempt => {attempt}")))
+    };
+    thread::sleep(Duration::from_millis(300));
+    assert!(!wait.is_finished(), "the wait waits for the emit's commit");
+    etx.commit().unwrap();
+    assert_eq!(wait.join().unwrap(), (false, Some("2".into()), false));
+}
+
+#[test]
+fn many_workers_and_emitters_at_once_end_every_job_once_with_its_own_payload() {
+    let db = fresh_db("raquel_waits_many");
+    const JOBS: usize = 200;
+    let mut c = connect(&db);
+    c.execute(
+        "SELECT rq_enqueue_batch('m', ARRAY(SELECT 'job-' || n FROM generate_series(1, $1) n))",
+        &[&(JOBS as i32)],
+    )
+    .unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (db, done) = (db.clone(), done.clone());
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                // half the workers wait in REPEATABLE READ: their races with an
+                // emit are settled by the background worker
+                let isolation = if w % 2 == 0 {
+                    postgres::IsolationLevel::ReadCommitted
+                } else {
+                    postgres::IsolationLevel::RepeatableRead
+                };
+                let deadline = Instant::now() + Duration::from_secs(90);
+                while done.load(Ordering::SeqCst) < JOBS && Instant::now() < deadline {
+                    let Some(row) =
+                        c.query_opt("SELECT id::text, attempts, payload FROM rq_claim(ARRAY['m'], wait => '200 ms')", &[]).unwrap()
+                    else {
+                        continue;
+                    };
+                    let (id, attempt, payload): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+                    let event = format!("ev-{payload}");
+                    let worked = (|| {
+                        let mut tx = c.build_transaction().isolation_level(isolation).start()?;
+                        let row = tx.query_one(
+                            "SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, 'w', $2, attempt => $3)",
+                            &[&id, &event, &attempt],
+                        )?;
+                        let (parked, got, timed_out): (bool, Option<String>, bool) = (row.get(0), row.get(1), row.get(2));
+                        assert!(!timed_out);
+                        if !parked {
+                            tx.execute("SELECT rq_complete($1::text::uuid, $2, result => $3::text::jsonb)", &[&id, &attempt, &got])?;
+                        }
+                        tx.commit()?;
+                        Ok::<bool, postgres::Error>(!parked)
+                    })();
+                    match worked {
+                        Ok(true) => {
+                            done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(false) => {}
+                        // REPEATABLE READ: a row changed since the snapshot (an
+                        // emit's delivery): hand the job back and go on
+                        Err(e) if e.code().is_some_and(|c| c.code() == "40001") => {
+                            c.execute("SELECT rq_reject($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+                        }
+                        Err(e) => panic!("worker {w}: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let emitters: Vec<_> = (0..2)
+        .map(|e| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                for n in (1..=JOBS).filter(|n| n % 2 == e) {
+                    // keep '0': only the waits that began before the emit
+                    // (or race it) get it; the others park and get it later
+                    // from the emit made again below
+                    c.execute("SELECT rq_emit($1::text, to_jsonb($1::text), keep => '0')", &[&format!("ev-job-{n}")])
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for emitter in emitters {
+        emitter.join().unwrap();
+    }
+    // the jobs that parked after their emit: emitted again, kept this time
+    thread::sleep(Duration::from_secs(2));
+    for n in 1..=JOBS {
+        c.execute("SELECT rq_emit($1::text, to_jsonb($1::text), keep => '1 hour')", &[&format!("ev-job-{n}")]).unwrap();
+    }
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), JOBS, "every job ended");
+    let row = c
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'success'),
+                    count(*) FILTER (WHERE result = to_jsonb('ev-' || payload)),
+                    (SELECT count(*) FROM job_steps),
+                    (SELECT count(*) FROM job_waits)
+             FROM jobs",
+            &[],
+        )
+        .unwrap();
+    let counts: (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(
+        counts,
+        (JOBS as i64, JOBS as i64, JOBS as i64, 0),
+        "(succeeded, with their own payload, steps, waits left)"
+    );
+}
+
+#[test]
+fn a_parked_job_and_its_children_can_be_cancelled_and_an_emit_then_resumes_nothing() {
+    let db = fresh_db("raquel_waits_cancel");
+    let mut c = connect(&db);
+    let (parent, attempt) = claimed(&mut c, "p", "");
+    let child: String =
+        one(&mut c, &format!("SELECT id::text FROM rq_enqueue('c', 'child', after => ARRAY['{parent}'::uuid])"));
+    assert!(wait_event(&mut c, &parent, "w", "never-comes", &format!(", attempt => {attempt}")).0);
+    c.execute("SELECT rq_cancel($1::text::uuid)", &[&parent]).unwrap();
+    let statuses: Vec<String> = c
+        .query(
+            "SELECT status FROM jobs WHERE id IN ($1::text::uuid, $2::text::uuid) ORDER BY id = $2::text::uuid",
+            &[&parent, &child],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statuses, vec!["cancelled", "cancelled"], "the parked parent, and its child with it");
+    assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('never-comes')"), 0, "nothing parked to resume");
+    assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{parent}'")), "cancelled");
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_waits"), 0, "the emit ended the cancelled job's wait");
+}
