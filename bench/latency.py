@@ -5,7 +5,13 @@ its enqueue (which commits on its own) to the moment the worker has the job.
 And complete-commit to await-return: AWAITERS sessions each wait for one job
 with rq_await while a worker completes the jobs one at a time, each timed
 from just before the worker sends its complete (which commits on its own) to
-the moment its awaiter has the row. Prints one JSON object."""
+the moment its awaiter has the row. And durable wake-ups: SLEEPERS jobs put
+to sleep (rq_sleep) until instants spread over 10 seconds, worked by 4
+waiting claims, each timed from its instant to the moment a claim has it
+(how late it woke), with the jobs lost (never claimed again) and doubled
+(claimed twice); and PARKED jobs parked for an event each (rq_wait_event),
+each timed from just before its emit (which commits on its own) to the
+moment a claim has it. Prints one JSON object."""
 
 import json
 import os
@@ -19,6 +25,8 @@ DSN = os.environ["RAQUEL_BENCH_DSN"]
 TRIALS = int(os.environ.get("RAQUEL_LATENCY_TRIALS", "200"))
 POLL_MS = int(os.environ.get("RAQUEL_POLL_MS", "100"))
 AWAITERS = int(os.environ.get("RAQUEL_AWAITERS", "40"))
+SLEEPERS = int(os.environ.get("RAQUEL_SLEEPERS", "10000"))
+PARKED = int(os.environ.get("RAQUEL_PARKED", "1000"))
 
 
 def percentile(values, p):
@@ -110,10 +118,95 @@ def awaiting_results():
     return latencies
 
 
+def park_all(conn, queue, n, park):
+    """Enqueues n jobs into queue, claims them and parks each with `park`
+    (SQL over u(id, a, n), the job's id, attempt and number, that returns
+    `parked`)."""
+    conn.execute("SELECT count(*) FROM rq_enqueue_batch(%s, ARRAY(SELECT n::text FROM generate_series(1, %s) n))", [queue, n])
+    parked = 0
+    while parked < n:
+        rows = conn.execute("SELECT id, attempts, payload::int FROM rq_claim(ARRAY[%s], batch => 1000)", [queue]).fetchall()
+        done = conn.execute(
+            f"SELECT count(*) FILTER (WHERE p.parked) FROM unnest(%s::uuid[], %s::int[], %s::int[]) AS u(id, a, n),"
+            f" LATERAL ({park}) p",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]]).fetchone()[0]
+        if done != len(rows):
+            raise SystemExit(f"{len(rows) - done} of {len(rows)} jobs in {queue} did not park")
+        parked += len(rows)
+
+
+def drain(queue, n, limit_s):
+    """Four waiting claims take queue's n jobs: when each job was claimed
+    (wall clock, by the job's number), as often as it was."""
+    claimed, lock = {}, threading.Lock()
+    deadline = time.time() + limit_s
+
+    def work():
+        conn = psycopg.connect(DSN, autocommit=True)
+        while time.time() < deadline:
+            with lock:
+                if len(claimed) >= n:
+                    return
+            rows = conn.execute(
+                "SELECT id, attempts, payload::int FROM rq_claim(ARRAY[%s], batch => 20, wait => '200 ms')",
+                [queue]).fetchall()
+            now = time.time()
+            with lock:
+                for _, _, number in rows:
+                    claimed.setdefault(number, []).append(now)
+            if rows:
+                conn.execute("SELECT count(*) FROM rq_complete_batch(%s::uuid[], %s::int[])",
+                             [[r[0] for r in rows], [r[1] for r in rows]])
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return claimed
+
+
+def sleeping_wakeups():
+    conn = psycopg.connect(DSN, autocommit=True)
+    # the first instant after every job is asleep (parking takes about 1 ms a job)
+    start = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8 + 5 + %s / 1000.0", [SLEEPERS]).fetchone()[0]
+    park_all(conn, "sleepy", SLEEPERS,
+             f"SELECT rq_sleep(u.id, 'nap', at => to_timestamp({start} + 10.0 * u.n / {SLEEPERS}), attempt => u.a) AS parked")
+    claimed = drain("sleepy", SLEEPERS, start + 40 - time.time())
+    late = [(times[0] - (start + 10.0 * n / SLEEPERS)) * 1000 for n, times in claimed.items()]
+    early = sum(1 for ms in late if ms < -1)
+    if early:
+        raise SystemExit(f"{early} sleeping jobs were claimed before their instant")
+    return late, SLEEPERS - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
+
+
+def event_wakeups():
+    conn = psycopg.connect(DSN, autocommit=True)
+    park_all(conn, "parked", PARKED, "SELECT parked FROM rq_wait_event(u.id, 'w', 'ev-' || u.n, attempt => u.a)")
+    sent = {}
+
+    def emit():
+        emitter = psycopg.connect(DSN, autocommit=True)
+        time.sleep(0.5)
+        for n in range(1, PARKED + 1):
+            sent[n] = time.time()
+            emitter.execute("SELECT rq_emit(%s)", [f"ev-{n}"])
+            time.sleep(0.002)
+
+    emitter = threading.Thread(target=emit)
+    emitter.start()
+    claimed = drain("parked", PARKED, 30)
+    emitter.join()
+    late = [(times[0] - sent[n]) * 1000 for n, times in claimed.items()]
+    return late, PARKED - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
+
+
 def main():
     waited = waiting_claims()
     polled = polling_worker()
     awaited = awaiting_results()
+    slept, sleep_lost, sleep_doubled = sleeping_wakeups()
+    woken, event_lost, event_doubled = event_wakeups()
     print(json.dumps({
         "trials": TRIALS,
         "poll_ms": POLL_MS,
@@ -121,6 +214,12 @@ def main():
         "wait_p50": percentile(waited, 50), "wait_p99": percentile(waited, 99),
         "poll_p50": percentile(polled, 50), "poll_p99": percentile(polled, 99),
         "await_p50": percentile(awaited, 50), "await_p99": percentile(awaited, 99),
+        "sleepers": SLEEPERS,
+        "sleep_late_p50": percentile(slept, 50), "sleep_late_p99": percentile(slept, 99),
+        "sleep_lost": sleep_lost, "sleep_doubled": sleep_doubled,
+        "parked": PARKED,
+        "event_p50": percentile(woken, 50), "event_p99": percentile(woken, 99),
+        "event_lost": event_lost, "event_doubled": event_doubled,
     }))
 
 
