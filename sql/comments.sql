@@ -42,6 +42,8 @@ COMMENT ON FUNCTION rq_await(uuid, interval) IS
     'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
 COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
     'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
+COMMENT ON FUNCTION rq_parents(uuid) IS
+    'raquel: the jobs a job was enqueued to run after (after), as they are now: a child reads its parents'' status and result.';
 COMMENT ON FUNCTION rq_sleep(uuid, text, timestamptz, interval, integer) IS
     'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
 COMMENT ON FUNCTION rq_wait_event(uuid, text, text, interval, integer) IS

@@ -148,6 +148,9 @@ BEGIN
     ), steps AS (
         -- their recorded steps (sql/steps.sql) go with them
         DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
     )
     SELECT count(*) INTO changed FROM gone;
     RETURN changed;

@@ -4,8 +4,9 @@
 -- and those whose end sets something off, are completed as in
 -- sql/finish.complete_batch.sql. The two writes take disjoint rows.
 -- Parameters as there, and $8 the queues without history.
--- @steps_gone@: on a 0.5.0 table, a CTE that deletes the steps
--- (sql/steps.sql) of the deleted jobs, as the prune duty does; otherwise nothing.
+-- @steps_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
+-- (sql/steps.sql, sql/workflows.sql) of the deleted jobs, as the prune duty
+-- does; otherwise nothing.
 WITH wanted AS (
     SELECT * FROM unnest($1::uuid[], $2::integer[], $4::integer[], $5::text[], $6::bigint[])
         AS w (id, token, taken_attempt, worker, taken_at)

@@ -4,8 +4,9 @@
 -- end sets something off, is completed as in sql/finish.complete.sql. The
 -- two writes take disjoint rows, and the same conditions (@was@) as that
 -- statement. Parameters as there, and $10 the queues without history.
--- @steps_gone@: on a 0.5.0 table, a CTE that deletes the steps
--- (sql/steps.sql) of the deleted job, as the prune duty does; otherwise nothing.
+-- @steps_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
+-- (sql/steps.sql, sql/workflows.sql) of the deleted job, as the prune duty
+-- does; otherwise nothing.
 WITH gone AS (
     DELETE FROM @jobs@ j
     WHERE j.id = $1 AND @was@

@@ -104,6 +104,8 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
         raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    -- rq_parents reads what a job's parents produced (sql/workflows.sql)
+    EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
     -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
     -- rq_wait_event park the job they hold (sql/waits.sql) and look for an

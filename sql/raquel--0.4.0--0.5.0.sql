@@ -974,6 +974,8 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
         raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
     EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    -- rq_parents reads what a job's parents produced (sql/workflows.sql)
+    EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
     -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
     -- rq_wait_event park the job they hold (sql/waits.sql) and look for an
@@ -1013,6 +1015,9 @@ BEGIN
     IF FOUND THEN
         PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
+    INSERT INTO @extschema@.job_parents (child_id, parent_id)
+    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
+    ON CONFLICT DO NOTHING;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
     ORDER BY p.id LIMIT 1;
@@ -1417,6 +1422,9 @@ BEGIN
     ), steps AS (
         -- their recorded steps (sql/steps.sql) go with them
         DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
     )
     SELECT count(*) INTO changed FROM gone;
     RETURN changed;
@@ -1990,6 +1998,50 @@ BEGIN
 END
 $$;
 
+-- A child reads its parents' results (issue 26): job_parents and
+-- rq_parents, as sql/workflows.sql has them. The children in flight keep
+-- the parents they still wait for (job_dependencies); the edges of parents
+-- that ended before the update are gone.
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. The background worker
+-- drops the rows of children that are gone (rq_settle_waits).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+INSERT INTO job_parents (child_id, parent_id)
+SELECT d.child_id, d.parent_id FROM job_dependencies d
+ON CONFLICT DO NOTHING;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
+$$;
+
 -- Durable sleep and events (issue 26): sql/waits.sql, and the helper that
 -- asks the background worker to look in at commit (src/deadlines.rs).
 CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
@@ -2489,6 +2541,7 @@ BEGIN
     LOOP
         grantee := CASE WHEN r.grantee = 0 THEN 'PUBLIC' ELSE r.grantee::pg_catalog.regrole::pg_catalog.text END;
         EXECUTE pg_catalog.format('GRANT SELECT, INSERT ON @extschema@.job_steps TO %s', grantee);
+        EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.job_parents TO %s', grantee);
         EXECUTE pg_catalog.format('GRANT SELECT, INSERT, UPDATE, DELETE ON @extschema@.job_waits TO %s', grantee);
         EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.emitted_events TO %s', grantee);
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', grantee);
@@ -2536,6 +2589,8 @@ COMMENT ON FUNCTION rq_await(uuid, interval) IS
     'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
 COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
     'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
+COMMENT ON FUNCTION rq_parents(uuid) IS
+    'raquel: the jobs a job was enqueued to run after (after), as they are now: a child reads its parents'' status and result.';
 COMMENT ON FUNCTION rq_sleep(uuid, text, timestamptz, interval, integer) IS
     'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
 COMMENT ON FUNCTION rq_wait_event(uuid, text, text, interval, integer) IS

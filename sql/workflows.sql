@@ -20,6 +20,21 @@ COMMENT ON TABLE job_dependencies IS
 
 SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. The background worker
+-- drops the rows of children that are gone (rq_settle_waits).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
 -- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
 -- for the jobs `after`: blocked while any of those is unfinished, queued as
 -- they were if all succeeded already, cancelled if one ended otherwise.
@@ -56,6 +71,9 @@ BEGIN
     IF FOUND THEN
         PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
     END IF;
+    INSERT INTO @extschema@.job_parents (child_id, parent_id)
+    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
+    ON CONFLICT DO NOTHING;
     SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
     WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
     ORDER BY p.id LIMIT 1;
@@ -169,5 +187,27 @@ BEGIN
         settled := settled + 1;
     END LOOP;
     RETURN settled;
+END
+$$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
 END
 $$;

@@ -131,6 +131,8 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
         "event_name_empty" => Refusal::new(invalid, format!("{v0}: event must not be null or empty"))
             .hint("Name the event a job waits for, say 'payment:' || order_id."),
         "event_name_long" => Refusal::new(invalid, format!("event name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
+        "parents_of_null" => Refusal::new(invalid, "rq_parents: id must not be null"),
+        "parents_of_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("rq_parents: there is no job {v0}")),
         "event_keep_null" => Refusal::new(invalid, format!("rq_emit: keep must not be null (event {v0})"))
             .hint("keep is how long a job that starts waiting later still gets the event; '0' for none."),
         "step_name_long" => Refusal::new(invalid, format!("step name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),

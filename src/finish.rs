@@ -80,12 +80,19 @@ fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option
     Some(crate::history::queues_without(function)).filter(|queues| !queues.is_empty())
 }
 
-/// The CTE of a complete that deletes jobs (a queue without history) that
-/// deletes their steps (sql/steps.sql) too, with `condition`; nothing on a
-/// table older than 0.5.0, which has no steps.
+/// The CTEs of a complete that deletes jobs (a queue without history) that
+/// delete what is kept for those jobs too, with `condition` (on `s.job_id`):
+/// their steps (sql/steps.sql) and the parents they ran after (job_parents,
+/// sql/workflows.sql); nothing on a table older than 0.5.0, which has
+/// neither.
 fn steps_gone(function: pg_sys::Oid, condition: &str) -> String {
     if statements::jobs_have(function, c"result") {
-        format!(", steps_gone AS (DELETE FROM {} s {condition})", statements::in_schema_of(function, "job_steps"))
+        format!(
+            ", steps_gone AS (DELETE FROM {} s {condition}), parents_gone AS (DELETE FROM {} s {})",
+            statements::in_schema_of(function, "job_steps"),
+            statements::in_schema_of(function, "job_parents"),
+            condition.replace("s.job_id", "s.child_id")
+        )
     } else {
         String::new()
     }

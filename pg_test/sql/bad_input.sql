@@ -846,6 +846,11 @@ SELECT rq_emit('e', NULL, keep => NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT rq_emit('e', NULL, keep => '-1 minute');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
+-- rq_parents (sql/workflows.sql) of a NULL or unknown job.
+SELECT id FROM rq_parents(NULL);
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT id FROM rq_parents(:'unknown');
+SELECT pg_temp.outcome('P0002', :'SQLSTATE');
 SELECT status FROM jobs WHERE id = :'claimed';
 SELECT (SELECT count(*) FROM job_steps) AS job_steps_rows, (SELECT count(*) FROM job_waits) AS job_waits_rows,
        (SELECT count(*) FROM emitted_events) AS emitted_events_rows;

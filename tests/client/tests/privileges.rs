@@ -179,6 +179,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     // durable sleep and events (sql/waits.sql): parking a job is a
     // worker's; emitting runs as the owner, for the roles granted EXECUTE
     // on it alone (the test below); the duty and delivery are the owner's
+    ("rq_parents(uuid)",                                          No,  No,  Yes, "SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')"),
     ("rq_sleep(uuid,text,timestamptz,interval,int)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 's', delay => '1 second')"),
     ("rq_wait_event(uuid,text,text,interval,int)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 's', 'e')"),
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
@@ -277,6 +278,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("INSERT on job_steps",                                       No,  No,  Yes, "INSERT INTO job_steps VALUES ('00000000-0000-7000-8000-000000000000', 's', NULL, 1, 0)"),
     ("UPDATE on job_steps",                                       No,  No,  No,  "UPDATE job_steps SET result = NULL"),
     ("DELETE on job_steps",                                       No,  No,  No,  "DELETE FROM job_steps"),
+    ("SELECT on job_parents",                                     No,  No,  Yes, "SELECT * FROM job_parents"),
+    ("INSERT on job_parents",                                     No,  No,  No,  "INSERT INTO job_parents VALUES ('00000000-0000-7000-8000-000000000000', '00000000-0000-7000-8000-000000000000')"),
     ("SELECT on job_waits",                                       No,  No,  Yes, "SELECT * FROM job_waits"),
     ("INSERT on job_waits",                                       No,  No,  Yes, "INSERT INTO job_waits VALUES ('00000000-0000-7000-8000-000000000000', 'q', 's', 'e', 0, NULL)"),
     ("UPDATE on job_waits",                                       No,  No,  Yes, "UPDATE job_waits SET until = NULL"),

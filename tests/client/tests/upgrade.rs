@@ -311,7 +311,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed", "rq_emit",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
     "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_producer", "rq_grant_worker",
-    "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_pause",
+    "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
     "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",

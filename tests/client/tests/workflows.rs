@@ -300,3 +300,51 @@ fn a_parent_ended_behind_raquels_back_is_settled_by_the_duty() {
     let again: i64 = c.query_one("SELECT rq_settle_workflows()", &[]).unwrap().get(0);
     assert_eq!(again, 0, "nothing left to settle");
 }
+
+#[test]
+fn a_child_reads_its_parents_results_and_they_go_with_it() {
+    let db = fresh_db("wf_parents");
+    let mut c = connect(&db);
+    // one parent done before the child is enqueued, one after; a worker of
+    // its own session reads them, in another session
+    let early = one(&mut c, "SELECT id::text FROM rq_enqueue('parents', 'early')");
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parents'])", &[]).unwrap();
+    c.execute("SELECT rq_complete($1::text::uuid, $2, '{\"rows\": 3}')", &[&row.get::<_, String>(0), &row.get::<_, i32>(1)])
+        .unwrap();
+    let late = one(&mut c, "SELECT id::text FROM rq_enqueue('parents', 'late')");
+    let child = one(
+        &mut c,
+        &format!("SELECT id::text FROM rq_enqueue('children', 'c', after => ARRAY['{early}', '{late}', '{late}']::uuid[])"),
+    );
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parents'])", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), late);
+    c.execute("SELECT rq_complete($1::text::uuid, $2, '\"total\"')", &[&late, &row.get::<_, i32>(1)]).unwrap();
+    let mut worker = connect(&db);
+    let claimed = one(&mut worker, "SELECT id::text FROM rq_claim(ARRAY['children'])");
+    assert_eq!(claimed, child);
+    let parents: Vec<(String, String, String)> = worker
+        .query("SELECT id::text, status, result::text FROM rq_parents($1::text::uuid) ORDER BY payload", &[&child])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        parents,
+        vec![(early.clone(), "success".into(), r#"{"rows": 3}"#.into()), (late.clone(), "success".into(), r#""total""#.into())],
+        "each parent once, with its result"
+    );
+    // a job without parents has none; an unknown one is refused
+    assert_eq!(worker.query("SELECT id FROM rq_parents($1::text::uuid)", &[&early]).unwrap().len(), 0);
+    let unknown = worker.query("SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')", &[]);
+    assert_eq!(sqlstate(unknown), "P0002");
+    // the child's parents go with it: pruned, and deleted by a queue without history
+    worker.execute("SELECT rq_complete($1::text::uuid)", &[&child]).unwrap();
+    c.execute("UPDATE jobs SET finished_at = finished_at - 86400000::bigint * 30 WHERE id = $1::text::uuid", &[&child]).unwrap();
+    c.execute("SELECT rq_prune(retention => '1 day')", &[]).unwrap();
+    assert_eq!(c.query_one("SELECT count(*) FROM job_parents", &[]).unwrap().get::<_, i64>(0), 0);
+    c.execute("SELECT rq_set_history('gone', false)", &[]).unwrap();
+    let gone = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('gone', 'g', after => ARRAY['{early}']::uuid[])"));
+    c.execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['gone'])", &[]).unwrap();
+    assert_eq!(count(&mut c, &format!("id = '{gone}'")), 0, "deleted as it succeeded");
+    assert_eq!(c.query_one("SELECT count(*) FROM job_parents", &[]).unwrap().get::<_, i64>(0), 0);
+}
