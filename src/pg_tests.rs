@@ -775,9 +775,9 @@ mod tests {
              JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
         assert_eq!(
             one::<i64>(&format!("SELECT count(*) {of_extension}")),
-            6,
+            7,
             "rq_enqueue (text and jsonb), rq_enqueue_batch(text, text[], …), the turn trigger rq_job_turn, \
-             and the flow claim's rq_flow_lock and rq_flow_took"
+             the flow claim's rq_flow_lock and rq_flow_took, and rq_emit"
         );
         let unpinned: i64 = one(&format!(
             "SELECT count(*) {of_extension} \
