@@ -4,7 +4,7 @@
 -- and those whose end sets something off, are completed as in
 -- sql/finish.complete_batch.sql. The two writes take disjoint rows.
 -- Parameters as there, and $8 the queues without history.
--- @steps_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
+-- @kept_rows_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
 -- (sql/steps.sql, sql/workflows.sql) of the deleted jobs, as the prune duty
 -- does; otherwise nothing.
 WITH wanted AS (
@@ -15,7 +15,7 @@ WITH wanted AS (
     WHERE j.id = w.id AND @was@
       AND j.queue = ANY ($8) AND NOT (@sets_off_condition@)
     RETURNING j AS job, w.taken_attempt, w.worker, w.taken_at
-)@steps_gone@, kept AS (
+)@kept_rows_gone@, kept AS (
     UPDATE @jobs@ j
     SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@
     FROM wanted w

@@ -4,7 +4,7 @@
 -- end sets something off, is completed as in sql/finish.complete.sql. The
 -- two writes take disjoint rows, and the same conditions (@was@) as that
 -- statement. Parameters as there, and $10 the queues without history.
--- @steps_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
+-- @kept_rows_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
 -- (sql/steps.sql, sql/workflows.sql) of the deleted job, as the prune duty
 -- does; otherwise nothing.
 WITH gone AS (
@@ -14,7 +14,7 @@ WITH gone AS (
     RETURNING pg_catalog.jsonb_populate_record(j, pg_catalog.jsonb_build_object(
         'status', 'success', 'finished_at', $3, 'lease_expires_at', NULL@taken_json@)),
         j.queue, coalesce($6, j.claimed_at) AS claimed_at, false AS sets_off
-)@steps_gone@, kept AS (
+)@kept_rows_gone@, kept AS (
     UPDATE @jobs@ j
     SET status = 'success', finished_at = $3, lease_expires_at = NULL@taken_set@
     WHERE j.id = $1

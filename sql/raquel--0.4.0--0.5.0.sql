@@ -1955,6 +1955,23 @@ COMMENT ON TABLE job_steps IS
 
 SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 
+-- The checks a step's name passes wherever a step is recorded (rq_step,
+-- rq_sleep, rq_wait_event): `verb` says what the refused call was doing
+-- ("record a step of", "put to sleep", "park").
+CREATE FUNCTION raquel_internal.rq_check_step_name(id uuid, name text, verb text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL OR name = '' THEN
+        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[id::text, verb]);
+    END IF;
+    IF octet_length(name) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(name)::text, left(name, 20)]);
+    END IF;
+END
+$$;
+
 -- Records step `name` of the claimed job `id`, with its result. Fenced as
 -- the worker verbs are: the job must be claimed (on `attempt`, when given),
 -- and it stays locked against a rescue (FOR SHARE) until this transaction
@@ -1972,12 +1989,7 @@ DECLARE
     step   @extschema@.job_steps;
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_step');
-    IF rq_step.name IS NULL OR rq_step.name = '' THEN
-        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[rq_step.id::text]);
-    END IF;
-    IF octet_length(rq_step.name) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(rq_step.name)::text, left(rq_step.name, 20)]);
-    END IF;
+    PERFORM raquel_internal.rq_check_step_name(rq_step.id, rq_step.name, 'record a step of');
     SELECT j.attempts INTO holder FROM @extschema@.jobs j
     WHERE j.id = rq_step.id AND j.status = 'claimed'
       AND (rq_step.attempt IS NULL OR j.attempts = rq_step.attempt)
@@ -2109,22 +2121,6 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 253402300799000::bigint $$;
 
--- The checks a step's name passes wherever a step is recorded: `verb` says
--- what the refused call was doing ("put to sleep", "park").
-CREATE FUNCTION raquel_internal.rq_check_step_name(id uuid, name text, verb text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF name IS NULL OR name = '' THEN
-        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[id::text, verb]);
-    END IF;
-    IF octet_length(name) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(name)::text, left(name, 20)]);
-    END IF;
-END
-$$;
-
 -- The claimed job `id` (on `attempt`, when given), locked until this
 -- transaction ends; its attempt. Raises why not otherwise.
 CREATE FUNCTION raquel_internal.rq_hold(id uuid, attempt integer, verb text) RETURNS integer
@@ -2142,6 +2138,22 @@ BEGIN
         PERFORM raquel_internal.rq_raise_cannot(rq_hold.id, rq_hold.attempt, verb, '{claimed}');
     END IF;
     RETURN holder;
+END
+$$;
+
+-- The checks an event's name passes, in rq_wait_event and rq_emit
+-- (`function`, named in the refusal).
+CREATE FUNCTION raquel_internal.rq_check_event_name(event text, function text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF event IS NULL OR event = '' THEN
+        PERFORM raquel_internal.rq_refuse('event_name_empty', ARRAY[function]);
+    END IF;
+    IF octet_length(event) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('event_name_long', ARRAY[octet_length(event)::text, left(event, 20)]);
+    END IF;
 END
 $$;
 
@@ -2243,13 +2255,7 @@ DECLARE
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
     PERFORM raquel_internal.rq_check_step_name(rq_wait_event.id, rq_wait_event.name, 'park');
-    IF rq_wait_event.event IS NULL OR rq_wait_event.event = '' THEN
-        PERFORM raquel_internal.rq_refuse('event_name_empty', ARRAY['rq_wait_event']);
-    END IF;
-    IF octet_length(rq_wait_event.event) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('event_name_long',
-            ARRAY[octet_length(rq_wait_event.event)::text, left(rq_wait_event.event, 20)]);
-    END IF;
+    PERFORM raquel_internal.rq_check_event_name(rq_wait_event.event, 'rq_wait_event');
     holder := raquel_internal.rq_hold(rq_wait_event.id, rq_wait_event.attempt, 'wait_event');
     -- the wait begins now, before its turn: an emit made after this
     -- instant reaches it, even one that takes its turn first; one made
@@ -2375,12 +2381,7 @@ DECLARE
     emitted @extschema@.emitted_events;
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
-    IF rq_emit.event IS NULL OR rq_emit.event = '' THEN
-        PERFORM raquel_internal.rq_refuse('event_name_empty', ARRAY['rq_emit']);
-    END IF;
-    IF octet_length(rq_emit.event) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('event_name_long', ARRAY[octet_length(rq_emit.event)::text, left(rq_emit.event, 20)]);
-    END IF;
+    PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
     IF keep_ms IS NULL THEN
         PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
     END IF;

@@ -25,6 +25,23 @@ COMMENT ON TABLE job_steps IS
 
 SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 
+-- The checks a step's name passes wherever a step is recorded (rq_step,
+-- rq_sleep, rq_wait_event): `verb` says what the refused call was doing
+-- ("record a step of", "put to sleep", "park").
+CREATE FUNCTION raquel_internal.rq_check_step_name(id uuid, name text, verb text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL OR name = '' THEN
+        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[id::text, verb]);
+    END IF;
+    IF octet_length(name) > 1000 THEN
+        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(name)::text, left(name, 20)]);
+    END IF;
+END
+$$;
+
 -- Records step `name` of the claimed job `id`, with its result. Fenced as
 -- the worker verbs are: the job must be claimed (on `attempt`, when given),
 -- and it stays locked against a rescue (FOR SHARE) until this transaction
@@ -42,12 +59,7 @@ DECLARE
     step   @extschema@.job_steps;
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_step');
-    IF rq_step.name IS NULL OR rq_step.name = '' THEN
-        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[rq_step.id::text]);
-    END IF;
-    IF octet_length(rq_step.name) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(rq_step.name)::text, left(rq_step.name, 20)]);
-    END IF;
+    PERFORM raquel_internal.rq_check_step_name(rq_step.id, rq_step.name, 'record a step of');
     SELECT j.attempts INTO holder FROM @extschema@.jobs j
     WHERE j.id = rq_step.id AND j.status = 'claimed'
       AND (rq_step.attempt IS NULL OR j.attempts = rq_step.attempt)

@@ -120,12 +120,9 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
         .detail("Each job it enqueued would fire it again."),
         "max_queues" => Refusal::new(invalid, format!("max_queues must be between 0 and 100000, got {v0}"))
             .hint("rq_prometheus(max_queues) writes series per queue for that many queues, and totals for all."),
-        "step_name_empty" => {
-            // v1: what the call was doing, when it is not rq_step ("put to sleep", "park")
-            let verb = if refused.len() > 1 { v1.as_str() } else { "record a step of" };
-            Refusal::new(invalid, format!("cannot {verb} job {v0}: name must not be null or empty"))
-                .hint("Name each step of a job, say rq_step(id, 'charge', result) or rq_sleep(id, 'cool-off', delay => '1 hour').")
-        }
+        // v1: what the call was doing ("record a step of", "put to sleep", "park")
+        "step_name_empty" => Refusal::new(invalid, format!("cannot {v1} job {v0}: name must not be null or empty"))
+            .hint("Name each step of a job, say rq_step(id, 'charge', result) or rq_sleep(id, 'cool-off', delay => '1 hour')."),
         "sleep_when" => Refusal::new(invalid, format!("cannot put job {v0} to sleep: give at or delay"))
             .hint("rq_sleep(id, 'cool-off', delay => '1 hour') or rq_sleep(id, 'until-monday', at => '2026-11-30 09:00+00')."),
         "event_name_empty" => Refusal::new(invalid, format!("{v0}: event must not be null or empty"))

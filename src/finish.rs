@@ -81,17 +81,18 @@ fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option
 }
 
 /// The CTEs of a complete that deletes jobs (a queue without history) that
-/// delete what is kept for those jobs too, with `condition` (on `s.job_id`):
-/// their steps (sql/steps.sql) and the parents they ran after (job_parents,
-/// sql/workflows.sql); nothing on a table older than 0.5.0, which has
-/// neither.
-fn steps_gone(function: pg_sys::Oid, condition: &str) -> String {
+/// delete what is kept for those jobs too: their steps (sql/steps.sql) and
+/// the parents they ran after (job_parents, sql/workflows.sql), each row `s`
+/// that `condition` (given the row's job column) picks; nothing on a table
+/// older than 0.5.0, which has neither.
+fn kept_rows_gone(function: pg_sys::Oid, condition: impl Fn(&str) -> String) -> String {
     if statements::jobs_have(function, c"result") {
         format!(
-            ", steps_gone AS (DELETE FROM {} s {condition}), parents_gone AS (DELETE FROM {} s {})",
+            ", steps_gone AS (DELETE FROM {} s {}), parents_gone AS (DELETE FROM {} s {})",
             statements::in_schema_of(function, "job_steps"),
+            condition("job_id"),
             statements::in_schema_of(function, "job_parents"),
-            condition.replace("s.job_id", "s.child_id")
+            condition("child_id")
         )
     } else {
         String::new()
@@ -199,7 +200,10 @@ impl Ending {
             &[
                 ("@taken_set@", if taken { ", attempts = $4, claimed_by = $5, claimed_at = $6" } else { "" }),
                 ("@result_set@", if self.with_result { ", result = $11" } else { "" }),
-                ("@steps_gone@", &steps_gone(self.function, "WHERE s.job_id = $1 AND EXISTS (SELECT FROM gone)")),
+                (
+                    "@kept_rows_gone@",
+                    &kept_rows_gone(self.function, |job| format!("WHERE s.{job} = $1 AND EXISTS (SELECT FROM gone)")),
+                ),
                 ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
                 ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
                 (
@@ -499,7 +503,7 @@ unsafe fn complete_batch(
                     ("@same_queue@", if distributed { "AND j.queue = $7" } else { "" }),
                     ("@sets_off@", &if workflows { sets_off(function, distributed) } else { String::new() }),
                     ("@results@", if results.is_some() { ", $9::jsonb[]" } else { "" }),
-                    ("@steps_gone@", &steps_gone(function, "USING gone g WHERE s.job_id = (g.job).id")),
+                    ("@kept_rows_gone@", &kept_rows_gone(function, |job| format!("USING gone g WHERE s.{job} = (g.job).id"))),
                     ("@result_column@", if results.is_some() { ", result" } else { "" }),
                     ("@result_set@", if results.is_some() { ", result = w.result" } else { "" }),
                 ],

@@ -1741,6 +1741,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         // durable sleep and events (sql/waits.sql)
         ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')", "00000"),
         ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, '', 'park')", "22023"),
+        ("rq_check_event_name", "SELECT raquel_internal.rq_check_event_name('e', 'rq_emit')", "00000"),
+        ("rq_check_event_name", "SELECT raquel_internal.rq_check_event_name('', 'rq_emit')", "22023"),
         ("rq_hold", "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')", "P0002"),
         ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', true)", "00000"),
         ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', false)", "00000"),

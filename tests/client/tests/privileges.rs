@@ -185,6 +185,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
     ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')"),
     ("raquel_internal.rq_check_step_name(uuid,text,text)",        Yes, Yes, Yes, "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')"),
+    ("raquel_internal.rq_check_event_name(text,text)",            Yes, Yes, Yes, "SELECT raquel_internal.rq_check_event_name('e', 'rq_emit')"),
     ("raquel_internal.rq_event_turn(text,boolean)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_event_turn('e', true)"),
     ("raquel_internal.rq_waiting_by_queue()",                     Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_waiting_by_queue()"),
     ("raquel_internal.rq_forever_ms()",                           Yes, Yes, Yes, "SELECT raquel_internal.rq_forever_ms()"),
