@@ -1960,60 +1960,35 @@ COMMENT ON TABLE job_steps IS
 
 SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 
--- The checks a step's name passes wherever a step is recorded (rq_step,
--- rq_sleep, rq_wait_event): `verb` says what the refused call was doing
--- ("record a step of", "put to sleep", "park").
-CREATE FUNCTION raquel_internal.rq_check_step_name(id uuid, name text, verb text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF name IS NULL OR name = '' THEN
-        PERFORM raquel_internal.rq_refuse('step_name_empty', ARRAY[id::text, verb]);
-    END IF;
-    IF octet_length(name) > 1000 THEN
-        PERFORM raquel_internal.rq_refuse('step_name_long', ARRAY[octet_length(name)::text, left(name, 20)]);
-    END IF;
-END
-$$;
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
 
 -- Records step `name` of the claimed job `id`, with its result. Fenced as
 -- the worker verbs are: the job must be claimed (on `attempt`, when given),
 -- and it stays locked against a rescue (FOR SHARE) until this transaction
 -- ends, so a step is never recorded for an attempt that lost its claim
 -- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's.
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs, one statement: sql/steps.record.sql): it runs once per step
+-- of every durable job.
 CREATE FUNCTION rq_step(id uuid, name text, result jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
 RETURNS job_steps
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    holder integer;
-    done   @extschema@.job_steps;
-    step   @extschema@.job_steps;
-BEGIN
-    PERFORM raquel_internal.rq_refuse_distributed('rq_step');
-    PERFORM raquel_internal.rq_check_step_name(rq_step.id, rq_step.name, 'record a step of');
-    SELECT j.attempts INTO holder FROM @extschema@.jobs j
-    WHERE j.id = rq_step.id AND j.status = 'claimed'
-      AND (rq_step.attempt IS NULL OR j.attempts = rq_step.attempt)
-    FOR SHARE OF j;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_step.id, rq_step.attempt, 'step', '{claimed}');
-    END IF;
-    INSERT INTO @extschema@.job_steps AS s (job_id, name, result, attempt, recorded_at)
-    VALUES (rq_step.id, rq_step.name, rq_step.result, holder, @extschema@.rq_now_ms())
-    ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING
-    RETURNING s.* INTO step;
-    IF NOT FOUND THEN
-        SELECT s.* INTO done FROM @extschema@.job_steps s WHERE s.job_id = rq_step.id AND s.name = rq_step.name;
-        PERFORM raquel_internal.rq_refuse('step_recorded',
-            ARRAY[rq_step.name, rq_step.id::text, done.attempt::text]);
-    END IF;
-    RETURN step;
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_step_c';
+
+-- rq_check_step_name (src/steps.rs), as pgrx declares it.
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 
 -- A child reads its parents' results (issue 26): job_parents and
 -- rq_parents, as sql/workflows.sql has them. The children in flight keep

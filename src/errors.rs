@@ -70,12 +70,17 @@ pub fn key_finished(key: &str, queue: &str) -> Refusal {
 #[search_path(pg_catalog, pg_temp)]
 fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
     // Not STRICT: a NULL argument must not turn a refusal into nothing.
-    let refused = refused.unwrap_or_default();
+    named(refusal.unwrap_or_default(), &refused.unwrap_or_default()).raise()
+}
+
+/// The refusal called `refusal`, naming `refused` (None reads NULL): for
+/// rq_refuse, and for the Rust that shares a refusal with PL/pgSQL.
+pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
     let value = |i: usize| refused.get(i).cloned().flatten().unwrap_or_else(|| "NULL".into());
     let (v0, v1, v2, v3) = (value(0), value(1), value(2), value(3));
     let (invalid, wrong_state) =
         (PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
-    let refusal = match refusal.unwrap_or_default() {
+    match refusal {
         "payloads_null" => Refusal::new(invalid, "payloads must not be null")
             .hint("Pass an array; ARRAY[NULL]::text[] enqueues one job without a payload."),
         "keys_count" => Refusal::new(invalid, format!("keys has {v0} elements for {v1} payloads"))
@@ -144,8 +149,7 @@ fn rq_refuse(refusal: Option<&str>, refused: Option<Vec<Option<String>>>) {
         "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),
         other => Refusal::invalid_parameter(format!("rq_refuse: no refusal is called {other:?}"))
             .hint("rq_refuse is for the extension's own functions."),
-    };
-    refusal.raise()
+    }
 }
 
 /// Logs a WARNING with `code` as its SQLSTATE: the background worker's
@@ -224,6 +228,13 @@ impl Cannot {
 /// Raises the refusal that explains why `verb` matched no job, looking the
 /// job up in the jobs table of `function`'s schema. Connected to SPI.
 pub fn raise_cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Option<i32>, verb: &str, allowed: &[&str]) -> ! {
+    cannot(function, id, attempt, allowed).refusal(verb, id, attempt, allowed).raise()
+}
+
+/// Why a verb taking jobs whose status is one of `allowed` matched no job,
+/// looking the job up in the jobs table of `function`'s schema. Connected
+/// to SPI.
+pub fn cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Option<i32>, allowed: &[&str]) -> Cannot {
     let job = id.and_then(|id| {
         let jobs = statements::in_schema_of(function, "jobs");
         let text = || statements::fill(JOB_STATE, &[("@jobs@", &jobs)]);
@@ -234,7 +245,7 @@ pub fn raise_cannot(function: pg_sys::Oid, id: Option<pgrx::Uuid>, attempt: Opti
             unsafe { (statements::value::<String>(0, 1).unwrap_or_default(), statements::value::<i32>(0, 2).unwrap_or_default()) }
         })
     });
-    Cannot::explain(id, attempt, job, allowed).refusal(verb, id, attempt, allowed).raise()
+    Cannot::explain(id, attempt, job, allowed)
 }
 
 /// For the verbs written in PL/pgSQL: explains why `verb` matched no job.

@@ -51,6 +51,7 @@ mod schedules;
 mod schema;
 mod settings;
 mod statements;
+mod steps;
 mod take;
 mod waiters;
 mod worker;
@@ -145,7 +146,7 @@ extension_sql_file!("../sql/results.sql", name = "results", requires = ["schema"
 extension_sql_file!(
     "../sql/steps.sql",
     name = "steps",
-    requires = ["schema", "distributed", errors::rq_refuse, errors::rq_raise_cannot]
+    requires = ["schema"]
 );
 extension_sql_file!(
     "../sql/waits.sql",

@@ -1,0 +1,92 @@
+//! Steps: what a job's run has done so far, kept across its attempts
+//! (declared in sql/steps.sql). `rq_step` records one with one statement
+//! (sql/steps.record.sql): it is called once per step of every durable job,
+//! so it is C, with a kept plan, and writes the step's row and nothing else.
+
+use crate::clock::now_ms;
+use crate::errors::{self, Cannot};
+use crate::statements::{self, nullable_arg, Shape, Statement};
+use pgrx::fcinfo::pg_getarg;
+use pgrx::prelude::*;
+
+const RECORD: &str = include_str!("../sql/steps.record.sql");
+const RECORDED_BY: &str = include_str!("../sql/steps.recorded_by.sql");
+
+/// The longest step name, in bytes: a name is a label, not a payload.
+const MAX_NAME_BYTES: usize = 1000;
+
+/// Refuses a step name that is NULL, empty or too long, wherever a step is
+/// recorded (rq_step, rq_sleep, rq_wait_event): `verb` says what the refused
+/// call was doing ("record a step of", "put to sleep", "park").
+pub fn check_name(id: Option<pgrx::Uuid>, name: Option<&str>, verb: &str) {
+    match name {
+        None | Some("") => errors::named("step_name_empty", &[id.map(|id| id.to_string()), Some(verb.into())]).raise(),
+        Some(name) if name.len() > MAX_NAME_BYTES => {
+            errors::named("step_name_long", &[Some(name.len().to_string()), Some(name.chars().take(20).collect())])
+                .raise()
+        }
+        Some(_) => {}
+    }
+}
+
+/// check_name for the verbs written in PL/pgSQL (rq_sleep, rq_wait_event).
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_step_name(id: Option<pgrx::Uuid>, name: Option<&str>, verb: Option<&str>) {
+    check_name(id, name, verb.unwrap_or("record a step of"));
+}
+
+// rq_step(id uuid, name text, result jsonb, attempt integer) RETURNS
+// job_steps. See sql/steps.sql.
+function_info_v1!(pg_finfo_rq_step_c);
+
+/// # Safety
+/// Called by the function manager with the arguments sql/steps.sql declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments as declared: a uuid, a text, a jsonb, an integer.
+    let (function, id, name, result, attempt) = unsafe {
+        (
+            statements::called_function(fcinfo),
+            pg_getarg::<pgrx::Uuid>(fcinfo, 0),
+            pg_getarg::<&str>(fcinfo, 1),
+            nullable_arg(fcinfo, 2),
+            pg_getarg::<i32>(fcinfo, 3),
+        )
+    };
+    statements::connect();
+    if crate::distributed::is_distributed(function) {
+        crate::distributed::refuse("rq_step")
+    }
+    check_name(id, name, "record a step of");
+    let Some(id) = id else { errors::raise_cannot(function, None, attempt, "step", &["claimed"]) };
+    let name = name.unwrap_or_default();
+    let (jobs, job_steps) =
+        (statements::in_schema_of(function, "jobs"), statements::in_schema_of(function, "job_steps"));
+    let text = || statements::fill(RECORD, &[("@jobs@", &jobs), ("@job_steps@", &job_steps)]);
+    let types = [pg_sys::UUIDOID, pg_sys::TEXTOID, pg_sys::JSONBOID, pg_sys::INT4OID, pg_sys::INT8OID];
+    let statement = Statement { shape: Shape { name: "step", variant: 0 }, text: &text, types: &types };
+    let args = [id.into_datum(), name.into_datum(), result, attempt.into_datum(), now_ms().into_datum()];
+    if statements::run(function, &statement, &args) == 1 {
+        // SAFETY: the statement returned one row: the step recorded.
+        return unsafe { statements::finish_with_first_row() };
+    }
+    match errors::cannot(function, Some(id), attempt, &["claimed"]) {
+        // claimed on that attempt: the step was recorded before; say by which attempt
+        Cannot::Changed => {
+            let text = || statements::fill(RECORDED_BY, &[("@job_steps@", &job_steps)]);
+            let types = [pg_sys::UUIDOID, pg_sys::TEXTOID];
+            let statement =
+                Statement { shape: Shape { name: "step_recorded_by", variant: 0 }, text: &text, types: &types };
+            if statements::run_once(&statement, &[id.into_datum(), name.into_datum()]) == 1 {
+                // SAFETY: one row of (attempt).
+                let by = unsafe { statements::value::<i32>(0, 1) };
+                errors::named("step_recorded", &[Some(name.into()), Some(id.to_string()), by.map(|a| a.to_string())])
+                    .raise()
+            }
+            Cannot::Changed.refusal("step", Some(id), attempt, &["claimed"]).raise()
+        }
+        other => other.refusal("step", Some(id), attempt, &["claimed"]).raise(),
+    }
+}
