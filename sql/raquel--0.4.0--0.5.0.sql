@@ -1996,8 +1996,9 @@ AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 -- that ended before the update are gone.
 -- Every parent a job was enqueued to run after, kept while the child is
 -- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. The background worker
--- drops the rows of children that are gone (rq_settle_waits).
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
 CREATE TABLE job_parents (
     child_id  uuid NOT NULL,
     parent_id uuid NOT NULL,

@@ -134,4 +134,3 @@ mod tests {
         assert_eq!(notes.due_ms(pg_sys::Oid::from(1)), Some(700));
     }
 }
-

@@ -62,9 +62,14 @@ pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> p
     check_name(id, name, "record a step of");
     let Some(id) = id else { errors::raise_cannot(function, None, attempt, "step", &["claimed"]) };
     let name = name.unwrap_or_default();
-    let (jobs, job_steps) =
-        (statements::in_schema_of(function, "jobs"), statements::in_schema_of(function, "job_steps"));
-    let text = || statements::fill(RECORD, &[("@jobs@", &jobs), ("@job_steps@", &job_steps)]);
+    let job_steps = || statements::in_schema_of(function, "job_steps");
+    // the names are looked up only when the plan is made, not on every call
+    let text = || {
+        statements::fill(
+            RECORD,
+            &[("@jobs@", &statements::in_schema_of(function, "jobs")), ("@job_steps@", &job_steps())],
+        )
+    };
     let types = [pg_sys::UUIDOID, pg_sys::TEXTOID, pg_sys::JSONBOID, pg_sys::INT4OID, pg_sys::INT8OID];
     let statement = Statement { shape: Shape { name: "step", variant: 0 }, text: &text, types: &types };
     let args = [id.into_datum(), name.into_datum(), result, attempt.into_datum(), now_ms().into_datum()];
@@ -75,7 +80,7 @@ pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> p
     match errors::cannot(function, Some(id), attempt, &["claimed"]) {
         // claimed on that attempt: the step was recorded before; say by which attempt
         Cannot::Changed => {
-            let text = || statements::fill(RECORDED_BY, &[("@job_steps@", &job_steps)]);
+            let text = || statements::fill(RECORDED_BY, &[("@job_steps@", &job_steps())]);
             let types = [pg_sys::UUIDOID, pg_sys::TEXTOID];
             let statement =
                 Statement { shape: Shape { name: "step_recorded_by", variant: 0 }, text: &text, types: &types };
