@@ -61,7 +61,7 @@ build_stage() {
   [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ] || target=$PWD/target/pg$PG_MAJOR
   rm -rf "$stage" &&
     CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >&2 &&
-    cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/" &&
+    cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql sql/raquel--0.5.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/" &&
     echo "$stage"
 }
 

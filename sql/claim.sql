@@ -50,9 +50,9 @@ AS 'MODULE_PATHNAME', 'rq_take_c';
 -- A worker's loop in one round trip: completes the job in hand (as
 -- rq_complete, the attempt its fencing token, with its result) and claims
 -- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call). An
--- id that cannot be completed is rq_complete's error, and nothing is
--- claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
 CREATE FUNCTION rq_complete_and_claim(
     id      uuid     DEFAULT NULL,
     attempt integer  DEFAULT NULL,
@@ -65,11 +65,11 @@ CREATE FUNCTION rq_complete_and_claim(
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_c';
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
 
 -- A worker's loop in batches: completes the jobs in hand (as
 -- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], or no attempts at all) and claims the next `batch` (as rq_claim),
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
 -- in one statement: one round trip and one commit serve a whole batch. NULL
 -- or empty ids only claim (the loop's first call). In C (src/claim.rs).
 CREATE FUNCTION rq_complete_batch_and_claim(
@@ -84,14 +84,14 @@ CREATE FUNCTION rq_complete_batch_and_claim(
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_c';
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
 
 -- The same for a job whose work failed: rq_fail, then rq_claim.
 CREATE FUNCTION rq_fail_and_claim(
     id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
     error       text     DEFAULT NULL,
     error_trace text     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
     queues      text[]   DEFAULT NULL,
     worker      text     DEFAULT NULL,
     batch       integer  DEFAULT 1,
@@ -100,7 +100,7 @@ CREATE FUNCTION rq_fail_and_claim(
 ) RETURNS SETOF jobs
 LANGUAGE c VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_c';
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
 
 -- A waiting claim holds locks on the jobs table while it sleeps, and DROP
 -- EXTENSION would wait behind it for as long as the wait lasts: before any

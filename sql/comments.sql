@@ -25,14 +25,14 @@ COMMENT ON FUNCTION rq_claim(text[], text, integer, interval, interval) IS
 COMMENT ON FUNCTION rq_take(text[], text, integer, boolean, interval) IS
     'raquel: takes up to batch ready jobs by locking them for the work of this transaction (no lease is written; complete => true completes them at once); finish them with rq_complete or rq_fail before commit.';
 COMMENT ON FUNCTION rq_complete(uuid, integer, jsonb) IS
-    'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt, the value the claim returned, fences out a worker whose lease ran out.';
+    'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt (required), the value the claim returned, fences out a worker whose lease ran out.';
 COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[], jsonb[]) IS
     'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i], results[i] its result), and returns their rows.';
-COMMENT ON FUNCTION rq_fail(uuid, text, text, integer) IS
-    'raquel: records a failed attempt of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
+COMMENT ON FUNCTION rq_fail(uuid, integer, text, text) IS
+    'raquel: records a failed attempt (the fencing token the claim returned) of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
 COMMENT ON FUNCTION rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval, jsonb) IS
     'raquel: completes a job (as rq_complete) and claims the next (as rq_claim) in one call: a worker''s loop in one statement.';
-COMMENT ON FUNCTION rq_fail_and_claim(uuid, text, text, integer, text[], text, integer, interval, interval) IS
+COMMENT ON FUNCTION rq_fail_and_claim(uuid, integer, text, text, text[], text, integer, interval, interval) IS
     'raquel: fails a job (as rq_fail) and claims the next (as rq_claim) in one call.';
 COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval, jsonb[]) IS
     'raquel: completes several jobs (as rq_complete_batch) and claims the next batch (as rq_claim) in one call.';
@@ -40,23 +40,23 @@ COMMENT ON FUNCTION rq_complete_batch_and_claim(uuid[], integer[], text[], text,
 -- Results and steps
 COMMENT ON FUNCTION rq_await(uuid, interval) IS
     'raquel: waits until a job has ended (success, exhausted, cancelled, expired) or the timeout passes, woken at the ending commit, and returns its row: status, result, error.';
-COMMENT ON FUNCTION rq_step(uuid, text, jsonb, integer) IS
+COMMENT ON FUNCTION rq_step(uuid, integer, text, jsonb) IS
     'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
 COMMENT ON FUNCTION rq_parents(uuid) IS
     'raquel: the jobs a job was enqueued to run after (after), as they are now: a child reads its parents'' status and result.';
-COMMENT ON FUNCTION rq_sleep(uuid, text, timestamptz, interval, integer) IS
+COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
     'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
-COMMENT ON FUNCTION rq_wait_event(uuid, text, text, interval, integer) IS
+COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
     'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
 COMMENT ON FUNCTION rq_emit(text, jsonb, interval) IS
     'raquel: emits an event: the jobs parked for it resume with its payload, and jobs that start waiting within keep get it too. Not for PUBLIC.';
 
 -- A job's life after its claim
-COMMENT ON FUNCTION rq_reschedule(uuid, timestamptz, interval, integer) IS
+COMMENT ON FUNCTION rq_reschedule(uuid, integer, timestamptz, interval) IS
     'raquel: hands a claimed job back to be run again at `at` or after `delay` (default: its min_retry_delay), without counting a failed attempt.';
 COMMENT ON FUNCTION rq_reject(uuid, integer) IS
     'raquel: hands a claimed job back to its queue at once, without counting a failed attempt.';
-COMMENT ON FUNCTION rq_extend(uuid, interval, integer) IS
+COMMENT ON FUNCTION rq_extend(uuid, integer, interval) IS
     'raquel: extends the lease of a claimed job to now + lease.';
 COMMENT ON FUNCTION rq_cancel(uuid) IS
     'raquel: cancels a job that has not ended (queued, claimed, failed or blocked); jobs waiting for it are cancelled too.';
@@ -130,6 +130,8 @@ COMMENT ON FUNCTION rq_metrics(text, interval) IS
     'raquel: per queue (NULL: every queue) and minute since `since`: jobs enqueued, claimed, succeeded, failed, rescued and expired, wait and run percentiles, backlog.';
 COMMENT ON FUNCTION rq_metrics_lost() IS
     'raquel: how many events the metrics could not count since the server started (shared memory full).';
+COMMENT ON FUNCTION rq_warnings() IS
+    'raquel: what an operator should fix, with a hint each (roles other than raquel''s owner that may create in its schema); no rows when nothing.';
 COMMENT ON FUNCTION rq_prometheus(integer) IS
     'raquel: the metrics in the Prometheus text format: series for the max_queues busiest queues and totals for all.';
 COMMENT ON FUNCTION rq_distribute(integer) IS

@@ -11,7 +11,7 @@
 -- Whether the jobs table beside this function is a Citus distributed
 -- table. False without Citus. The second statement is planned only when
 -- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION rq_distributed() RETURNS boolean
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -23,6 +23,13 @@ BEGIN
                    WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
 
 -- Makes the tables distributed, once, on the coordinator:
 --   jobs       distributed by queue, in `shard_count` shards; its primary key
@@ -54,7 +61,7 @@ BEGIN
         RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RAISE EXCEPTION 'the jobs table is distributed already'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -86,7 +93,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RAISE EXCEPTION '% is not available on a distributed jobs table', what
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';

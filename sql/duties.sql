@@ -8,20 +8,20 @@
 -- 5 to 20 ms a call for queries that find nothing in a millisecond.
 
 -- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
-CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_expire(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     changed bigint;
     parents uuid[];
     queues  text[];
     ended   uuid[];
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
     END IF;
     WITH due AS (
@@ -48,6 +48,13 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_expire
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_expire($1) $$;
+
 -- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
 -- (SKIP LOCKED: a row some session still holds locked is that session's,
 -- however old its claim), for rq_rescue. On Citus, queue by queue
@@ -59,7 +66,7 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 BEGIN
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
         RETURN;
     END IF;
@@ -79,13 +86,13 @@ $$;
 -- claim without lease_expires_at (made by the Python library or by hand) has
 -- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
 -- session still holds locked is that session's, however old its claim.
-CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     job     record;
     changed bigint := 0;
     failed  @extschema@.jobs;
@@ -93,10 +100,10 @@ BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
     LOOP
-        failed := @extschema@.rq_fail(job.id,
+        failed := raquel_internal.rq_fail(job.id, job.attempts,
                         format('lease expired: %s did not finish attempt %s in time',
                                coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
-                        NULL, job.attempts);
+                        NULL);
         PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
         changed := changed + 1;
     END LOOP;
@@ -104,10 +111,17 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_rescue
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_rescue($1) $$;
+
 -- Finished jobs older than the retention: deleted. The retention defaults to
 -- the raquel.retention setting (a week); zero keeps finished jobs forever.
 
-CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -117,7 +131,7 @@ DECLARE
     -- bound an index scan (the prune below then read the index of every
     -- finished job: 2.6 s a round with 10 million of them, measured), and
     -- Citus refuses volatile calls in a statement it sends to a shard.
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     keep_ms bigint;
     cutoff  bigint;
     changed bigint;
@@ -132,7 +146,7 @@ BEGIN
     cutoff := now_ms - keep_ms;
     -- the metrics of minutes older than the retention (sql/metrics.sql)
     DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
     END IF;
     WITH old AS (
@@ -156,6 +170,13 @@ BEGIN
     RETURN changed;
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_prune
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
 
 -- When the next duty falls due (ms since the epoch; NULL: nothing is
 -- coming): the first lease to end, the first job to expire, the first
@@ -196,11 +217,18 @@ BEGIN
 END
 $$;
 
+-- The background worker's wake-up by its public name (src/worker.rs): the
+-- same C function as raquel_internal.rq_worker_wake, which raquel calls.
+CREATE FUNCTION rq_worker_wake() RETURNS boolean
+LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+
 -- Tell the launcher a database now has the extension; say so when there is
 -- no launcher to tell.
 DO $$
 BEGIN
-    IF NOT @extschema@.rq_worker_wake() THEN
+    IF NOT raquel_internal.rq_worker_wake() THEN
         RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
             USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
     END IF;

@@ -8,7 +8,7 @@
 -- A retry delay left NULL is the table's default (1 second, 12 hours and
 -- 1 second: src/limits.rs).
 
-CREATE FUNCTION rq_enqueue_batch(
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
     queue           text,
     payloads        text[],
     at              timestamptz DEFAULT NULL,
@@ -136,6 +136,27 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_enqueue_batch
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) $$;
+
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
     payloads        jsonb[],
@@ -155,7 +176,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY SELECT * FROM @extschema@.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
+    RETURN QUERY SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 END
 $$;
 
@@ -165,6 +186,27 @@ $$;
 -- those jobs (sql/workflows.sql). With a key_period, a job of this key that
 -- ended less than key_period ago comes back too (sql/finish.sql).
 CREATE FUNCTION rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
     queue           text        DEFAULT 'default',
     payload         text        DEFAULT NULL,
     at              timestamptz DEFAULT NULL,
@@ -205,6 +247,27 @@ CREATE FUNCTION rq_enqueue(
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
 
 -- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
 -- enqueues a job for each row change, in the same transaction as the change.
@@ -227,7 +290,7 @@ BEGIN
     IF TG_NARGS <> 1 THEN
         PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
     END IF;
-    PERFORM @extschema@.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
         'op', TG_OP,
         'schema', TG_TABLE_SCHEMA,
         'table', TG_TABLE_NAME,

@@ -1,17 +1,18 @@
--- Finishing a claimed job. Both verbs take the claim's attempt number as an
--- optional fencing token: a worker whose lease ran out and whose job was
--- handed to someone else gets an error instead of overwriting the new
--- holder's attempt. Each is one UPDATE on the hot path; only when it matches
+-- Finishing a claimed job. Every verb that acts on a claimed job takes the
+-- claim's attempt number as its second argument, the fencing token, and
+-- requires it (0.6.0): a worker whose lease ran out and whose job was
+-- handed to someone else gets an error instead of acting on the new
+-- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
 -- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
 
 -- rq_complete is every job's last call, so it is written in Rust
 -- (src/finish.rs) around one kept plan: sql/finish.complete.sql. It ends a
 -- claimed job, or one this transaction took (src/take.rs), with its result
 -- if given (sql/results.sql).
-CREATE FUNCTION rq_complete(id uuid, attempt integer DEFAULT NULL, result jsonb DEFAULT NULL) RETURNS jobs
+CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_c';
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
 
 -- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
 -- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
@@ -20,24 +21,30 @@ AS 'MODULE_PATHNAME', 'rq_complete_c';
 -- transaction took (src/take.rs).
 CREATE FUNCTION rq_fail(
     id          uuid,
+    attempt     integer,
     error       text    DEFAULT NULL,
-    error_trace text    DEFAULT NULL,
-    attempt     integer DEFAULT NULL
+    error_trace text    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_c';
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+-- The same C function by the name raquel's own code calls (rq_rescue):
+-- sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
 
 -- Completes many claimed (or taken) jobs in one statement. All or nothing:
 -- when any id cannot be completed (unknown, not claimed, stale token) the
 -- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens, when given, pair with the ids by position, and so do
--- results (null for a job without one). The rows come back in id order (on
+-- changes. Tokens (one per id, required) pair with the ids by position,
+-- and so do results (null for a job without one). The rows come back in id order (on
 -- Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL, results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_c';
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
 
 -- What a job's end sets off, for the verbs that end a job whose
 -- rq_has_children or key_period says there is something: the jobs waiting for
@@ -62,7 +69,7 @@ BEGIN
     END IF;
     IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
         INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
-        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, @extschema@.rq_now_ms()) + ended.key_period)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
         ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
     END IF;
 END

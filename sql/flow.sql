@@ -72,7 +72,7 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms bigint := @extschema@.rq_now_ms();
+    now_ms bigint := raquel_internal.rq_now_ms();
 BEGIN
     IF NEW.status NOT IN ('queued', 'failed') THEN
         RETURN NEW;
@@ -112,7 +112,7 @@ CREATE TRIGGER jobs_grouped
 
 -- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
 -- waiting. Idempotent; a queue may be paused before it has jobs.
-CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -128,9 +128,16 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_pause
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
+
 -- Lets claims take a paused queue's jobs again, and wakes its waiting
 -- claims at commit. Idempotent.
-CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -156,6 +163,13 @@ BEGIN
     RETURN settings;
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_resume
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
 
 -- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
 -- bad argument), so an error changes nothing. A limit lowered below what is
@@ -332,7 +346,7 @@ BEGIN
             -- that held the lock before committed
             SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
             CONTINUE WHEN NOT FOUND OR settings.paused;
-            now_ms := @extschema@.rq_now_ms();
+            now_ms := raquel_internal.rq_now_ms();
             live := ARRAY(SELECT j.id FROM @extschema@.jobs j
                           WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
             IF settings.max_claimed IS NOT NULL THEN
@@ -387,7 +401,7 @@ LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms    bigint := @extschema@.rq_now_ms();
+    now_ms    bigint := raquel_internal.rq_now_ms();
     wanted    integer := batch;
     tried     text[];
     found_one boolean;

@@ -2,28 +2,29 @@
 -- (reschedule, reject) without using up a retry, or extend its lease; anyone
 -- may cancel an unfinished job; an operator may retry a job that failed or
 -- ended. Like rq_complete, each is one UPDATE, and rq_raise_cannot explains
--- a miss. The worker verbs take the claim's attempt as an optional fencing
--- token.
+-- a miss. The worker verbs take the claim's attempt, the fencing token, as
+-- their second argument and require it (0.6.0: sql/finish.sql).
 
 -- A claimed job goes back to queued at `at` plus `delay` (neither: the job's
 -- min_retry_delay from now). claimed_by / claimed_at stay, as in the Python
 -- library, so that rescheduled jobs can be found.
-CREATE FUNCTION rq_reschedule(
+CREATE FUNCTION raquel_internal.rq_reschedule(
     id      uuid,
+    attempt integer,
     at      timestamptz DEFAULT NULL,
-    delay   interval    DEFAULT NULL,
-    attempt integer     DEFAULT NULL
+    delay   interval    DEFAULT NULL
 ) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms bigint := @extschema@.rq_now_ms();
+    now_ms bigint := raquel_internal.rq_now_ms();
     due_ms bigint := raquel_internal.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
     shard_queue text := raquel_internal.rq_shard_queue(rq_reschedule.id);
     job    @extschema@.jobs;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_reschedule.id, rq_reschedule.attempt, 'reschedule');
     UPDATE @extschema@.jobs j
     SET status = 'queued',
         scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, raquel_internal.rq_default_min_retry_delay())),
@@ -32,7 +33,7 @@ BEGIN
         finished_at = NULL
     WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
-      AND (rq_reschedule.attempt IS NULL OR j.attempts = rq_reschedule.attempt)
+      AND j.attempts = rq_reschedule.attempt
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
@@ -43,8 +44,20 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_reschedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_reschedule(
+    id      uuid,
+    attempt integer,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_reschedule($1, $2, $3, $4) $$;
+
 -- A claimed job goes back to queued at once, for another worker.
-CREATE FUNCTION rq_reject(id uuid, attempt integer DEFAULT NULL) RETURNS jobs
+CREATE FUNCTION rq_reject(id uuid, attempt integer) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -53,12 +66,13 @@ DECLARE
     shard_queue text := raquel_internal.rq_shard_queue(rq_reject.id);
     job @extschema@.jobs;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_reject.id, rq_reject.attempt, 'reject');
     UPDATE @extschema@.jobs j
     SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
         requeues = j.requeues + 1, lease_expires_at = NULL
     WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
-      AND (rq_reject.attempt IS NULL OR j.attempts = rq_reject.attempt)
+      AND j.attempts = rq_reject.attempt
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
@@ -71,24 +85,25 @@ $$;
 
 -- The worker still holding the claim pushes its lease out to now + lease
 -- (a heartbeat). A lease that ran out but was not rescued yet can be extended.
-CREATE FUNCTION rq_extend(id uuid, lease interval DEFAULT raquel_internal.rq_default_lease(), attempt integer DEFAULT NULL)
+CREATE FUNCTION rq_extend(id uuid, attempt integer, lease interval DEFAULT raquel_internal.rq_default_lease())
 RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := @extschema@.rq_now_ms();
+    now_ms bigint := raquel_internal.rq_now_ms();
     lease_ms bigint := raquel_internal.rq_lease_ms(rq_extend.lease);
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
     shard_queue text := raquel_internal.rq_shard_queue(rq_extend.id);
     job      @extschema@.jobs;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_extend.id, rq_extend.attempt, 'extend');
     UPDATE @extschema@.jobs j
     SET lease_expires_at = now_ms + lease_ms
     WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
       AND j.status = 'claimed'
-      AND (rq_extend.attempt IS NULL OR j.attempts = rq_extend.attempt)
+      AND j.attempts = rq_extend.attempt
     RETURNING j.* INTO job;
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
@@ -101,13 +116,13 @@ $$;
 -- for good, and so do the jobs blocked waiting for it (sql/workflows.sql).
 -- A worker still working on a cancelled job finds out when it completes it:
 -- that is an error (55000), since the job is no longer claimed.
-CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
+CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := @extschema@.rq_now_ms();
+    now_ms bigint := raquel_internal.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
     shard_queue text := raquel_internal.rq_shard_queue(rq_cancel.id);
     job @extschema@.jobs;
@@ -132,17 +147,24 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_cancel
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_cancel(id uuid) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_cancel($1) $$;
+
 -- An operator puts a failed, exhausted, expired or cancelled job back to
 -- queued, due now, with its whole retry budget again: the attempts so far
 -- stay counted (history, and fencing tokens never repeat) but no longer use
 -- up retries.
-CREATE FUNCTION rq_retry(id uuid) RETURNS jobs
+CREATE FUNCTION raquel_internal.rq_retry(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := @extschema@.rq_now_ms();
+    now_ms bigint := raquel_internal.rq_now_ms();
     -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
     shard_queue text := raquel_internal.rq_shard_queue(rq_retry.id);
     job @extschema@.jobs;
@@ -164,3 +186,10 @@ EXCEPTION WHEN unique_violation THEN
     PERFORM raquel_internal.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_retry
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_retry(id uuid) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;

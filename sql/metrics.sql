@@ -36,7 +36,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     touched bigint;
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     ended   bigint := (now_ms / 60000 - 1) * 60000;
     more    bigint;
 BEGIN
@@ -80,6 +80,13 @@ BEGIN
 END
 $$;
 
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
 -- The figures per queue and minute since `since` ago (one queue, or all),
 -- with the percentiles of wait and run time in ms.
 CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
@@ -95,7 +102,7 @@ RETURNS TABLE (
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT m.queue, @extschema@.rq_ms_to_timestamptz(m.minute),
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
            m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
            raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
            raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
@@ -105,7 +112,7 @@ AS $$
            raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
            m.backlog
     FROM @extschema@.metrics m
-    WHERE m.minute >= @extschema@.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
       AND ($1 IS NULL OR m.queue = $1)
     ORDER BY m.queue, m.minute
 $$;
@@ -124,7 +131,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    since   bigint := (@extschema@.rq_now_ms() / 60000 - 5) * 60000;
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
     out     text;
     waiting bigint;
 BEGIN
@@ -202,7 +209,7 @@ BEGIN
         FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
         UNION ALL
         SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         @extschema@.rq_metrics_lost())
+                         raquel_internal.rq_metrics_lost())
     ) x;
     -- the jobs parked for an event (sql/waits.sql), for a role that may read
     -- them: a role given only jobs and metrics keeps its series

@@ -29,7 +29,7 @@ AS $$
                count(*) FILTER (WHERE r.ready) AS ready,
                (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
         FROM @extschema@.jobs j
-        CROSS JOIN (SELECT @extschema@.rq_now_ms() AS ms) clock
+        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
         CROSS JOIN LATERAL (
             SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
                    AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
@@ -82,14 +82,14 @@ $$;
 CREATE VIEW rq_jobs AS
 SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
        j.payload, j.error, j.claimed_by,
-       rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
-       rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
-       rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
-       rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
-       rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
-       rq_ms_to_interval(j.max_age)                  AS max_age,
-       rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
-       rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
-       rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
+       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
        j.error_trace, j.result
 FROM jobs j;

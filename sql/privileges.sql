@@ -25,6 +25,19 @@
 -- USAGE on raquel_internal as well). No role but the owner may CREATE in it.
 -- Triggers, column defaults, index expressions and views call their
 -- functions by OID and need no USAGE.
+--
+-- raquel calls its own functions only in raquel_internal, never by a name
+-- in the extension's schema. A role that may create in that schema (public,
+-- by default) can plant a function of a raquel name there whose argument
+-- types fit a call exactly where raquel's own needs a cast, and the exact
+-- one wins even when the call names the schema; or add an overload with one
+-- more defaulted argument, and the call becomes ambiguous (42725). Either
+-- would run as whoever made the call: the background worker runs the duties
+-- as the extension's owner. So every public function that raquel itself
+-- calls (the duties, rq_reschedule, rq_enqueue, rq_now_ms …) has its body,
+-- or its C symbol, in raquel_internal too, and the public name is an entry
+-- point to it; the background worker, the dashboard and the Rust statements
+-- call the raquel_internal names as well. Nobody else can create there.
 GRANT USAGE ON SCHEMA raquel_internal TO PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION
@@ -44,7 +57,13 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_check_parents(integer, uuid[]),
     raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint),
     rq_emit(text, jsonb, interval), raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
-    raquel_internal.rq_look_in_at_commit()
+    raquel_internal.rq_look_in_at_commit(),
+    -- the twins raquel's own code calls (sql/schema.sql): as their public names
+    raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
+    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake()
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -74,7 +93,10 @@ BEGIN
         %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
         %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
         %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-        %1$s.rq_enqueue_trigger()
+        %1$s.rq_enqueue_trigger(),
+        raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
         TO %2$s', '@extschema@', role);
 END
 $$;

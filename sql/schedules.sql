@@ -53,7 +53,7 @@ CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
 -- argument is checked first (22023; 54000 for a payload larger than
 -- raquel.max_payload_size), so an error changes nothing and every job the
 -- schedule will enqueue can be enqueued.
-CREATE FUNCTION rq_schedule(
+CREATE FUNCTION raquel_internal.rq_schedule(
     name            text,
     cron            text,
     queue           text,
@@ -101,6 +101,26 @@ BEGIN
 END
 $$;
 
+-- The name users call: raquel's own code calls raquel_internal.rq_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
 -- The same with a JSON payload, stored as its text.
 CREATE FUNCTION rq_schedule(
     name            text,
@@ -120,7 +140,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN @extschema@.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
 END
 $$;
 
@@ -162,7 +182,7 @@ BEGIN
     UPDATE @extschema@.schedules s
     SET enabled = true,
         next_run_at = CASE WHEN s.enabled THEN s.next_run_at
-                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, @extschema@.rq_now_ms()) END
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
     WHERE s.name = rq_resume_schedule.name
     RETURNING s.* INTO schedule;
     IF NOT FOUND THEN
@@ -176,8 +196,8 @@ $$;
 -- Schedules for people: instants as timestamptz.
 CREATE VIEW rq_schedules AS
 SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
-       @extschema@.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
-       @extschema@.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
        s.last_job_id, s.last_error
 FROM @extschema@.schedules s;
 
@@ -194,13 +214,13 @@ FROM @extschema@.schedules s;
 -- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
 -- One whose next slot cannot even be computed (a pattern changed by hand)
 -- is disabled.
-CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    now_ms   bigint := @extschema@.rq_now_ms();
+    now_ms   bigint := raquel_internal.rq_now_ms();
     schedule record;
     due      bigint[];
     slot     bigint;
@@ -222,13 +242,13 @@ BEGIN
                                                  schedule.catch_up);
             job_id := NULL;
             FOREACH slot IN ARRAY due LOOP
-                SELECT j.id INTO job_id FROM @extschema@.rq_enqueue(schedule.queue, schedule.payload,
-                    at => @extschema@.rq_ms_to_timestamptz(slot),
-                    max_age => @extschema@.rq_ms_to_interval(schedule.max_age),
+                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
+                    at => raquel_internal.rq_ms_to_timestamptz(slot),
+                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
                     max_retry_count => schedule.max_retry_count,
-                    min_retry_delay => @extschema@.rq_ms_to_interval(schedule.min_retry_delay),
-                    max_retry_delay => @extschema@.rq_ms_to_interval(schedule.max_retry_delay),
-                    backoff_base => @extschema@.rq_ms_to_interval(schedule.backoff_base),
+                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
                     priority => schedule.priority) j;
             END LOOP;
             UPDATE @extschema@.schedules s
@@ -261,3 +281,10 @@ BEGIN
     RETURN enqueued;
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;

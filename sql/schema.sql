@@ -1,3 +1,25 @@
+-- raquel's pure helpers by the names users call (src/clock.rs, src/ids.rs,
+-- src/backoff.rs). Each is the same C function as its twin in
+-- raquel_internal, which is the name raquel's own code calls: a role that
+-- may create in this schema can plant a look-alike here that fits a call
+-- better, but never in raquel_internal (sql/privileges.sql).
+CREATE FUNCTION rq_now_ms() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+CREATE FUNCTION rq_uuid7() RETURNS uuid
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+CREATE FUNCTION rq_ms_to_timestamptz(ms bigint) RETURNS timestamptz
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+CREATE FUNCTION rq_ms_to_interval(ms bigint) RETURNS interval
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+CREATE FUNCTION rq_backoff(attempt integer, backoff_base integer, min_retry_delay integer, max_retry_delay integer)
+RETURNS bigint
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+
 -- What a job's single values may be, as domains rather than CHECK
 -- constraints of the table: PostgreSQL reads and plans a table's CHECK
 -- constraints anew for every statement that writes it (about 190 000
@@ -22,7 +44,7 @@ CREATE DOMAIN rq_max_age_ms AS bigint CONSTRAINT rq_max_age_ms_check CHECK (VALU
 -- for that library (or a plain INSERT) works against it unchanged. Times are
 -- milliseconds since the Unix epoch (UTC); durations are milliseconds.
 CREATE TABLE jobs (
-    id               uuid    NOT NULL DEFAULT rq_uuid7(),
+    id               uuid    NOT NULL DEFAULT raquel_internal.rq_uuid7(),
     queue            text    NOT NULL DEFAULT 'default',
     payload          text,
     status           rq_status NOT NULL DEFAULT 'queued',
@@ -32,8 +54,8 @@ CREATE TABLE jobs (
     min_retry_delay  rq_delay_ms DEFAULT raquel_internal.rq_default_min_retry_delay(),
     max_retry_delay  rq_delay_ms DEFAULT raquel_internal.rq_default_max_retry_delay(),
     backoff_base     rq_delay_ms DEFAULT raquel_internal.rq_default_backoff_base(),
-    enqueued_at      bigint  NOT NULL DEFAULT rq_now_ms(),
-    scheduled_at     bigint  NOT NULL DEFAULT rq_now_ms(),
+    enqueued_at      bigint  NOT NULL DEFAULT raquel_internal.rq_now_ms(),
+    scheduled_at     bigint  NOT NULL DEFAULT raquel_internal.rq_now_ms(),
     attempts         rq_nonnegative NOT NULL DEFAULT 0,
     error            text,
     error_trace      text,

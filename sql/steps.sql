@@ -30,7 +30,7 @@ SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 -- not NULL, not empty, at most 1000 bytes.
 
 -- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed (on `attempt`, when given),
+-- the worker verbs are: the job must be claimed on `attempt` (required),
 -- and it stays locked against a rescue (FOR SHARE) until this transaction
 -- ends, so a step is never recorded for an attempt that lost its claim
 -- before the record committed. A step already recorded is refused (23505)
@@ -38,8 +38,8 @@ SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 -- locked, which writes nothing when this transaction claimed it). In C
 -- (src/steps.rs, one statement: sql/steps.record.sql): it runs once per step
 -- of every durable job.
-CREATE FUNCTION rq_step(id uuid, name text, result jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
 RETURNS job_steps
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_c';
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';

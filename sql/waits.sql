@@ -57,7 +57,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 253402300799000::bigint $$;
 
--- The claimed job `id` (on `attempt`, when given), locked until this
+-- The claimed job `id` on `attempt` (required), locked until this
 -- transaction ends; its attempt. Raises why not otherwise.
 CREATE FUNCTION raquel_internal.rq_hold(id uuid, attempt integer, verb text) RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -66,9 +66,9 @@ AS $$
 DECLARE
     holder integer;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_hold.id, rq_hold.attempt, verb);
     SELECT j.attempts INTO holder FROM @extschema@.jobs j
-    WHERE j.id = rq_hold.id AND j.status = 'claimed'
-      AND (rq_hold.attempt IS NULL OR j.attempts = rq_hold.attempt)
+    WHERE j.id = rq_hold.id AND j.status = 'claimed' AND j.attempts = rq_hold.attempt
     FOR UPDATE OF j;
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_hold.id, rq_hold.attempt, verb, '{claimed}');
@@ -122,10 +122,10 @@ $$;
 -- to sleep if it was claimed early, by hand). Uses up no retry.
 CREATE FUNCTION rq_sleep(
     id      uuid,
+    attempt integer,
     name    text,
     at      timestamptz DEFAULT NULL,
-    delay   interval    DEFAULT NULL,
-    attempt integer     DEFAULT NULL
+    delay   interval    DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -148,13 +148,13 @@ BEGIN
     ELSE
         INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
         VALUES (rq_sleep.id, rq_sleep.name,
-                jsonb_build_object('sleep_until', @extschema@.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
-                holder, @extschema@.rq_now_ms());
+                jsonb_build_object('sleep_until', raquel_internal.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
+                holder, raquel_internal.rq_now_ms());
     END IF;
-    IF wake_ms IS NULL OR wake_ms <= @extschema@.rq_now_ms() THEN
+    IF wake_ms IS NULL OR wake_ms <= raquel_internal.rq_now_ms() THEN
         RETURN false;
     END IF;
-    PERFORM @extschema@.rq_reschedule(rq_sleep.id, at => @extschema@.rq_ms_to_timestamptz(wake_ms), attempt => holder);
+    PERFORM raquel_internal.rq_reschedule(rq_sleep.id, at => raquel_internal.rq_ms_to_timestamptz(wake_ms), attempt => holder);
     RETURN true;
 END
 $$;
@@ -168,10 +168,10 @@ $$;
 -- (rq_emit's `keep`) reaches it at once, without parking. Uses up no retry.
 CREATE FUNCTION rq_wait_event(
     id        uuid,
+    attempt   integer,
     name      text,
     event     text,
     timeout   interval DEFAULT NULL,
-    attempt   integer  DEFAULT NULL,
     OUT parked    boolean,
     OUT payload   jsonb,
     OUT timed_out boolean
@@ -196,7 +196,7 @@ BEGIN
     -- the wait begins now, before its turn: an emit made after this
     -- instant reaches it, even one that takes its turn first; one made
     -- before it reaches it while kept
-    now_ms := @extschema@.rq_now_ms();
+    now_ms := raquel_internal.rq_now_ms();
     PERFORM raquel_internal.rq_event_turn(rq_wait_event.event, false);
     parked := false;
     timed_out := false;
@@ -217,7 +217,7 @@ BEGIN
     ORDER BY e.id DESC LIMIT 1;
     IF FOUND THEN
         got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
-                                  'emitted_at', @extschema@.rq_ms_to_timestamptz(emitted.emitted_at));
+                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
     ELSIF waiting.until <= now_ms THEN
         got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
     END IF;
@@ -243,8 +243,8 @@ BEGIN
         waiting.since := now_ms;
         waiting.until := now_ms + timeout_ms;
     END IF;
-    job := @extschema@.rq_reschedule(rq_wait_event.id,
-        at => @extschema@.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
+    job := raquel_internal.rq_reschedule(rq_wait_event.id,
+        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
         attempt => holder);
     -- one wait a job: a wait left by another step gives way
     INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
@@ -270,7 +270,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     waiting @extschema@.job_waits;
     job     @extschema@.jobs;
     resumed bigint := 0;
@@ -283,7 +283,7 @@ BEGIN
         INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
         SELECT waiting.job_id, waiting.name,
                jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
-                                  'emitted_at', @extschema@.rq_ms_to_timestamptz(emitted.emitted_at)),
+                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at)),
                j.attempts, now_ms
         FROM @extschema@.jobs j WHERE j.id = waiting.job_id
         ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
@@ -324,7 +324,7 @@ BEGIN
     PERFORM raquel_internal.rq_event_turn(rq_emit.event, true);
     -- the emit's instant is after its turn: every wait it can see began
     -- before it, and is reached whatever the keep
-    now_ms := @extschema@.rq_now_ms();
+    now_ms := raquel_internal.rq_now_ms();
     INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until)
     VALUES (rq_emit.event, rq_emit.payload, now_ms, now_ms + keep_ms)
     RETURNING e.* INTO emitted;
@@ -348,14 +348,14 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     emitted @extschema@.emitted_events;
     changed bigint := 0;
     n       bigint;
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     -- refused in the distributed mode: nothing waits there
-    IF @extschema@.rq_distributed() THEN
+    IF raquel_internal.rq_distributed() THEN
         RETURN 0;
     END IF;
     -- from the waits (few, next to the events kept): for each, the latest

@@ -56,7 +56,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms  bigint := @extschema@.rq_now_ms();
+    now_ms  bigint := raquel_internal.rq_now_ms();
     missing text;
     ended   record;
     pending uuid[];
@@ -117,7 +117,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    now_ms   bigint := @extschema@.rq_now_ms();
+    now_ms   bigint := raquel_internal.rq_now_ms();
     ended    record;
     released record;
     cancelled_ids uuid[];
@@ -168,7 +168,7 @@ $$;
 -- rq_parent_ended would have done, for up to `batch` of them. The table of
 -- pending edges is small (edges go when their parent ends), so a round that
 -- finds nothing costs a scan of it.
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -190,6 +190,13 @@ BEGIN
     RETURN settled;
 END
 $$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
 
 -- The jobs job `id` was enqueued to run after, as they are now (their
 -- status, result and error): a child reads what its parents produced. A

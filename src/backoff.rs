@@ -23,7 +23,7 @@ pub fn backoff_ms(attempt: i32, backoff_base: i32, min_retry_delay: i32, max_ret
 }
 
 /// The delay in milliseconds before the next try after attempt `attempt` failed.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(schema = "raquel_internal", immutable, strict, parallel_safe)]
 fn rq_backoff(attempt: i32, backoff_base: i32, min_retry_delay: i32, max_retry_delay: i32) -> i64 {
     backoff_ms(attempt, backoff_base, min_retry_delay, max_retry_delay)
 }

@@ -471,19 +471,32 @@ pub unsafe extern "C-unwind" fn rq_take_c(fcinfo: pg_sys::FunctionCallInfo) -> p
 // rq_complete_and_claim(id uuid, attempt integer, queues text[], worker
 // text, batch integer, lease interval, wait interval, result jsonb) RETURNS SETOF jobs:
 // a worker's loop in one call. See sql/claim.sql.
-function_info_v1!(pg_finfo_rq_complete_and_claim_c);
+// (The symbols of the scripts before 0.6.0, whose attempts may be left
+// out: src/compat_0_5.rs.)
+function_info_v1!(pg_finfo_rq_complete_and_claim_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/claim.sql declares,
 /// in a context that accepts a materialized set.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own: id and attempt first (as
-    // rq_complete's), then rq_claim's arguments.
+pub unsafe extern "C-unwind" fn rq_complete_and_claim_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own.
+    unsafe { complete_and_claim_from_args(fcinfo, true) }
+}
+
+/// rq_complete_and_claim: id and attempt first (as rq_complete's), then
+/// rq_claim's arguments, then the result; `fenced` (0.6.0 on), an id needs
+/// its attempt.
+///
+/// # Safety
+/// `fcinfo` is a call with the arguments sql/claim.sql declares, in a
+/// context that accepts a materialized set.
+pub unsafe fn complete_and_claim_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> pg_sys::Datum {
+    // SAFETY: per the contract above.
     unsafe {
         if nullable_arg(fcinfo, 0).is_some() {
-            crate::finish::complete_from_args(fcinfo, 7);
+            crate::finish::complete_from_args(fcinfo, 7, fenced);
         }
         claim_from_args(fcinfo, 2, false)
     }
@@ -492,40 +505,61 @@ pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::Function
 // rq_complete_batch_and_claim(ids uuid[], attempts integer[], queues text[],
 // worker text, batch integer, lease interval, wait interval, results
 // jsonb[]) RETURNS SETOF jobs: a worker's loop in batches. See sql/claim.sql.
-function_info_v1!(pg_finfo_rq_complete_batch_and_claim_c);
+function_info_v1!(pg_finfo_rq_complete_batch_and_claim_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/claim.sql declares,
 /// in a context that accepts a materialized set.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_complete_batch_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own: ids and attempts first (as
-    // rq_complete_batch's), then rq_claim's arguments.
+pub unsafe extern "C-unwind" fn rq_complete_batch_and_claim_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own.
+    unsafe { complete_batch_and_claim_from_args(fcinfo, true) }
+}
+
+/// rq_complete_batch_and_claim: ids and attempts first (as
+/// rq_complete_batch's), then rq_claim's arguments, then the results;
+/// `fenced` (0.6.0 on), every id needs its attempt.
+///
+/// # Safety
+/// `fcinfo` is a call with the arguments sql/claim.sql declares, in a
+/// context that accepts a materialized set.
+pub unsafe fn complete_batch_and_claim_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> pg_sys::Datum {
+    // SAFETY: per the contract above.
     unsafe {
         if nullable_arg(fcinfo, 0).is_some_and(|ids| array_dimensions(ids) > 0) {
-            crate::finish::complete_batch_from_args(fcinfo, 7, false);
+            crate::finish::complete_batch_from_args(fcinfo, 7, false, fenced);
         }
         claim_from_args(fcinfo, 2, false)
     }
 }
 
-// rq_fail_and_claim(id uuid, error text, error_trace text, attempt integer,
+// rq_fail_and_claim(id uuid, attempt integer, error text, error_trace text,
 // queues text[], worker text, batch integer, lease interval, wait interval)
 // RETURNS SETOF jobs. See sql/claim.sql.
-function_info_v1!(pg_finfo_rq_fail_and_claim_c);
+function_info_v1!(pg_finfo_rq_fail_and_claim_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/claim.sql declares,
 /// in a context that accepts a materialized set.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_fail_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own: rq_fail's four arguments first,
-    // then rq_claim's.
+pub unsafe extern "C-unwind" fn rq_fail_and_claim_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own.
+    unsafe { fail_and_claim_from_args(fcinfo, true) }
+}
+
+/// rq_fail_and_claim: rq_fail's four arguments first (in `fenced`'s layout,
+/// src/finish.rs fail_from_args), then rq_claim's.
+///
+/// # Safety
+/// `fcinfo` is a call with the arguments sql/claim.sql declares (or, not
+/// `fenced`, an older script), in a context that accepts a materialized set.
+pub unsafe fn fail_and_claim_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> pg_sys::Datum {
+    // SAFETY: per the contract above.
     unsafe {
         if nullable_arg(fcinfo, 0).is_some() {
-            crate::finish::fail_from_args(fcinfo);
+            crate::finish::fail_from_args(fcinfo, fenced);
         }
         claim_from_args(fcinfo, 4, false)
     }

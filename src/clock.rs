@@ -34,7 +34,7 @@ pub fn now_ms() -> i64 {
     pg_timestamp_to_ms(unsafe { pg_sys::GetCurrentTimestamp() })
 }
 
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(schema = "raquel_internal", volatile, parallel_safe)]
 fn rq_now_ms() -> i64 {
     now_ms()
 }
@@ -42,7 +42,7 @@ fn rq_now_ms() -> i64 {
 /// A column's instant (ms since the epoch) as a timestamptz, for the rq_jobs
 /// view: one exact call instead of arithmetic whose operators an install
 /// script would have to resolve (sql/observe.sql says why that matters).
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(schema = "raquel_internal", immutable, strict, parallel_safe)]
 fn rq_ms_to_timestamptz(ms: i64) -> TimestampWithTimeZone {
     ms_to_pg_timestamp(ms)
         .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
@@ -52,7 +52,7 @@ fn rq_ms_to_timestamptz(ms: i64) -> TimestampWithTimeZone {
 }
 
 /// A column's duration (ms) as an interval, for the rq_jobs view.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(schema = "raquel_internal", immutable, strict, parallel_safe)]
 fn rq_ms_to_interval(ms: i64) -> Interval {
     ms.checked_mul(1000)
         .and_then(|us| Interval::new(0, 0, us).ok())

@@ -97,7 +97,17 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         "keep_null" => Refusal::new(invalid, format!("rq_set_history: keep must not be null (queue {v0})"))
             .hint("true keeps the queue's succeeded jobs (the default), false deletes each as it succeeds."),
         "attempts_count" => Refusal::new(invalid, format!("attempts has {v0} tokens for {v1} ids"))
-            .hint("Give one attempt number per id, or none."),
+            .hint("Give one attempt number per id."),
+        // v1: the verb ("complete", "extend", "record a step of" …)
+        "attempt_null" => Refusal::new(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("cannot {v1} job {v0} without its attempt"),
+        )
+        .detail(
+            "The attempt is the claim's fencing token: without it, a worker whose lease ran out would act on the \
+             attempt of the worker that holds the job now.",
+        )
+        .hint("Pass the attempts value the claim returned, as the verb's second argument (attempt => …)."),
         "retry_key_taken" => {
             Refusal::new(wrong_state, format!("cannot retry job {v0}: another unfinished job in its queue holds its key"))
                 .hint("Wait for that job to finish, or cancel it.")
@@ -127,9 +137,9 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
             .hint("rq_prometheus(max_queues) writes series per queue for that many queues, and totals for all."),
         // v1: what the call was doing ("record a step of", "put to sleep", "park")
         "step_name_empty" => Refusal::new(invalid, format!("cannot {v1} job {v0}: name must not be null or empty"))
-            .hint("Name each step of a job, say rq_step(id, 'charge', result) or rq_sleep(id, 'cool-off', delay => '1 hour')."),
+            .hint("Name each step of a job, say rq_step(id, attempt, 'charge', result) or rq_sleep(id, attempt, 'cool-off', delay => '1 hour')."),
         "sleep_when" => Refusal::new(invalid, format!("cannot put job {v0} to sleep: give at or delay"))
-            .hint("rq_sleep(id, 'cool-off', delay => '1 hour') or rq_sleep(id, 'until-monday', at => '2026-11-30 09:00+00')."),
+            .hint("rq_sleep(id, attempt, 'cool-off', delay => '1 hour') or rq_sleep(id, attempt, 'until-monday', at => '2026-11-30 09:00+00')."),
         "event_name_empty" => Refusal::new(invalid, format!("{v0}: event must not be null or empty"))
             .hint("Name the event a job waits for, say 'payment:' || order_id."),
         "event_name_long" => Refusal::new(invalid, format!("event name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
@@ -149,6 +159,23 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),
         other => Refusal::invalid_parameter(format!("rq_refuse: no refusal is called {other:?}"))
             .hint("rq_refuse is for the extension's own functions."),
+    }
+}
+
+/// Refuses a verb on job `id` called without its attempt (0.6.0 on, every
+/// verb that acts on a claimed job requires it): changes nothing.
+pub fn require_attempt(id: Option<pgrx::Uuid>, verb: &str) -> ! {
+    named("attempt_null", &[id.map(|id| id.to_string()), Some(verb.into())]).raise()
+}
+
+/// require_attempt for the verbs written in PL/pgSQL (rq_reject, rq_extend,
+/// rq_reschedule, rq_sleep, rq_wait_event): refuses a NULL attempt.
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_require_attempt(id: Option<pgrx::Uuid>, attempt: Option<i32>, verb: Option<&str>) {
+    // Not STRICT: a NULL attempt is what it refuses.
+    if attempt.is_none() {
+        require_attempt(id, verb.unwrap_or("act on"))
     }
 }
 

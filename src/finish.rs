@@ -184,7 +184,7 @@ impl Ending {
     fn statement_text(&self) -> std::ffi::CString {
         let taken = self.taken.is_some();
         let attempt = if taken { "$4" } else { "j.attempts" };
-        let backoff = statements::in_schema_of(self.function, "rq_backoff");
+        let backoff = statements::own_function(self.function, "rq_backoff(integer,integer,integer,integer)");
         let (base, min, max) = (
             limits::DEFAULT_BACKOFF_BASE_MS.to_string(),
             limits::DEFAULT_MIN_RETRY_DELAY_MS.to_string(),
@@ -286,32 +286,36 @@ impl Ending {
     }
 }
 
-// rq_complete(id uuid, attempt integer, result jsonb) RETURNS jobs. See sql/finish.sql.
-function_info_v1!(pg_finfo_rq_complete_c);
+// rq_complete(id uuid, attempt integer, result jsonb) RETURNS jobs. See
+// sql/finish.sql. (rq_complete_c, of the scripts before 0.6.0, whose
+// attempt may be left out: src/compat_0_5.rs.)
+function_info_v1!(pg_finfo_rq_complete_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/finish.sql declares.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn rq_complete_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fcinfo is this call's own: id, attempt, result.
-    unsafe { complete_from_args(fcinfo, 2) }
+    unsafe { complete_from_args(fcinfo, 2, true) }
 }
 
 /// Completes the claimed (or taken) job of arguments 0 (id) and 1 (attempt)
 /// of `fcinfo`'s call, with the result of argument `result_arg` (when the
 /// call has it: a 0.4.0 declaration of the verb has none), and what its end
 /// sets off; its row, in the caller's memory. Raises (rq_raise_cannot) when
-/// it cannot. For rq_complete and rq_complete_and_claim (src/claim.rs).
+/// it cannot; `fenced` (every declaration from 0.6.0 on), refuses a call
+/// without its attempt. For rq_complete and rq_complete_and_claim
+/// (src/claim.rs).
 ///
 /// # Safety
 /// `fcinfo` is a call whose arguments 0 and 1 are a uuid and an integer,
 /// and whose argument `result_arg`, if there is one, a jsonb.
-pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo, result_arg: usize) -> pg_sys::Datum {
+pub unsafe fn complete_from_args(fcinfo: pg_sys::FunctionCallInfo, result_arg: usize, fenced: bool) -> pg_sys::Datum {
     // SAFETY: per the contract above.
     unsafe {
         let result = optional_arg(fcinfo, result_arg);
-        end_from_args(fcinfo, End::Complete, [None, None], result)
+        end_from_args(fcinfo, End::Complete, 1, [None, None], result, fenced)
     }
 }
 
@@ -325,42 +329,55 @@ pub unsafe fn optional_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option
     unsafe { if usize::try_from((*fcinfo).nargs).is_ok_and(|count| n < count) { nullable_arg(fcinfo, n) } else { None } }
 }
 
-// rq_fail(id uuid, error text, error_trace text, attempt integer) RETURNS
-// jobs. See sql/finish.sql.
-function_info_v1!(pg_finfo_rq_fail_c);
+// rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS
+// jobs. See sql/finish.sql. (rq_fail_c, of the scripts before 0.6.0, whose
+// attempt came last and could be left out: src/compat_0_5.rs.)
+function_info_v1!(pg_finfo_rq_fail_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/finish.sql declares.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_fail_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is this call's own: id, error, error_trace, attempt.
-    unsafe { fail_from_args(fcinfo) }
+pub unsafe extern "C-unwind" fn rq_fail_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own: id, attempt, error, error_trace.
+    unsafe { fail_from_args(fcinfo, true) }
 }
 
-/// rq_fail of arguments 0 (id), 1 (error), 2 (error_trace) and 3 (attempt)
-/// of `fcinfo`'s call. For rq_fail and rq_fail_and_claim (src/claim.rs).
+/// rq_fail of `fcinfo`'s call: `fenced` (0.6.0 on), arguments 0 (id), 1
+/// (attempt, required), 2 (error) and 3 (error_trace); before 0.6.0, 0
+/// (id), 1 (error), 2 (error_trace) and 3 (attempt, optional). For rq_fail
+/// and rq_fail_and_claim (src/claim.rs).
 ///
 /// # Safety
-/// `fcinfo` is a call whose arguments 0 to 3 are rq_fail's.
-pub unsafe fn fail_from_args(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: per the contract above: arguments 1 and 2 are texts.
-    unsafe { end_from_args(fcinfo, End::Fail, [nullable_arg(fcinfo, 1), nullable_arg(fcinfo, 2)], None) }
+/// `fcinfo` is a call whose arguments 0 to 3 are rq_fail's, in that layout.
+pub unsafe fn fail_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> pg_sys::Datum {
+    let (attempt_arg, error_arg) = if fenced { (1, 2) } else { (3, 1) };
+    // SAFETY: per the contract above: the error arguments are texts.
+    unsafe {
+        let error = [nullable_arg(fcinfo, error_arg), nullable_arg(fcinfo, error_arg + 1)];
+        end_from_args(fcinfo, End::Fail, attempt_arg, error, None, fenced)
+    }
 }
 
 /// # Safety
-/// `fcinfo` is a call whose argument 0 is the id and whose attempt is
-/// argument 1 (complete) or 3 (fail).
+/// `fcinfo` is a call whose argument 0 is the id and whose argument
+/// `attempt_arg` the attempt.
 unsafe fn end_from_args(
     fcinfo: pg_sys::FunctionCallInfo,
     end: End,
+    attempt_arg: usize,
     error: [Option<pg_sys::Datum>; 2],
     result: Option<pg_sys::Datum>,
+    fenced: bool,
 ) -> pg_sys::Datum {
-    let attempt_arg = if end == End::Complete { 1 } else { 3 };
     // SAFETY: per the contract above.
     let (function, id, attempt) =
         unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 0), nullable_arg(fcinfo, attempt_arg)) };
+    let verb = if end == End::Complete { "complete" } else { "fail" };
+    if fenced && attempt.is_none() {
+        // SAFETY: argument 0 is a uuid.
+        errors::require_attempt(unsafe { pg_getarg::<pgrx::Uuid>(fcinfo, 0) }, verb);
+    }
     statements::connect();
     if let Some(row) = Ending::new(function, end, id, attempt, error, result).and_then(|ending| ending.run()) {
         statements::finish();
@@ -368,40 +385,42 @@ unsafe fn end_from_args(
     }
     // SAFETY: the arguments as declared: a uuid and an integer.
     let (id, attempt) = unsafe { (pg_getarg::<pgrx::Uuid>(fcinfo, 0), pg_getarg::<i32>(fcinfo, attempt_arg)) };
-    errors::raise_cannot(function, id, attempt, if end == End::Complete { "complete" } else { "fail" }, &["claimed"])
+    errors::raise_cannot(function, id, attempt, verb, &["claimed"])
 }
 
 const COMPLETE_BATCH: &str = include_str!("../sql/finish.complete_batch.sql");
 const COMPLETE_BATCH_DELETING: &str = include_str!("../sql/finish.complete_batch_deleting.sql");
 
-// rq_complete_batch(ids uuid[], attempts integer[]) RETURNS SETOF jobs.
-// See sql/finish.sql.
-function_info_v1!(pg_finfo_rq_complete_batch_c);
+// rq_complete_batch(ids uuid[], attempts integer[], results jsonb[])
+// RETURNS SETOF jobs. See sql/finish.sql. (rq_complete_batch_c, of the
+// scripts before 0.6.0, whose attempts may be left out: src/compat_0_5.rs.)
+function_info_v1!(pg_finfo_rq_complete_batch_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/finish.sql
 /// declares, in a context that accepts a materialized set.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn rq_complete_batch_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fcinfo is this call's own: ids and attempts; it returns SETOF jobs.
     unsafe {
         pg_sys::InitMaterializedSRF(fcinfo, 0);
-        complete_batch_from_args(fcinfo, 2, true);
+        complete_batch_from_args(fcinfo, 2, true, true);
     }
     pg_sys::Datum::from(0)
 }
 
 /// rq_complete_batch of arguments 0 (ids), 1 (attempts) and `results_arg`
 /// (results, when the call has it) of `fcinfo`'s call; with `return_rows`,
-/// the completed rows go into its result set (set up by the caller). For
-/// rq_complete_batch and rq_complete_batch_and_claim (src/claim.rs).
+/// the completed rows go into its result set (set up by the caller);
+/// `fenced` (0.6.0 on), every id needs its attempt. For rq_complete_batch
+/// and rq_complete_batch_and_claim (src/claim.rs).
 ///
 /// # Safety
 /// `fcinfo` is a call whose arguments 0 and 1 are a uuid[] and an integer[],
 /// and argument `results_arg`, if there is one, a jsonb[]; with
 /// `return_rows`, it was set up by `InitMaterializedSRF`.
-pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results_arg: usize, return_rows: bool) {
+pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results_arg: usize, return_rows: bool, fenced: bool) {
     // SAFETY: the arguments are read as the types the SQL declaration gives them.
     let (ids, attempts) = unsafe { (pg_getarg::<Array<pgrx::Uuid>>(fcinfo, 0), pg_getarg::<Array<i32>>(fcinfo, 1)) };
     let Some(ids) = ids else { Refusal::invalid_parameter("ids must not be null").raise() };
@@ -425,8 +444,13 @@ pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results
     };
     if tokens.len() != ids.len() {
         Refusal::invalid_parameter(format!("attempts has {} tokens for {} ids", tokens.len(), ids.len()))
-            .hint("Give one attempt number per id, or none.")
+            .hint(if fenced { "Give one attempt number per id." } else { "Give one attempt number per id, or none." })
             .raise()
+    }
+    if fenced {
+        if let Some(n) = tokens.iter().position(Option::is_none) {
+            errors::require_attempt(ids[n], "complete");
+        }
     }
     if let Some(results) = results.as_ref().filter(|r| r.len() != ids.len()) {
         Refusal::invalid_parameter(format!("results has {} results for {} ids", results.len(), ids.len()))

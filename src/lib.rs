@@ -32,6 +32,7 @@ mod clock;
 mod cursors;
 mod compat_0_1;
 mod compat_0_4;
+mod compat_0_5;
 mod deadlines;
 mod distributed;
 mod durations;
@@ -202,6 +203,8 @@ extension_sql_file!(
     name = "duties",
     requires = ["finish", "schedules", "distributed", "metrics", worker::rq_worker_wake, limits::rq_check_batch, limits::rq_retention_ms]
 );
+
+extension_sql_file!("../sql/warnings.sql", name = "warnings", requires = ["privileges"]);
 
 // Last, what each public object is for, in the catalog.
 extension_sql_file!("../sql/comments.sql", name = "comments", finalize);

@@ -412,7 +412,7 @@ pub fn forget_databases_and_report(databases: &[pg_sys::Oid]) {
 
 /// Events not counted in the metrics since the server started (see
 /// forget_databases_and_report): 0 without the preloaded library.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(schema = "raquel_internal", volatile, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_metrics_lost() -> i64 {
     if !crate::preloaded() {

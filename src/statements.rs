@@ -322,6 +322,25 @@ pub fn helper_of(schema: pg_sys::Oid, name: &str) -> String {
     format!("{}.{name}", schema_name(schema))
 }
 
+/// One of raquel's own functions, `signature` (`rq_backoff(integer,…)`),
+/// qualified for a statement of `function`: in raquel_internal, where only
+/// the owner may create (sql/privileges.sql says why a name in the
+/// extension's schema is never called), or, in an install older than 0.6.0
+/// whose functions run on this library until ALTER EXTENSION UPDATE, in the
+/// extension's schema, where that version has it. Asked when a plan is made.
+pub fn own_function(function: pg_sys::Oid, signature: &str) -> String {
+    let name = signature.split('(').next().unwrap_or(signature);
+    let internal = helper_of(helper_schema(function), signature);
+    // SAFETY: to_regprocedure reads the catalog for an exact signature
+    // (overloads of other argument types play no part), in a transaction.
+    let found = unsafe { pgrx::direct_function_call::<pg_sys::Oid>(pg_sys::to_regprocedure, &[internal.as_str().into_datum()]) };
+    if found.is_some_and(|oid| oid != pg_sys::InvalidOid) {
+        helper_of(helper_schema(function), name)
+    } else {
+        in_schema_of(function, name)
+    }
+}
+
 /// A statement template with its `@placeholders@` filled.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> CString {
     let mut text = template.to_string();

@@ -36,25 +36,41 @@ fn rq_check_step_name(id: Option<pgrx::Uuid>, name: Option<&str>, verb: Option<&
     check_name(id, name, verb.unwrap_or("record a step of"));
 }
 
-// rq_step(id uuid, name text, result jsonb, attempt integer) RETURNS
-// job_steps. See sql/steps.sql.
-function_info_v1!(pg_finfo_rq_step_c);
+// rq_step(id uuid, attempt integer, name text, result jsonb) RETURNS
+// job_steps. See sql/steps.sql. (rq_step_c, of 0.5.0's script, whose
+// attempt came last and could be left out: src/compat_0_5.rs.)
+function_info_v1!(pg_finfo_rq_step_fenced_c);
 
 /// # Safety
 /// Called by the function manager with the arguments sql/steps.sql declares.
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+pub unsafe extern "C-unwind" fn rq_step_fenced_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own.
+    unsafe { step_from_args(fcinfo, true) }
+}
+
+/// rq_step of `fcinfo`'s call: `fenced` (0.6.0 on), arguments 0 (id), 1
+/// (attempt, required), 2 (name) and 3 (result); in 0.5.0's script 0 (id),
+/// 1 (name), 2 (result) and 3 (attempt, optional).
+///
+/// # Safety
+/// `fcinfo` is a call whose arguments are rq_step's, in that layout.
+pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> pg_sys::Datum {
+    let (attempt_arg, name_arg, result_arg) = if fenced { (1, 2, 3) } else { (3, 1, 2) };
     // SAFETY: the arguments as declared: a uuid, a text, a jsonb, an integer.
     let (function, id, name, result, attempt) = unsafe {
         (
             statements::called_function(fcinfo),
             pg_getarg::<pgrx::Uuid>(fcinfo, 0),
-            pg_getarg::<&str>(fcinfo, 1),
-            nullable_arg(fcinfo, 2),
-            pg_getarg::<i32>(fcinfo, 3),
+            pg_getarg::<&str>(fcinfo, name_arg),
+            nullable_arg(fcinfo, result_arg),
+            pg_getarg::<i32>(fcinfo, attempt_arg),
         )
     };
+    if fenced && attempt.is_none() {
+        errors::require_attempt(id, "record a step of");
+    }
     statements::connect();
     if crate::distributed::is_distributed(function) {
         crate::distributed::refuse("rq_step")

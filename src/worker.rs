@@ -64,6 +64,18 @@ static LAST_OUTCOME: PgAtomic<AtomicU32> = unsafe { PgAtomic::new(c"raquel_last_
 // SAFETY: the name is unique to this atomic, set up by pg_shmem_init! in register().
 static LAST_NEXT_DUE: PgAtomic<AtomicI64> = unsafe { PgAtomic::new(c"raquel_last_next_due") };
 
+/// Whether the housekeeping worker about to run may log what
+/// rq_warnings() says (the launcher allows it once per WARNINGS_EVERY_MS a
+/// database), and whether it did.
+// SAFETY (these two): names unique to each atomic, set up by pg_shmem_init! in register().
+static WARN_NOW: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"raquel_warn_now") };
+static WARNED: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"raquel_warned") };
+
+/// How often a database's warnings (a schema others may create in) reach
+/// the server log: once an hour, and at the first round after the launcher
+/// starts.
+const WARNINGS_EVERY_MS: i64 = 60 * 60 * 1000;
+
 const OUTCOME_UNKNOWN: u32 = 0;
 const OUTCOME_SERVED: u32 = 1;
 const OUTCOME_NO_EXTENSION: u32 = 2;
@@ -114,6 +126,8 @@ pub fn register() {
     pg_shmem_init!(RECHECK_REQUESTED = AtomicBool::new(false));
     pg_shmem_init!(LAST_OUTCOME = AtomicU32::new(OUTCOME_UNKNOWN));
     pg_shmem_init!(LAST_NEXT_DUE = AtomicI64::new(NOTHING_DUE));
+    pg_shmem_init!(WARN_NOW = AtomicBool::new(false));
+    pg_shmem_init!(WARNED = AtomicBool::new(false));
     BackgroundWorkerBuilder::new("raquel launcher")
         .set_type("raquel launcher")
         .set_library("raquel")
@@ -129,7 +143,7 @@ pub fn register() {
 /// extension (so that it finds the extension this transaction creates);
 /// false when no launcher runs because the library is not in
 /// `shared_preload_libraries`.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(schema = "raquel_internal", volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_worker_wake() -> bool {
     if !crate::preloaded() {
@@ -172,6 +186,8 @@ struct Database {
     next_visit_ms: i64,
     /// When its last visit started (ms since the epoch).
     last_visit_ms: i64,
+    /// When its warnings last reached the log (ms since the epoch; 0: never).
+    warned_ms: i64,
 }
 
 #[pg_guard]
@@ -294,7 +310,7 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
             databases.remove(&oid);
             continue;
         }
-        let db = databases.entry(oid).or_insert(Database { found: Found::Unknown, next_visit_ms: 0, last_visit_ms: 0 });
+        let db = databases.entry(oid).or_insert(Database { found: Found::Unknown, next_visit_ms: 0, last_visit_ms: 0, warned_ms: 0 });
         if let Some(due) = notes.due_ms(oid) {
             // A note already due when taken is a wake-up (rq_worker_wake,
             // an enqueue after a parent): however many, they start at most a
@@ -316,7 +332,13 @@ fn run_round(databases: &mut HashMap<pg_sys::Oid, Database>, no_slot_warned: &mu
         let started = now_ms();
         db.last_visit_ms = started;
         visited = true;
-        match run_housekeeping(oid, &name) {
+        WARN_NOW.get().store(started - db.warned_ms >= WARNINGS_EVERY_MS, Ordering::SeqCst);
+        WARNED.get().store(false, Ordering::SeqCst);
+        let outcome = run_housekeeping(oid, &name);
+        if WARNED.get().load(Ordering::SeqCst) {
+            db.warned_ms = started;
+        }
+        match outcome {
             Some((found, next_due)) => {
                 db.found = found;
                 db.next_visit_ms = match next_due {
@@ -449,8 +471,8 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
         let database = unsafe { CStr::from_ptr(pg_sys::get_database_name(oid)).to_string_lossy().into_owned() };
         (found, database)
     });
-    let (schema, owner) = match found {
-        Ok((Some(schema), Some(version), Some(owner))) if version == LIBRARY_VERSION => (schema, owner),
+    let owner = match found {
+        Ok((Some(_), Some(version), Some(owner))) if version == LIBRARY_VERSION => owner,
         Ok((Some(_), Some(version), _)) => {
             warning!(
                 "raquel: the extension in database \"{database}\" is version {version}, the library is \
@@ -472,20 +494,22 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     LAST_OUTCOME.get().store(OUTCOME_SERVED, Ordering::SeqCst);
 
     let batch = settings::batch_size();
-    // The duties are public verbs; the worker's own (recording the metrics,
-    // planning the next round) are helpers in raquel_internal. Only an
-    // install of this library's version is served (above), which has it.
+    // The duties by their names in raquel_internal, where only the owner
+    // may create: the worker runs them as the owner, and a look-alike
+    // planted in the extension's schema (public, often) would run as that
+    // owner too, or make the call ambiguous (sql/privileges.sql). Only an
+    // install of this library's version is served (above), which has them.
     let internal = statements::INTERNAL_SCHEMA;
     let duties = [
         ("metrics", format!("SELECT {internal}.rq_record_metrics()")),
-        ("schedule", format!("SELECT {schema}.rq_fire_schedules({batch})")),
-        ("expire", format!("SELECT {schema}.rq_expire({batch})")),
-        ("rescue", format!("SELECT {schema}.rq_rescue({batch})")),
-        ("settle", format!("SELECT {schema}.rq_settle_workflows({batch})")),
+        ("schedule", format!("SELECT {internal}.rq_fire_schedules({batch})")),
+        ("expire", format!("SELECT {internal}.rq_expire({batch})")),
+        ("rescue", format!("SELECT {internal}.rq_rescue({batch})")),
+        ("settle", format!("SELECT {internal}.rq_settle_workflows({batch})")),
         ("events", format!("SELECT {internal}.rq_settle_waits({batch})")),
         (
             "prune",
-            format!("SELECT {schema}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),
+            format!("SELECT {internal}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),
         ),
     ];
     let mut waited = false;
@@ -510,9 +534,61 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
             }
         }
     }
+    if WARN_NOW.get().load(Ordering::SeqCst) {
+        log_warnings(&database, owner);
+    }
     let next_due = format!("SELECT {internal}.rq_next_duty_ms(pg_catalog.make_interval(secs => {}))", settings::retention_s());
     if let Ok(due) = run_duty("planning", &next_due, &database, owner) {
         LAST_NEXT_DUE.get().store(due.unwrap_or(NOTHING_DUE), Ordering::SeqCst);
+    }
+}
+
+/// What rq_warnings() says in this database, each as a WARNING in the
+/// server log (sql/warnings.sql); the launcher allows it once an hour.
+fn log_warnings(database: &str, owner: pg_sys::Oid) {
+    let warnings = PgTryBuilder::new(|| {
+        BackgroundWorker::transaction(|| {
+            let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+            // SAFETY: as in run_duty: the owner's rights, restored below.
+            unsafe {
+                pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+                pg_sys::SetUserIdAndSecContext(
+                    owner,
+                    context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+                );
+            }
+            let mut found = Vec::new();
+            let _ = Spi::connect(|client| -> Result<(), pgrx::spi::Error> {
+                let rows = client.select(
+                    &format!("SELECT w.warning, w.hint FROM {internal}.rq_warnings() w", internal = statements::INTERNAL_SCHEMA),
+                    None,
+                    &[],
+                )?;
+                for row in rows {
+                    let warning: Option<String> = row.get(1)?;
+                    let hint: Option<String> = row.get(2)?;
+                    found.push((warning.unwrap_or_default(), hint.unwrap_or_default()));
+                }
+                Ok(())
+            });
+            // SAFETY: restores what was saved above.
+            unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+            found
+        })
+    })
+    .catch_others(|_| {
+        // SAFETY: the transaction failed; abort it (a warning is no duty).
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        Vec::new()
+    })
+    .execute();
+    // the hour starts at a warning logged, not at a round that found none
+    WARNED.get().store(!warnings.is_empty(), Ordering::SeqCst);
+    for (warning, hint) in warnings {
+        errors::warning(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!("raquel: in database \"{database}\", {warning}. {hint} (rq_warnings() there lists this.)"),
+        );
     }
 }
 

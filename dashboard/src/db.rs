@@ -67,18 +67,23 @@ impl Failure {
 pub struct Db {
     pool: Pool,
     size: usize,
-    /// raquel's schema and the schema of its helpers, quoted: looked up
-    /// with the first connection
-    schema: OnceCell<(String, String)>,
+    /// raquel's schema, the schema of its helpers and the schema of the
+    /// verbs it calls, quoted: looked up with the first connection
+    schema: OnceCell<(String, String, String)>,
 }
 
 /// A pooled connection and raquel's schema, which every statement names,
 /// and the schema of the helpers it calls (rq_histogram_percentile):
-/// raquel_internal, or raquel's own schema in an install older than 0.5.0.
+/// raquel_internal, or raquel's own schema in an install older than 0.5.0;
+/// and the schema of the verbs it calls (rq_retry, rq_now_ms …):
+/// raquel_internal from 0.6.0 on, where only raquel's owner may create, so
+/// that no look-alike planted in raquel's schema is called instead or makes
+/// the call ambiguous (sql/privileges.sql), raquel's own schema before.
 pub struct Conn {
     client: Object,
     s: String,
     h: String,
+    v: String,
 }
 
 impl Db {
@@ -142,14 +147,17 @@ impl Db {
                                       AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
                                       AND d.refobjid = e.oid AND d.deptype = 'e'
                                      WHERE i.nspname = 'raquel_internal'::pg_catalog.name),
-                                    n.nspname)::pg_catalog.text)
+                                    n.nspname)::pg_catalog.text),
+                                pg_catalog.quote_ident(CASE
+                                    WHEN pg_catalog.to_regprocedure('raquel_internal.rq_retry(uuid)') IS NOT NULL
+                                    THEN 'raquel_internal' ELSE n.nspname::pg_catalog.text END)
                          FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
                          WHERE e.extname = 'raquel'::pg_catalog.name",
                         &[],
                     )
                     .await?;
                 match row {
-                    Some(row) => Ok((row.get::<_, String>(0), row.get::<_, String>(1))),
+                    Some(row) => Ok((row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2))),
                     None => Err(Failure {
                         sqlstate: "42704".into(),
                         message: "raquel is not installed in this database (CREATE EXTENSION raquel).".into(),
@@ -158,8 +166,8 @@ impl Db {
             })
             .await?
             .clone();
-        let (s, h) = s;
-        Ok(Conn { client, s, h })
+        let (s, h, v) = s;
+        Ok(Conn { client, s, h, v })
     }
 }
 
@@ -398,10 +406,11 @@ impl Conn {
                             pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.95::double precision)),
                             pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision))
                      FROM {s}.metrics m
-                     WHERE m.queue = ANY ($1::text[]) AND m.minute >= {s}.rq_now_ms() - $2::bigint
+                     WHERE m.queue = ANY ($1::text[]) AND m.minute >= {v}.rq_now_ms() - $2::bigint
                      GROUP BY 1, 2 ORDER BY 1, 2",
                     s = self.s,
-                    h = self.h
+                    h = self.h,
+                    v = self.v
                 ),
                 &[&names, &span_ms, &bucket_ms],
             )
@@ -645,6 +654,17 @@ impl Conn {
             .collect())
     }
 
+    /// What rq_warnings() says (sql/warnings.sql): (warning, hint) each.
+    /// Called in raquel_internal, whatever else is planted in raquel's
+    /// schema; an install older than 0.6.0 has none (42883).
+    pub async fn warnings(&self) -> Result<Vec<(String, String)>, Failure> {
+        let rows = self
+            .client
+            .query("SELECT w.warning, w.hint FROM raquel_internal.rq_warnings() w", &[])
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// The actions: raquel's functions, whose errors (wrong status, unknown
     /// job) come back with their SQLSTATE and change nothing.
     pub async fn act(&self, action: &str, target: &str) -> Result<(), Failure> {
@@ -655,7 +675,7 @@ impl Conn {
             "resume" => "rq_resume($1::text)",
             _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
         };
-        self.client.query(&format!("SELECT 1 FROM {}.{call}", self.s), &[&target]).await?;
+        self.client.query(&format!("SELECT 1 FROM {}.{call}", self.v), &[&target]).await?;
         Ok(())
     }
 }

@@ -187,6 +187,12 @@ async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<QueuesQu
             Err(f) => notes.push(format!("Flow settings not shown: {} ({})", f.message, f.sqlstate)),
         }
     }
+    // what raquel says an operator should fix (sql/warnings.sql, 0.6.0 on)
+    match c.warnings().await {
+        Ok(warnings) => notes.extend(warnings.into_iter().map(|(w, hint)| format!("Warning: {w}. {hint}"))),
+        Err(f) if f.is("42883") || f.is("3F000") => {}
+        Err(f) => notes.push(format!("Warnings not shown: {} ({})", f.message, f.sqlstate)),
+    }
     let charts = queue_charts(&c, &names, day, &mut notes).await;
     Ok(page(&app, &headers, StatusCode::OK, "queues.html", context! {
         title => "Queues", queues, statuses => db::STATUSES, charts, notes, day, prefix, previous, next,

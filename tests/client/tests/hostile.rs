@@ -1768,6 +1768,9 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_metrics", "SELECT * FROM rq_metrics()", "00000"),
         ("rq_prometheus", "SELECT rq_prometheus()", "00000"),
         ("rq_metrics_lost", "SELECT rq_metrics_lost()", "00000"),
+        ("rq_warnings", "SELECT * FROM rq_warnings()", "00000"),
+        ("rq_warnings", "SELECT * FROM raquel_internal.rq_warnings()", "00000"),
+        ("rq_schema_writers", "SELECT * FROM raquel_internal.rq_schema_writers()", "00000"),
         ("rq_prometheus_label", "SELECT raquel_internal.rq_prometheus_label('a\"b')", "00000"),
         ("rq_histogram_percentile", "SELECT raquel_internal.rq_histogram_percentile('{0,1}', 0.5)", "00000"),
         ("rq_histogram_add", "SELECT raquel_internal.rq_histogram_add('{1}', '{2,3}')", "00000"),
@@ -1893,4 +1896,503 @@ fn backdate_finished(observer: &mut Client, id: &str) {
         )
         .unwrap();
     assert_eq!(n, 1, "backdating job {id}");
+}
+
+// ---------------------------------------------------------------------------
+// Look-alikes of raquel's own functions (0.6.0).
+//
+// A role that may create in the extension's schema (public here) plants
+// functions named like raquel's own, public and internal: for every call
+// the code makes of one of them (qualified or not), an overload whose
+// argument types fit that call exactly where raquel's function needs a
+// cast (`rq_ms_to_interval(integer)` for a call passing an integer column
+// to `rq_ms_to_interval(bigint)`); and for every function, one with the
+// same arguments and one more with a default, which makes any call of the
+// name in that schema ambiguous (42725). Under 0.5.0, whose code called
+// its public helpers by their names in the extension's schema, the first
+// kind ran as the superuser from a duty; raquel now calls its own
+// functions only in raquel_internal, where nobody but the owner creates.
+//
+// The look-alikes take no parameter names: a call in named notation (the
+// victims' own calls below) cannot reach them, so what the test sees is
+// what raquel's code calls, not what the test itself types. (A user's own
+// call by name in a schema others may create in is the hazard PostgreSQL
+// documents; raquel warns about such a schema: docs/src/guides/operations.md.)
+
+/// A function of raquel's, as the catalog has it.
+struct OwnFunction {
+    overload: Overload,
+    /// `pg_get_function_result`: `bigint`, `SETOF jobs`, `TABLE(…)`, `record`, `trigger`
+    result: String,
+    /// its OUT parameters, as `OUT name type` (for a result of `record`)
+    out_params: Vec<String>,
+}
+
+fn own_functions(observer: &mut Client) -> Vec<OwnFunction> {
+    observer
+        .query(
+            "SELECT p.proname::pg_catalog.text, p.pronargs::pg_catalog.int4, p.pronargdefaults::pg_catalog.int4,
+                    p.provariadic, p.proargtypes::pg_catalog.oid[], COALESCE(p.proargnames, '{}'),
+                    pg_catalog.pg_get_function_arguments(p.oid), pg_catalog.pg_get_function_result(p.oid)
+             FROM pg_catalog.pg_depend d
+             JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+               AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+               AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+                                                     WHERE e.extname OPERATOR(pg_catalog.=) 'raquel')
+               AND d.deptype OPERATOR(pg_catalog.=) 'e'
+               AND n.nspname OPERATOR(pg_catalog.<>) $1
+               AND p.prokind OPERATOR(pg_catalog.=) 'f'
+             ORDER BY 1",
+            &[&TEST_SCHEMA],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let nargs: i32 = row.get(1);
+            let arguments: String = row.get(6);
+            OwnFunction {
+                overload: Overload {
+                    name: row.get(0),
+                    aggregate: false,
+                    nargs: nargs as usize,
+                    ndefaults: row.get::<_, i32>(2) as usize,
+                    variadic: row.get(3),
+                    argtypes: row.get(4),
+                    argnames: row.get(5),
+                    defaults: parameter_defaults(&arguments, nargs as usize),
+                },
+                result: row.get(7),
+                out_params: arguments
+                    .split(", ")
+                    .filter(|a| a.starts_with("OUT "))
+                    .map(str::to_string)
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Every call of a function named in `names`, qualified or not, in the
+/// code: name → the shapes of its calls.
+fn own_calls(code: &[(String, String)], names: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<CallShape>> {
+    let mut calls: BTreeMap<String, BTreeSet<CallShape>> = BTreeMap::new();
+    for (_, sql) in code {
+        let t = sql_tokens(&without_placeholders(sql));
+        for (i, tok) in t.iter().enumerate() {
+            if let Tok::Word(w) = tok {
+                if names.contains(w) && t.get(i + 1) == Some(&Tok::Open('(')) {
+                    calls.entry(w.clone()).or_default().insert(call_shape(&t, i + 1));
+                }
+            }
+        }
+    }
+    calls
+}
+
+/// The statements that plant the look-alikes of raquel's own functions in
+/// `public`: exact-type overloads for the positional calls of the code
+/// (and every function's call with all its arguments), and one overload
+/// with a defaulted argument more for every function. Each leaves its
+/// evidence and returns nothing.
+fn own_plant_statements(observer: &mut Client, exact: bool, ambiguous: bool) -> Vec<String> {
+    let mut types = derive_plants(observer).types;
+    let functions = own_functions(observer);
+    let names: BTreeSet<String> = functions.iter().map(|f| f.overload.name.clone()).collect();
+    let code = extension_code(observer);
+    let calls = own_calls(&code, &names);
+    let all_types: Vec<u32> = functions.iter().flat_map(|f| f.overload.argtypes.clone()).collect();
+    types.learn(observer, all_types);
+    let existing: HashSet<(String, Vec<u32>)> =
+        functions.iter().map(|f| (f.overload.name.clone(), f.overload.argtypes.clone())).collect();
+
+    let mut out = Vec::new();
+    let mut seen: HashSet<(String, Vec<u32>)> = HashSet::new();
+    for (n, f) in functions.iter().enumerate() {
+        let o = &f.overload;
+        if f.result == "trigger" || f.result == "event_trigger" {
+            continue; // called by OID, never by name
+        }
+        let body = if f.result.starts_with("SETOF ") || f.result.starts_with("TABLE(") || f.result == "record" || f.result == "void" {
+            "RETURN;"
+        } else {
+            "RETURN NULL;"
+        };
+        let plant = |params: Vec<String>, tag: &str| {
+            let mut all = params.clone();
+            all.extend(f.out_params.iter().cloned());
+            format!(
+                "CREATE FUNCTION public.\"{}\"({}) RETURNS {} LANGUAGE plpgsql AS $rqh$ BEGIN {} {body} END $rqh$",
+                o.name,
+                all.join(", "),
+                f.result,
+                evidence(&format!("{tag} public.{}({}) #{n}", o.name, params.join(", ")))
+            )
+        };
+        // exact types for the code's positional calls, and the call with every argument
+        let mut shapes: BTreeSet<CallShape> =
+            calls.get(&o.name).map(|s| s.iter().filter(|c| c.named.is_empty()).cloned().collect()).unwrap_or_default();
+        shapes.insert(CallShape { arity: o.nargs, named: Vec::new() });
+        if exact && f.out_params.is_empty() {
+            for shape in &shapes {
+                let Some(combos) = variants(o, shape, &types) else { continue };
+                for combo in combos {
+                    let combo: Vec<u32> = combo.into_iter().take(shape.arity).collect();
+                    if combo.contains(&0)
+                        || existing.contains(&(o.name.clone(), combo.clone()))
+                        || !seen.insert((o.name.clone(), combo.clone()))
+                    {
+                        continue;
+                    }
+                    out.push(plant(combo.iter().map(|&t| types.name(t).to_string()).collect(), "exact-type look-alike"));
+                }
+            }
+        }
+        // one defaulted argument more: every call of the name is ambiguous
+        let mut with_more = o.argtypes.clone();
+        with_more.push(types.oid("integer"));
+        if ambiguous && o.variadic == 0 && !existing.contains(&(o.name.clone(), with_more.clone())) && seen.insert((o.name.clone(), with_more)) {
+            let mut params: Vec<String> = o.argtypes.iter().map(|&t| types.name(t).to_string()).collect();
+            params.push("integer DEFAULT 0".into());
+            out.push(plant(params, "ambiguous look-alike"));
+        }
+    }
+    out
+}
+
+/// Claims the one job of `queue` in named notation: (id, attempt).
+fn claim(v: &mut Victim, queue: &str, lease: &str) -> (String, String) {
+    let rows =
+        v.ok(&format!("SELECT id, attempts FROM rq_claim(queues => ARRAY['{queue}'], worker => 'w', lease => '{lease}')"));
+    let row = rows.first().unwrap_or_else(|| panic!("nothing to claim in {queue}"));
+    (row[0].clone().unwrap(), row[1].clone().unwrap())
+}
+
+/// Plants `statements` as `planter` in `db`; returns how many it planted.
+fn plant_own(db: &str, planter: &str, statements: &[String]) -> usize {
+    let mut hostile = pinned_session(db, planter);
+    let mut planted = 0;
+    let mut refused = Vec::new();
+    for statement in statements {
+        match hostile.client.batch_execute(&format!("BEGIN; {statement}; COMMIT")) {
+            Ok(()) => planted += 1,
+            Err(e) => {
+                hostile.client.batch_execute("ROLLBACK").unwrap();
+                refused.push(format!("{e}: {}", statement.lines().next().unwrap_or("")));
+            }
+        }
+    }
+    assert!(
+        refused.len() * 10 <= statements.len(),
+        "{} of {} look-alikes of raquel's functions could not be planted, e.g.:\n{}",
+        refused.len(),
+        statements.len(),
+        refused.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
+    // and nothing in raquel_internal, whatever the role tries
+    let refused_there = hostile
+        .client
+        .batch_execute(
+            "CREATE FUNCTION raquel_internal.rq_now_ms(integer) RETURNS bigint LANGUAGE sql AS $rqh$ SELECT 0::bigint $rqh$",
+        )
+        .err()
+        .and_then(|e| e.code().map(|c| c.code().to_string()));
+    assert_eq!(refused_there.as_deref(), Some("42501"), "a role other than the owner created in raquel_internal");
+    planted
+}
+
+/// Every planted object that ran, from the victims' notices and the
+/// server log (the background worker's only record), and every statement
+/// that failed with an ambiguity (42725) or otherwise.
+fn own_findings(findings: Findings, log_start: u64, db: &str) -> (Findings, Vec<String>) {
+    let from_log = fired_in_log(log_start, db);
+    let mut findings = findings;
+    for line in &from_log {
+        if !line.contains("(client backend)") {
+            *findings.fired.entry(format!("{line} (server log)")).or_default() += 1;
+        }
+    }
+    let log = server_log_since(log_start);
+    let ambiguous: Vec<String> = log
+        .lines()
+        .filter(|l| l.contains("42725") || l.contains("is not unique"))
+        .map(|l| l.to_string())
+        .collect();
+    (findings, ambiguous)
+}
+
+#[test]
+fn look_alikes_of_raquels_own_functions_never_run_and_every_duty_still_works() {
+    let (db, planter, producer, worker) =
+        ("rq_hostile_own", "rq_hostile_own_planter", "rq_hostile_own_producer", "rq_hostile_own_worker");
+    let kept_away = WorkerKeptAway::new();
+    new_database(db);
+    let mut observer = pinned_session(db, "postgres");
+    observer.client.batch_execute("CREATE EXTENSION raquel SCHEMA public").unwrap();
+    hostile_role(&mut observer.client, db, planter);
+    observer
+        .client
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {producer}; DROP ROLE IF EXISTS {worker};
+             CREATE ROLE {producer} LOGIN; CREATE ROLE {worker} LOGIN;
+             SELECT public.rq_grant_producer('{producer}');
+             SELECT public.rq_grant_worker('{worker}');
+             CREATE TABLE public.signups (id integer, email text);
+             CREATE TRIGGER signups_enqueue AFTER INSERT ON public.signups
+                 FOR EACH ROW EXECUTE FUNCTION public.rq_enqueue_trigger('own-signups');
+             GRANT SELECT, INSERT ON public.signups TO {producer}"
+        ))
+        .unwrap();
+
+    // Work for the duties, made before anything is planted: a job to
+    // expire, a finished job to prune.
+    let expire_id: String = observer
+        .client
+        .query_one(
+            "SELECT (public.rq_enqueue(queue => 'own-expire', payload => 'x', at => '2000-01-01 00:00:00+00',
+                                       max_age => '1 second')).id::pg_catalog.text",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+
+    let statements = own_plant_statements(&mut observer.client, true, true);
+    let planted = plant_own(db, planter, &statements);
+    eprintln!("hostile: {planted} look-alikes of raquel's own functions planted");
+    assert!(planted >= 100, "only {planted} look-alikes of raquel's functions planted: the derivation found too little");
+    let log_start = server_log_len();
+
+    let findings = Mutex::new(Findings::default());
+    let mut su = Victim { s: session(db, "postgres"), findings: &findings };
+    let mut prod = Victim { s: session(db, producer), findings: &findings };
+    let mut work = Victim { s: session(db, worker), findings: &findings };
+
+    // Every call below names an argument: the look-alikes cannot match it.
+    for v in [&mut su, &mut prod] {
+        v.one("SELECT id FROM rq_enqueue(queue => 'own-q', payload => 'text')");
+        v.one("SELECT id FROM rq_enqueue(queue => 'own-q', payload => '{\"a\": 1}'::jsonb)");
+        v.ok("SELECT id FROM rq_enqueue_batch(queue => 'own-q', payloads => ARRAY['b1', 'b2'])");
+        v.ok("SELECT id FROM rq_enqueue_batch(queue => 'own-q', payloads => ARRAY['{\"n\": 1}']::jsonb[])");
+    }
+    prod.ok("INSERT INTO signups VALUES (1, 'a@b.c')");
+    for queue in ["own-complete", "own-fail", "own-resched", "own-sleep", "own-wait", "own-cancel", "own-rescue"] {
+        su.one(&format!("SELECT id FROM rq_enqueue(queue => '{queue}', payload => 'x')"));
+    }
+    let (id, at) = claim(&mut work, "own-complete", "1 minute");
+    work.ok(&format!("SELECT rq_step(id => '{id}', name => 'first', result => '1', attempt => {at})"));
+    work.ok(&format!("SELECT id FROM rq_extend(id => '{id}', lease => '2 minutes', attempt => {at})"));
+    work.ok(&format!("SELECT id FROM rq_complete(id => '{id}', attempt => {at}, result => '{{\"done\": true}}')"));
+    let (id, at) = claim(&mut work, "own-fail", "1 minute");
+    work.ok(&format!("SELECT id FROM rq_fail(id => '{id}', error => 'boom', attempt => {at})"));
+    let (id, at) = claim(&mut work, "own-resched", "1 minute");
+    work.ok(&format!("SELECT id FROM rq_reschedule(id => '{id}', delay => '1 hour', attempt => {at})"));
+    let (sleeper, at) = claim(&mut work, "own-sleep", "1 minute");
+    work.ok(&format!("SELECT rq_sleep(id => '{sleeper}', name => 'nap', delay => '1 second', attempt => {at})"));
+    let (waiter, at) = claim(&mut work, "own-wait", "1 minute");
+    work.ok(&format!(
+        "SELECT parked FROM rq_wait_event(id => '{waiter}', name => 'w', event => 'own-never', timeout => '1 second', attempt => {at})"
+    ));
+    su.ok("SELECT rq_emit(event => 'own-other', payload => '{}')");
+    let cancelled = su.one("SELECT id FROM rq_enqueue(queue => 'own-cancel2', payload => 'x')");
+    su.ok(&format!("SELECT id FROM rq_cancel(id => '{cancelled}')"));
+    su.ok(&format!("SELECT id FROM rq_retry(id => '{cancelled}')"));
+    su.ok("SELECT queue FROM rq_pause(queue => 'own-q')");
+    su.ok("SELECT queue FROM rq_resume(queue => 'own-q')");
+    su.ok("SELECT name FROM rq_schedule(name => 'own-every-second', cron => '* * * * * *', queue => 'own-scheduled', payload => 'p')");
+    su.ok("SELECT name FROM rq_schedule(name => 'own-json', cron => '@hourly', queue => 'own-scheduled', payload => '{}'::jsonb)");
+    su.ok("SELECT count(*) FROM rq_jobs");
+    su.ok("SELECT count(*) FROM rq_schedules");
+    su.ok("SELECT rq_count(queue => 'own-q')");
+    su.ok("SELECT rq_prometheus(max_queues => 10)");
+    su.ok("SELECT count(*) FROM rq_metrics(queue => 'own-q')");
+    // the duties by hand, with a lapsed lease to rescue
+    claim(&mut work, "own-rescue", "1 millisecond");
+    std::thread::sleep(Duration::from_millis(20));
+    for duty in ["rq_expire(batch => 10)", "rq_rescue(batch => 10)", "rq_prune(batch => 10)",
+        "rq_fire_schedules(batch => 10)", "rq_settle_workflows(batch => 10)"]
+    {
+        su.ok(&format!("SELECT {duty}"));
+    }
+
+    // The background worker, as the bootstrap superuser: a schedule fires,
+    // a lapsed lease is rescued; and a sleeper and a wait that timed out
+    // are claimable again.
+    su.one("SELECT id FROM rq_enqueue(queue => 'own-bg-rescue', payload => 'x')");
+    let (bg_rescue, _) = claim(&mut work, "own-bg-rescue", "1 millisecond");
+    let fired_before: i64 = observer
+        .client
+        .query_one("SELECT pg_catalog.count(*) FROM public.jobs j WHERE j.queue OPERATOR(pg_catalog.=) 'own-scheduled'", &[])
+        .unwrap()
+        .get(0);
+    drop(kept_away);
+    let worked = eventually(30, || {
+        let row = observer
+            .client
+            .query_one(
+                "SELECT (SELECT pg_catalog.count(*) FROM public.jobs j WHERE j.queue OPERATOR(pg_catalog.=) 'own-scheduled'),
+                        (SELECT j.status::pg_catalog.text FROM public.jobs j WHERE j.id OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.uuid),
+                        (SELECT j.status::pg_catalog.text FROM public.jobs j WHERE j.id OPERATOR(pg_catalog.=) $2::pg_catalog.text::pg_catalog.uuid)",
+                &[&bg_rescue, &expire_id],
+            )
+            .unwrap();
+        let (fired, rescued, expired): (i64, Option<String>, Option<String>) = (row.get(0), row.get(1), row.get(2));
+        fired > fired_before && rescued.as_deref() == Some("failed") && expired.as_deref() == Some("expired")
+    });
+    // the sleeper and the wait that timed out are due again: a claim takes each
+    let mut claimed: HashSet<String> = HashSet::new();
+    let woke = eventually(10, || {
+        let rows = work.ok("SELECT id FROM rq_claim(queues => ARRAY['own-sleep', 'own-wait'], worker => 'w', batch => 2)");
+        claimed.extend(rows.into_iter().filter_map(|r| r[0].clone()));
+        claimed.contains(&sleeper) && claimed.contains(&waiter)
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    su.ok("SELECT rq_pause_schedule(name => 'own-every-second')");
+    drop((su, prod, work, observer));
+    let (mut findings, ambiguous) = own_findings(findings.into_inner().unwrap(), log_start, db);
+    drop_database_and_roles(db, &[planter, producer, worker]);
+    if !worked {
+        findings.unexpected.push(
+            "within 30 seconds the background worker did not fire the schedule, rescue the lapsed lease, \
+             end the wait and expire the job"
+                .into(),
+        );
+    }
+    if !woke {
+        findings.unexpected.push("the sleeper and the timed-out wait were not claimable 10 seconds after their second".into());
+    }
+    assert!(
+        findings.fired.is_empty() && findings.unexpected.is_empty() && ambiguous.is_empty(),
+        "{}\nambiguous calls in the server log:\n  {}",
+        report(&findings),
+        ambiguous.join("\n  ")
+    );
+}
+
+#[test]
+fn look_alikes_of_raquels_own_functions_run_as_the_superuser_or_stop_duties_under_0_5_0() {
+    // The same look-alikes, derived from 0.5.0's code, planted into
+    // installs of 0.5.0, each kind in a database of its own: the exact-type
+    // ones run when the superuser runs the schedule duty, and the
+    // ambiguous ones make it fail. If not, they would prove nothing above.
+    for (kind, exact, ambiguous) in [("exact", true, false), ("ambiguous", false, true)] {
+        let (db, planter) = (format!("rq_hostile_own_old_{kind}"), format!("rq_hostile_own_old_{kind}_planter"));
+        new_database(&db);
+        let mut observer = pinned_session(&db, "postgres");
+        observer.client.batch_execute("CREATE EXTENSION raquel VERSION '0.5.0' SCHEMA public").unwrap();
+        hostile_role(&mut observer.client, &db, &planter);
+        observer
+            .client
+            .batch_execute(
+                "SELECT public.rq_schedule(name => 'old-every-second', cron => '* * * * * *', queue => 'old-scheduled',
+                                           payload => 'p', min_retry_delay => '1 second')",
+            )
+            .unwrap();
+        let statements = own_plant_statements(&mut observer.client, exact, ambiguous);
+        let planted = plant_own(&db, &planter, &statements);
+        std::thread::sleep(Duration::from_millis(1100));
+        let log_start = server_log_len();
+        let findings = Mutex::new(Findings::default());
+        let mut su = Victim { s: session(&db, "postgres"), findings: &findings };
+        su.run("SELECT rq_fire_schedules(batch => 10)", "*");
+        drop((su, observer));
+        let (findings, ambiguities) = own_findings(findings.into_inner().unwrap(), log_start, &db);
+        drop_database_and_roles(&db, &[&planter]);
+        eprintln!("hostile: {planted} {kind} look-alikes planted in 0.5.0; {}", report(&findings));
+        if exact {
+            assert!(
+                findings.fired.keys().any(|f| f.contains(" as postgres ")),
+                "none of the {planted} exact-type look-alikes ran as the superuser in 0.5.0's schedule duty: \
+                 they are too weak to prove anything"
+            );
+        } else {
+            assert!(
+                !ambiguities.is_empty(),
+                "none of the {planted} ambiguous look-alikes stopped 0.5.0's schedule duty: they are too weak to prove anything"
+            );
+        }
+    }
+}
+
+#[test]
+fn raquel_calls_its_own_functions_only_in_raquel_internal() {
+    // What the test above shows by planting, read from the code: every call
+    // of a raquel function, in every function body, every statement the
+    // Rust code prepares and every SQL string of the Rust code, names it in
+    // raquel_internal (in the Rust code's format strings, `{internal}`).
+    let db = "rq_hostile_own_calls";
+    new_database(db);
+    let mut observer = pinned_session(db, "postgres");
+    observer.client.batch_execute("CREATE EXTENSION raquel SCHEMA public").unwrap();
+    // (a trigger function is called by OID, never by name)
+    let names: BTreeSet<String> = own_functions(&mut observer.client)
+        .into_iter()
+        .filter(|f| f.result != "trigger")
+        .map(|f| f.overload.name)
+        .collect();
+    let code = extension_code(&mut observer.client);
+    drop(observer);
+    drop_database_and_roles(db, &[]);
+    let mut unqualified = Vec::new();
+    for (origin, sql) in &code {
+        let t = sql_tokens(&without_placeholders(sql));
+        for (i, tok) in t.iter().enumerate() {
+            let Tok::Word(w) = tok else { continue };
+            if !names.contains(w) || t.get(i + 1) != Some(&Tok::Open('(')) {
+                continue;
+            }
+            let internal = i >= 2
+                && t[i - 1] == Tok::Dot
+                && (t[i - 2] == Tok::Word("raquel_internal".into())
+                    || (i >= 3 && t[i - 2] == Tok::Other && t[i - 3] == Tok::Word("internal".into())));
+            if !internal {
+                unqualified.push(format!("{w}(…) in {origin}"));
+            }
+        }
+    }
+    assert!(
+        unqualified.is_empty(),
+        "raquel calls its own functions by a name outside raquel_internal, where a role that may create in the \
+         extension's schema can plant a look-alike (sql/privileges.sql):\n  {}",
+        unqualified.join("\n  ")
+    );
+}
+
+#[test]
+fn raquel_says_when_roles_other_than_its_owner_may_create_in_its_schema() {
+    let (db, role) = ("rq_hostile_writable", "rq_hostile_writer");
+    new_database(db);
+    let mut owner = session(db, "postgres");
+    owner
+        .client
+        .batch_execute(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role}; GRANT CREATE ON SCHEMA public TO {role}"))
+        .unwrap();
+    let log_start = server_log_len();
+    owner.client.batch_execute("CREATE EXTENSION raquel SCHEMA public").unwrap();
+    // at CREATE EXTENSION: a WARNING naming the role, with a HINT
+    let said: Vec<Notice> = owner.notices.lock().unwrap().drain(..).collect();
+    assert!(
+        said.iter().any(|n| n.message.contains("may create in its schema public") && n.message.contains(role)),
+        "no warning at CREATE EXTENSION: {:?}",
+        said.iter().map(|n| &n.message).collect::<Vec<_>>()
+    );
+    // rq_warnings() says it too, with what to do
+    let rows = owner.client.query("SELECT warning, hint FROM rq_warnings()", &[]).unwrap();
+    assert_eq!(rows.len(), 1);
+    let (warning, hint): (String, String) = (rows[0].get(0), rows[0].get(1));
+    assert!(warning.contains(role) && hint.contains("CREATE EXTENSION raquel SCHEMA raquel"), "{warning} / {hint}");
+    // and the background worker's round puts it in the server log, once
+    owner.client.batch_execute("SELECT rq_worker_wake()").unwrap();
+    let line = format!("raquel: in database \"{db}\", roles other than raquel's owner may create in its schema public: {role}");
+    let logged = eventually(30, || server_log_since(log_start).contains(&line));
+    assert!(logged, "the background worker did not log the warning within 30 s");
+    std::thread::sleep(Duration::from_millis(1200));
+    owner.client.batch_execute("SELECT rq_worker_wake()").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server_log_since(log_start).matches(&line).count(), 1, "the warning reached the log more than once an hour");
+    // once only the owner may create there, nothing to say
+    owner.client.batch_execute(&format!("REVOKE CREATE ON SCHEMA public FROM {role}")).unwrap();
+    assert_eq!(owner.client.query("SELECT warning FROM rq_warnings()", &[]).unwrap().len(), 0);
+    drop(owner);
+    drop_database_and_roles(db, &[role]);
 }

@@ -60,7 +60,8 @@ fn the_update_paths_from_released_versions_are_known() {
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.1.0 -> {version}: 0.1.0--"))), "{paths:?}");
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.2.0 -> {version}: 0.2.0--"))), "{paths:?}");
     assert!(paths.iter().any(|p| p.starts_with(&format!("0.3.0 -> {version}: 0.3.0--"))), "{paths:?}");
-    assert!(paths.contains(&format!("0.4.0 -> {version}: 0.4.0--{version}")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with(&format!("0.4.0 -> {version}: 0.4.0--"))), "{paths:?}");
+    assert!(paths.contains(&format!("0.5.0 -> {version}: 0.5.0--{version}")), "{paths:?}");
 }
 
 #[test]
@@ -81,6 +82,38 @@ fn an_install_of_0_3_0_updates_in_place_to_what_a_fresh_install_is() {
 #[test]
 fn an_install_of_0_4_0_updates_in_place_to_what_a_fresh_install_is() {
     updates_in_place_to_what_a_fresh_install_is("0.4.0");
+}
+
+#[test]
+fn an_install_of_0_5_0_updates_in_place_to_what_a_fresh_install_is() {
+    updates_in_place_to_what_a_fresh_install_is("0.5.0");
+}
+
+#[test]
+fn a_producer_granted_at_0_5_0_still_enqueues_from_a_trigger_and_with_jsonb_after_the_update() {
+    // 0.6.0's trigger and jsonb overloads call the twins of rq_enqueue and
+    // rq_enqueue_batch in raquel_internal: the update grants them to every
+    // role that had the public ones.
+    let mut c = new_database("rq_upgrade_producer");
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_upgrade_producer; CREATE ROLE rq_upgrade_producer;
+         CREATE EXTENSION raquel VERSION '0.5.0';
+         SELECT rq_grant_producer('rq_upgrade_producer');
+         CREATE TABLE signups (id integer);
+         CREATE TRIGGER signups_enqueue AFTER INSERT ON signups FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('signups');
+         GRANT INSERT ON signups TO rq_upgrade_producer;
+         ALTER EXTENSION raquel UPDATE;
+         SET ROLE rq_upgrade_producer;
+         INSERT INTO signups VALUES (1);
+         SELECT rq_enqueue_batch('q', ARRAY['{}']::jsonb[]);
+         RESET ROLE;",
+    )
+    .unwrap();
+    assert_eq!(one(&mut c, "SELECT count(*)::text FROM jobs"), "2");
+    drop(c);
+    let mut admin = connect("postgres");
+    admin.batch_execute("DROP DATABASE rq_upgrade_producer WITH (FORCE)").unwrap();
+    admin.batch_execute("DROP ROLE rq_upgrade_producer").unwrap();
 }
 
 #[test]
@@ -315,7 +348,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
     "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",
-    "rq_wait_event", "rq_worker_wake",
+    "rq_wait_event", "rq_warnings", "rq_worker_wake",
 ];
 
 /// The names of the extension's functions in `schema`, sorted bytewise (an

@@ -1,0 +1,2162 @@
+-- raquel 0.5.0 -> 0.6.0: raquel calls its own functions only in
+-- raquel_internal (sql/privileges.sql says why). Every public function
+-- that raquel's own code, its background worker or its dashboard calls
+-- gets a twin there: the C ones are declared twice over one symbol, the
+-- PL/pgSQL ones move there whole and leave an entry point of their public
+-- name. The functions that called them by their public names, the jobs
+-- table's defaults and the views rq_jobs and rq_schedules now name the
+-- twins. The twins of the functions not for PUBLIC are not for PUBLIC
+-- either, and a role that may run rq_enqueue or rq_enqueue_batch may run
+-- their twins. rq_warnings() is new: it says when roles other than the
+-- owner may create in the extension's schema, and so does the update.
+--
+-- Fencing by default: every verb that acts on a claimed job takes the
+-- attempt as its second argument and requires it (rq_complete, rq_fail,
+-- rq_complete_batch, rq_fail_and_claim, rq_step, rq_reschedule, rq_reject,
+-- rq_extend, rq_sleep, rq_wait_event are replaced; a call that leaves the
+-- attempt out fails instead of acting on whatever attempt holds the job).
+
+-- The verbs whose arguments change (the attempt second and required)
+-- step aside under a name of their own; their grants are carried to
+-- the new ones below, and then they go.
+ALTER FUNCTION @extschema@.rq_complete(uuid, integer, jsonb) RENAME TO rq_complete_0_5_0;
+ALTER FUNCTION @extschema@.rq_fail(uuid, text, text, integer) RENAME TO rq_fail_0_5_0;
+ALTER FUNCTION @extschema@.rq_complete_batch(uuid[], integer[], jsonb[]) RENAME TO rq_complete_batch_0_5_0;
+ALTER FUNCTION @extschema@.rq_fail_and_claim(uuid, text, text, integer, text[], text, integer, interval, interval) RENAME TO rq_fail_and_claim_0_5_0;
+ALTER FUNCTION @extschema@.rq_step(uuid, text, jsonb, integer) RENAME TO rq_step_0_5_0;
+ALTER FUNCTION @extschema@.rq_reschedule(uuid, timestamptz, interval, integer) RENAME TO rq_reschedule_0_5_0;
+ALTER FUNCTION @extschema@.rq_reject(uuid, integer) RENAME TO rq_reject_0_5_0;
+ALTER FUNCTION @extschema@.rq_extend(uuid, interval, integer) RENAME TO rq_extend_0_5_0;
+ALTER FUNCTION @extschema@.rq_sleep(uuid, text, timestamptz, interval, integer) RENAME TO rq_sleep_0_5_0;
+ALTER FUNCTION @extschema@.rq_wait_event(uuid, text, text, interval, integer) RENAME TO rq_wait_event_0_5_0;
+
+-- new: raquel_internal.rq_backoff(int, int, int, int)
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+
+-- new: raquel_internal.rq_metrics_lost()
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+-- new: raquel_internal.rq_ms_to_interval(bigint)
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+
+-- new: raquel_internal.rq_ms_to_timestamptz(bigint)
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+
+-- new: raquel_internal.rq_now_ms()
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+
+-- new: raquel_internal.rq_require_attempt(uuid, int, text)
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+
+-- new: raquel_internal.rq_uuid7()
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+
+-- new: raquel_internal.rq_worker_wake()
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+
+-- new: raquel_internal.rq_cancel(uuid)
+CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := raquel_internal.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_cancel.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
+    WHERE j.id = rq_cancel.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
+    END IF;
+    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
+    PERFORM raquel_internal.rq_claim_ended(job.queue);
+    -- its awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(ARRAY[job.id]);
+    IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
+        -- what its end sets off (sql/finish.sql)
+        PERFORM raquel_internal.rq_job_ended(job.id);
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- changed: raquel_internal.rq_claim_fair(text, text, integer, bigint, integer)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms    bigint := raquel_internal.rq_now_ms();
+    wanted    integer := batch;
+    tried     text[];
+    found_one boolean;
+    candidate record;
+    job       @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
+    IF group_max_claimed IS NULL THEN
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT wanted
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            FROM ready WHERE j.id = ready.id
+            RETURNING j.*
+        )
+        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
+        RETURN;
+    END IF;
+    <<walks>>
+    LOOP
+        tried := '{}';
+        found_one := false;
+        FOR candidate IN
+            SELECT j.id, j.group_key FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT 1000
+        LOOP
+            CONTINUE WHEN candidate.group_key = ANY (tried);
+            tried := tried || candidate.group_key;
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
+            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
+                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
+            RETURNING j.* INTO job;
+            CONTINUE WHEN NOT FOUND;
+            RETURN NEXT job;
+            found_one := true;
+            wanted := wanted - 1;
+            EXIT walks WHEN wanted = 0;
+        END LOOP;
+        EXIT WHEN NOT found_one;
+    END LOOP;
+END
+$$;
+
+-- changed: raquel_internal.rq_claim_flow(text[], text, integer, bigint)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wanted   integer := batch;
+    limited  text[];
+    others   text[];
+    first    integer;
+    member   integer;
+    settings @extschema@.queue_limits;
+    now_ms   bigint;
+    allow    integer;
+    live     uuid[];
+    bucket   double precision;
+    got      uuid[];
+    job      @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
+    IF queues IS NULL THEN
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
+        others := ARRAY(
+            WITH RECURSIVE ready_queues AS (
+                (SELECT j.queue FROM @extschema@.jobs j
+                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
+                 ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM @extschema@.jobs j
+                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
+                        ORDER BY j.queue LIMIT 1)
+                FROM ready_queues r WHERE r.queue IS NOT NULL
+            )
+            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
+    ELSE
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
+        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
+                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
+    END IF;
+    -- A claim on several limited queues locks their rows up front, in name
+    -- order: two such claims never wait for each other in a circle, however
+    -- their turns below are ordered.
+    IF cardinality(limited) > 1 THEN
+        PERFORM FROM raquel_internal.rq_flow_lock(limited);
+    END IF;
+    first := floor(random() * (cardinality(limited) + 1))::integer;
+    FOR turn IN 0 .. cardinality(limited) LOOP
+        EXIT WHEN wanted <= 0;
+        member := (first + turn) % (cardinality(limited) + 1) + 1;
+        IF member > cardinality(limited) THEN
+            CONTINUE WHEN cardinality(others) = 0;
+            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+                wanted := wanted - 1;
+                RETURN NEXT job;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+        CONTINUE WHEN NOT FOUND OR settings.paused;
+        allow := wanted;
+        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
+            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
+            -- read again by a new statement, which sees what the claims
+            -- that held the lock before committed
+            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+            CONTINUE WHEN NOT FOUND OR settings.paused;
+            now_ms := raquel_internal.rq_now_ms();
+            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+            IF settings.max_claimed IS NOT NULL THEN
+                allow := least(allow, settings.max_claimed - cardinality(live));
+            END IF;
+            IF settings.rate IS NOT NULL THEN
+                bucket := least(settings.rate::double precision,
+                    coalesce(settings.tokens, settings.rate)
+                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                allow := least(allow, floor(bucket)::integer);
+            END IF;
+            CONTINUE WHEN allow <= 0;
+        END IF;
+        got := '{}';
+        FOR job IN
+            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+        LOOP
+            got := got || job.id;
+            RETURN NEXT job;
+        END LOOP;
+        IF settings.grouped AND cardinality(got) < allow THEN
+            FOR job IN
+                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                                                        lease_ms, settings.group_max_claimed)
+            LOOP
+                got := got || job.id;
+                RETURN NEXT job;
+            END LOOP;
+        END IF;
+        wanted := wanted - cardinality(got);
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- changed: raquel_internal.rq_deliver(emitted_events)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_deliver(emitted emitted_events) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    waiting @extschema@.job_waits;
+    job     @extschema@.jobs;
+    resumed bigint := 0;
+BEGIN
+    FOR waiting IN
+        DELETE FROM @extschema@.job_waits w
+        WHERE w.event = emitted.name AND w.since <= emitted.kept_until
+        RETURNING w.*
+    LOOP
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        SELECT waiting.job_id, waiting.name,
+               jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at)),
+               j.attempts, now_ms
+        FROM @extschema@.jobs j WHERE j.id = waiting.job_id
+        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+        UPDATE @extschema@.jobs j SET scheduled_at = now_ms
+        WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
+        RETURNING j.* INTO job;
+        IF FOUND THEN
+            -- ready now: wake a waiting claim at commit (src/events.rs)
+            PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+            resumed := resumed + 1;
+        END IF;
+    END LOOP;
+    RETURN resumed;
+END
+$$;
+
+-- new: raquel_internal.rq_distributed()
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- new: raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- new: raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- new: raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+-- A producer needs no privilege on the table, only EXECUTE on this function
+-- (see rq_grant_producer); the pinned search_path keeps a caller's objects
+-- from standing in for ours (every reference in the body is qualified too).
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    o       record;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
+BEGIN
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
+        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
+        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    IF payloads IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
+    END IF;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+    END IF;
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
+
+    IF keys IS NULL AND after IS NULL THEN
+        RETURN QUERY
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+        ORDER BY p.n
+        RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
+        RETURN;
+    END IF;
+
+    -- With keys: a key that an unfinished job of this queue already holds
+    -- gives back that job instead of a new one. ON CONFLICT waits for a
+    -- concurrent enqueue of the same key to commit or roll back, so two
+    -- sessions never both insert one. The jobs that were there already are
+    -- read by a second statement, whose fresh snapshot sees a job that such
+    -- a concurrent session just committed.
+    IF cardinality(keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+    END IF;
+    WITH inserted AS (
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, key, group_key)
+        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
+        ORDER BY p.n
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
+        DO NOTHING
+        RETURNING j.id
+    )
+    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
+    RETURN QUERY
+    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
+    UNION ALL
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
+    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
+
+    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
+    WHERE k.key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM @extschema@.jobs j
+        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+    END IF;
+END
+$$;
+
+-- new: raquel_internal.rq_expire(integer)
+CREATE FUNCTION raquel_internal.rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    changed bigint;
+    parents uuid[];
+    queues  text[];
+    ended   uuid[];
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
+    END IF;
+    WITH due AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
+    )
+    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue), array_agg(e.id)
+    INTO changed, parents, queues, ended
+    FROM expired e;
+    PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(ended);
+    -- what their ends set off (sql/finish.sql)
+    PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    RETURN changed;
+END
+$$;
+
+-- new: raquel_internal.rq_fail(uuid, integer, text, text)
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- new: raquel_internal.rq_fire_schedules(integer)
+CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+    failure  text;
+    state    text;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        BEGIN
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
+                    at => raquel_internal.rq_ms_to_timestamptz(slot),
+                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+-- changed: raquel_internal.rq_hold(uuid, integer, text)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_hold(id uuid, attempt integer, verb text) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    holder integer;
+BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_hold.id, rq_hold.attempt, verb);
+    SELECT j.attempts INTO holder FROM @extschema@.jobs j
+    WHERE j.id = rq_hold.id AND j.status = 'claimed' AND j.attempts = rq_hold.attempt
+    FOR UPDATE OF j;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_hold.id, rq_hold.attempt, verb, '{claimed}');
+    END IF;
+    RETURN holder;
+END
+$$;
+
+-- changed: raquel_internal.rq_hold_for_parents(uuid[], uuid[])
+CREATE OR REPLACE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
+BEGIN
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
+    SELECT a.id::text INTO missing FROM unnest(after) a (id)
+    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
+    END IF;
+    INSERT INTO @extschema@.job_parents (child_id, parent_id)
+    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
+    ON CONFLICT DO NOTHING;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
+    END IF;
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
+END
+$$;
+
+-- changed: raquel_internal.rq_job_ended(uuid)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
+END
+$$;
+
+-- changed: raquel_internal.rq_job_turn()
+CREATE OR REPLACE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := raquel_internal.rq_now_ms();
+BEGIN
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
+    END IF;
+    NEW.turn := greatest(
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- changed: raquel_internal.rq_lapsed(integer, bigint)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
+END
+$$;
+
+-- changed: raquel_internal.rq_parent_ended(uuid)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    ended    record;
+    released record;
+    cancelled_ids uuid[];
+BEGIN
+    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
+    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
+        RETURN;
+    END IF;
+    IF ended.status = 'success' THEN
+        FOR released IN
+            WITH edges AS (
+                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
+            )
+            UPDATE @extschema@.jobs c
+            SET blocked_by = c.blocked_by - 1,
+                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
+            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
+        LOOP
+            IF released.status = 'queued' THEN
+                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    WITH RECURSIVE descendants AS (
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        UNION
+        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+    ), cancelled AS (
+        UPDATE @extschema@.jobs c
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
+        RETURNING c.id
+    ), gone AS (
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
+    )
+    SELECT array_agg(c.id) INTO cancelled_ids FROM cancelled c;
+    -- their awaiters (rq_await) are woken at commit (src/results.rs)
+    PERFORM raquel_internal.rq_jobs_ended(cancelled_ids);
+END
+$$;
+
+-- new: raquel_internal.rq_pause(text)
+CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+-- new: raquel_internal.rq_prune(integer, interval)
+CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
+    keep_ms := raquel_internal.rq_retention_ms(retention);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    cutoff := now_ms - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
+    )
+    SELECT count(*) INTO changed FROM gone;
+    RETURN changed;
+END
+$$;
+
+-- changed: raquel_internal.rq_record_metrics()
+CREATE OR REPLACE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+-- changed: raquel_internal.rq_refuse_distributed(text)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- new: raquel_internal.rq_reschedule(uuid, integer, timestamptz, interval)
+CREATE FUNCTION raquel_internal.rq_reschedule(
+    id      uuid,
+    attempt integer,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := raquel_internal.rq_now_ms();
+    due_ms bigint := raquel_internal.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reschedule.id);
+    job    @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_reschedule.id, rq_reschedule.attempt, 'reschedule');
+    UPDATE @extschema@.jobs j
+    SET status = 'queued',
+        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, raquel_internal.rq_default_min_retry_delay())),
+        requeues = j.requeues + 1,
+        lease_expires_at = NULL,
+        finished_at = NULL
+    WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND j.attempts = rq_reschedule.attempt
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+END
+$$;
+
+-- new: raquel_internal.rq_rescue(integer)
+CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+    failed  @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
+    LOOP
+        failed := raquel_internal.rq_fail(job.id, job.attempts,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- new: raquel_internal.rq_resume(text)
+CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
+    END IF;
+    RETURN settings;
+END
+$$;
+
+-- new: raquel_internal.rq_retry(uuid)
+CREATE FUNCTION raquel_internal.rq_retry(id uuid) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := raquel_internal.rq_now_ms();
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_retry.id);
+    job @extschema@.jobs;
+BEGIN
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
+        lease_expires_at = NULL, requeues = j.attempts
+    WHERE j.id = rq_retry.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+EXCEPTION WHEN unique_violation THEN
+    -- an ended job's key was taken by a newer job that is still unfinished
+    PERFORM raquel_internal.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
+END
+$$;
+
+-- new: raquel_internal.rq_schedule(text, text, text, text, text, text, interval, integer, interval, interval, interval, integer)
+CREATE FUNCTION raquel_internal.rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- new: raquel_internal.rq_schema_writers()
+CREATE FUNCTION raquel_internal.rq_schema_writers() RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH s AS (
+        SELECT n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner)) AS acl, e.extowner
+        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'raquel'
+    ), creators AS (
+        SELECT a.grantee AS role FROM s, aclexplode(s.acl) a WHERE a.privilege_type = 'CREATE'
+        UNION
+        SELECT s.nspowner FROM s
+    ), resolved AS (
+        SELECT DISTINCT CASE WHEN c.role = 'pg_database_owner'::regrole
+                             THEN (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database())
+                             ELSE c.role END AS role
+        FROM creators c
+    )
+    SELECT CASE WHEN r.role = 0 THEN 'PUBLIC' ELSE r.role::regrole::text END
+    FROM resolved r, s
+    WHERE r.role <> s.extowner
+      AND (r.role = 0 OR NOT coalesce((SELECT ro.rolsuper FROM pg_roles ro WHERE ro.oid = r.role), false))
+    ORDER BY 1
+$$;
+
+-- changed: raquel_internal.rq_settle_waits(integer)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_settle_waits(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    emitted @extschema@.emitted_events;
+    changed bigint := 0;
+    n       bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- refused in the distributed mode: nothing waits there
+    IF raquel_internal.rq_distributed() THEN
+        RETURN 0;
+    END IF;
+    -- from the waits (few, next to the events kept): for each, the latest
+    -- emit of its event kept when it began (emitted_events_name_idx)
+    FOR emitted IN
+        SELECT e.* FROM @extschema@.emitted_events e
+        WHERE e.id IN (
+            SELECT (SELECT e2.id FROM @extschema@.emitted_events e2
+                    WHERE e2.name = w.event AND e2.kept_until >= w.since
+                    ORDER BY e2.kept_until DESC LIMIT 1)
+            FROM @extschema@.job_waits w)
+        ORDER BY e.id
+        LIMIT batch
+    LOOP
+        -- a busy event waits for the next round: the duty holds up no wait
+        -- and takes no lock it could deadlock on
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock_shared(7310, pg_catalog.hashtext(emitted.name));
+        changed := changed + raquel_internal.rq_deliver(emitted);
+    END LOOP;
+    WITH ended AS (
+        DELETE FROM @extschema@.job_waits w
+        WHERE w.job_id IN (
+            SELECT w2.job_id FROM @extschema@.job_waits w2
+            LEFT JOIN @extschema@.jobs j ON j.id = w2.job_id
+            WHERE j.id IS NULL OR j.status NOT IN ('queued', 'claimed', 'failed')
+            LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM ended;
+    changed := changed + n;
+    WITH old AS (
+        DELETE FROM @extschema@.emitted_events e
+        WHERE e.id IN (SELECT e2.id FROM @extschema@.emitted_events e2
+                       WHERE e2.kept_until < now_ms - 3600000 ORDER BY e2.id LIMIT batch)
+        RETURNING 1
+    )
+    SELECT count(*) INTO n FROM old;
+    RETURN changed + n;
+END
+$$;
+
+-- new: raquel_internal.rq_settle_workflows(integer)
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
+
+-- new: raquel_internal.rq_warnings()
+CREATE FUNCTION raquel_internal.rq_warnings() RETURNS TABLE (warning text, hint text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('roles other than raquel''s owner may create in its schema %s: %s',
+                  '@extschema@', string_agg(w, ', ')),
+           format('A function one of them creates there with a raquel name can take over your own calls of raquel''s '
+                  'functions (raquel''s own calls are safe). Install raquel into a schema only its owner may create in '
+                  '(CREATE SCHEMA raquel; CREATE EXTENSION raquel SCHEMA raquel), or REVOKE CREATE ON SCHEMA %s FROM %s.',
+                  '@extschema@', string_agg(w, ', '))
+    FROM raquel_internal.rq_schema_writers() w
+    HAVING count(*) > 0
+$$;
+
+-- changed: rq_cancel(uuid)
+CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_cancel($1) $$;
+
+-- changed: rq_complete(uuid, integer, jsonb)
+CREATE OR REPLACE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+
+-- changed: rq_complete_and_claim(uuid, integer, text[], text, integer, interval, interval, jsonb)
+CREATE OR REPLACE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- changed: rq_complete_batch(uuid[], integer[], jsonb[])
+CREATE OR REPLACE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+
+-- changed: rq_complete_batch_and_claim(uuid[], integer[], text[], text, integer, interval, interval, jsonb[])
+CREATE OR REPLACE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- changed: rq_distribute(integer)
+CREATE OR REPLACE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- changed: rq_distributed()
+CREATE OR REPLACE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- changed: rq_emit(text, jsonb, interval)
+CREATE OR REPLACE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT '10 minutes')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint;
+    -- from 0 to a century, as a delay
+    keep_ms bigint := raquel_internal.rq_interval_ms(rq_emit.keep, 'keep', 0, 3153600000000);
+    emitted @extschema@.emitted_events;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
+    PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
+    IF keep_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
+    END IF;
+    PERFORM raquel_internal.rq_event_turn(rq_emit.event, true);
+    -- the emit's instant is after its turn: every wait it can see began
+    -- before it, and is reached whatever the keep
+    now_ms := raquel_internal.rq_now_ms();
+    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until)
+    VALUES (rq_emit.event, rq_emit.payload, now_ms, now_ms + keep_ms)
+    RETURNING e.* INTO emitted;
+    -- under REPEATABLE READ a wait that committed after this snapshot is not
+    -- seen here: the background worker looks in at commit
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+    RETURN raquel_internal.rq_deliver(emitted);
+END
+$$;
+
+-- changed: rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+CREATE OR REPLACE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        jsonb[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
+END
+$$;
+
+-- changed: rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+CREATE OR REPLACE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) $$;
+
+-- changed: rq_enqueue_trigger()
+CREATE OR REPLACE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- changed: rq_expire(integer)
+CREATE OR REPLACE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_expire($1) $$;
+
+-- new: rq_extend(uuid, integer, interval)
+CREATE FUNCTION rq_extend(id uuid, attempt integer, lease interval DEFAULT raquel_internal.rq_default_lease())
+RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
+    now_ms bigint := raquel_internal.rq_now_ms();
+    lease_ms bigint := raquel_internal.rq_lease_ms(rq_extend.lease);
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_extend.id);
+    job      @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_extend.id, rq_extend.attempt, 'extend');
+    UPDATE @extschema@.jobs j
+    SET lease_expires_at = now_ms + lease_ms
+    WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND j.attempts = rq_extend.attempt
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
+    END IF;
+    RETURN job;
+END
+$$;
+
+-- new: rq_fail(uuid, integer, text, text)
+CREATE FUNCTION rq_fail(
+    id          uuid,
+    attempt     integer,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- new: rq_fail_and_claim(uuid, integer, text, text, text[], text, integer, interval, interval)
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- changed: rq_fire_schedules(integer)
+CREATE OR REPLACE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
+
+-- changed: rq_grant_producer(regrole)
+CREATE OR REPLACE FUNCTION rq_grant_producer(role regrole) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_producer']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_trigger(),
+        raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+        TO %2$s', '@extschema@', role);
+END
+$$;
+
+-- changed: rq_metrics(text, interval)
+CREATE OR REPLACE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
+-- changed: rq_pause(text)
+CREATE OR REPLACE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
+
+-- changed: rq_prometheus(integer)
+CREATE OR REPLACE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
+    RETURN out;
+END
+$$;
+
+-- changed: rq_prune(integer, interval)
+CREATE OR REPLACE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
+
+-- changed: rq_reject(uuid, integer)
+CREATE OR REPLACE FUNCTION rq_reject(id uuid, attempt integer) RETURNS jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
+    shard_queue text := raquel_internal.rq_shard_queue(rq_reject.id);
+    job @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_reject.id, rq_reject.attempt, 'reject');
+    UPDATE @extschema@.jobs j
+    SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
+        requeues = j.requeues + 1, lease_expires_at = NULL
+    WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
+      AND j.status = 'claimed'
+      AND j.attempts = rq_reject.attempt
+    RETURNING j.* INTO job;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
+    END IF;
+    -- ready again: wake a waiting claim at commit (src/events.rs)
+    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+    RETURN job;
+END
+$$;
+
+-- new: rq_reschedule(uuid, integer, timestamptz, interval)
+CREATE FUNCTION rq_reschedule(
+    id      uuid,
+    attempt integer,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_reschedule($1, $2, $3, $4) $$;
+
+-- changed: rq_rescue(integer)
+CREATE OR REPLACE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_rescue($1) $$;
+
+-- changed: rq_resume(text)
+CREATE OR REPLACE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
+
+-- changed: rq_resume_schedule(text)
+CREATE OR REPLACE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
+END
+$$;
+
+-- changed: rq_retry(uuid)
+CREATE OR REPLACE FUNCTION rq_retry(id uuid) RETURNS jobs
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;
+
+-- changed: rq_schedule(text, text, text, jsonb, text, text, interval, integer, interval, interval, interval, integer)
+CREATE OR REPLACE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         jsonb,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+END
+$$;
+
+-- changed: rq_schedule(text, text, text, text, text, text, interval, integer, interval, interval, interval, integer)
+CREATE OR REPLACE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+-- changed: rq_settle_workflows(integer)
+CREATE OR REPLACE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- new: rq_sleep(uuid, integer, text, timestamptz, interval)
+CREATE FUNCTION rq_sleep(
+    id      uuid,
+    attempt integer,
+    name    text,
+    at      timestamptz DEFAULT NULL,
+    delay   interval    DEFAULT NULL
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wake_ms bigint := raquel_internal.rq_due_ms(rq_sleep.at, rq_sleep.delay);
+    holder  integer;
+    slept   jsonb;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
+    PERFORM raquel_internal.rq_check_step_name(rq_sleep.id, rq_sleep.name, 'put to sleep');
+    IF wake_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('sleep_when', ARRAY[rq_sleep.id::text]);
+    END IF;
+    holder := raquel_internal.rq_hold(rq_sleep.id, rq_sleep.attempt, 'sleep');
+    SELECT s.result INTO slept FROM @extschema@.job_steps s WHERE s.job_id = rq_sleep.id AND s.name = rq_sleep.name;
+    IF FOUND THEN
+        -- slept already: the instant recorded then, not the one asked now
+        wake_ms := (slept ->> 'until_ms')::bigint;
+    ELSE
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        VALUES (rq_sleep.id, rq_sleep.name,
+                jsonb_build_object('sleep_until', raquel_internal.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
+                holder, raquel_internal.rq_now_ms());
+    END IF;
+    IF wake_ms IS NULL OR wake_ms <= raquel_internal.rq_now_ms() THEN
+        RETURN false;
+    END IF;
+    PERFORM raquel_internal.rq_reschedule(rq_sleep.id, at => raquel_internal.rq_ms_to_timestamptz(wake_ms), attempt => holder);
+    RETURN true;
+END
+$$;
+
+-- changed: rq_stats()
+CREATE OR REPLACE FUNCTION rq_stats()
+RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
+               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
+               ready bigint, oldest_ready_age interval,
+               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
+               waiting_for_event bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) AS total,
+               count(*) FILTER (WHERE j.status = 'queued') AS queued,
+               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+               count(*) FILTER (WHERE j.status = 'success') AS success,
+               count(*) FILTER (WHERE j.status = 'failed') AS failed,
+               count(*) FILTER (WHERE j.status = 'expired') AS expired,
+               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
+               count(*) FILTER (WHERE r.ready) AS ready,
+               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
+        FROM @extschema@.jobs j
+        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
+        CROSS JOIN LATERAL (
+            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
+                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
+        ) r
+        GROUP BY j.queue, clock.ms
+    )
+    SELECT coalesce(c.queue, l.queue),
+           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
+           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.blocked, 0),
+           coalesce(c.ready, 0), c.oldest_ready_age,
+           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
+           coalesce(w.waiting, 0)
+    FROM counts c
+    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
+    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
+    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
+    ORDER BY 1
+$$;
+
+-- new: rq_step(uuid, integer, text, jsonb)
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+
+-- new: rq_wait_event(uuid, integer, text, text, interval, parked boolean, payload jsonb, timed_out boolean)
+CREATE FUNCTION rq_wait_event(
+    id        uuid,
+    attempt   integer,
+    name      text,
+    event     text,
+    timeout   interval DEFAULT NULL,
+    OUT parked    boolean,
+    OUT payload   jsonb,
+    OUT timed_out boolean
+)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- from 0 to a century (3,153,600,000,000 ms), as a delay
+    timeout_ms bigint := raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000);
+    holder     integer;
+    now_ms     bigint;
+    got        jsonb;
+    waiting    @extschema@.job_waits;
+    emitted    @extschema@.emitted_events;
+    job        @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
+    PERFORM raquel_internal.rq_check_step_name(rq_wait_event.id, rq_wait_event.name, 'park');
+    PERFORM raquel_internal.rq_check_event_name(rq_wait_event.event, 'rq_wait_event');
+    holder := raquel_internal.rq_hold(rq_wait_event.id, rq_wait_event.attempt, 'wait_event');
+    -- the wait begins now, before its turn: an emit made after this
+    -- instant reaches it, even one that takes its turn first; one made
+    -- before it reaches it while kept
+    now_ms := raquel_internal.rq_now_ms();
+    PERFORM raquel_internal.rq_event_turn(rq_wait_event.event, false);
+    parked := false;
+    timed_out := false;
+    -- waited already: what the step recorded (the event's payload, or the timeout)
+    SELECT s.result INTO got FROM @extschema@.job_steps s
+    WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
+    IF FOUND THEN
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name;
+        -- (a JSON null is no payload, as an emit without one)
+        payload := nullif(got -> 'payload', 'null'::jsonb);
+        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
+        RETURN;
+    END IF;
+    SELECT w.* INTO waiting FROM @extschema@.job_waits w
+    WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name AND w.event = rq_wait_event.event;
+    SELECT e.* INTO emitted FROM @extschema@.emitted_events e
+    WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
+    ORDER BY e.id DESC LIMIT 1;
+    IF FOUND THEN
+        got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
+    ELSIF waiting.until <= now_ms THEN
+        got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+    END IF;
+    IF got IS NOT NULL THEN
+        -- the wait ends here: its step recorded, unless an emit recorded it
+        -- first (then what it recorded; under REPEATABLE READ, a record
+        -- this snapshot cannot see is a serialization failure, 40001: try
+        -- again)
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        VALUES (rq_wait_event.id, rq_wait_event.name, got, holder, now_ms)
+        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT s.result INTO got FROM @extschema@.job_steps s
+            WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
+        END IF;
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        payload := nullif(got -> 'payload', 'null'::jsonb);
+        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
+        RETURN;
+    END IF;
+    IF waiting.job_id IS NULL THEN
+        -- a wait begins
+        waiting.since := now_ms;
+        waiting.until := now_ms + timeout_ms;
+    END IF;
+    job := raquel_internal.rq_reschedule(rq_wait_event.id,
+        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
+        attempt => holder);
+    -- one wait a job: a wait left by another step gives way
+    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
+    VALUES (rq_wait_event.id, job.queue, rq_wait_event.name, rq_wait_event.event, waiting.since, waiting.until)
+    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
+    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    -- under REPEATABLE READ an emit that committed after this snapshot is
+    -- not seen here: the background worker looks in at commit
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+    parked := true;
+END
+$$;
+
+-- new: rq_warnings()
+CREATE FUNCTION rq_warnings() RETURNS TABLE (warning text, hint text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_warnings() $$;
+
+
+-- The jobs table's defaults and the views, by the twins' names.
+ALTER TABLE @extschema@.jobs
+    ALTER COLUMN id SET DEFAULT raquel_internal.rq_uuid7(),
+    ALTER COLUMN enqueued_at SET DEFAULT raquel_internal.rq_now_ms(),
+    ALTER COLUMN scheduled_at SET DEFAULT raquel_internal.rq_now_ms();
+
+CREATE OR REPLACE VIEW rq_jobs AS
+SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+       j.payload, j.error, j.claimed_by,
+       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
+       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+       j.error_trace, j.result
+FROM jobs j;
+
+CREATE OR REPLACE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id, s.last_error
+FROM @extschema@.schedules s;
+
+-- Who may run the twins: as their public names (sql/privileges.sql).
+REVOKE EXECUTE ON FUNCTION
+    raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
+    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake()
+FROM PUBLIC;
+
+-- The roles given rq_enqueue or rq_enqueue_batch (rq_grant_producer, or a
+-- grant by hand) may run the twins their triggers and jsonb overloads call.
+DO $$
+DECLARE
+    pair record;
+    g    record;
+BEGIN
+    FOR pair IN
+        SELECT * FROM (VALUES
+            ('@extschema@.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)',
+             'raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)'),
+            ('@extschema@.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)',
+             'raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval)'),
+            ('@extschema@.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])',
+             'raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])')
+        ) v (public_name, twin)
+    LOOP
+        FOR g IN
+            SELECT a.grantee, a.is_grantable
+            FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+            WHERE p.oid = pair.public_name::pg_catalog.regprocedure
+              AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', pair.twin,
+                g.grantee::pg_catalog.regrole::pg_catalog.text,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+    END LOOP;
+END
+$$;
+
+
+-- The replaced verbs: their grants, as they were, and their comments.
+DO $$
+DECLARE
+    pair record;
+    g    record;
+BEGIN
+    FOR pair IN
+        SELECT * FROM (VALUES
+            ('@extschema@.rq_complete_0_5_0(uuid, integer, jsonb)', '@extschema@.rq_complete(uuid, integer, jsonb)'),
+            ('@extschema@.rq_fail_0_5_0(uuid, text, text, integer)', '@extschema@.rq_fail(uuid, integer, text, text)'),
+            ('@extschema@.rq_complete_batch_0_5_0(uuid[], integer[], jsonb[])', '@extschema@.rq_complete_batch(uuid[], integer[], jsonb[])'),
+            ('@extschema@.rq_fail_and_claim_0_5_0(uuid, text, text, integer, text[], text, integer, interval, interval)', '@extschema@.rq_fail_and_claim(uuid, integer, text, text, text[], text, integer, interval, interval)'),
+            ('@extschema@.rq_step_0_5_0(uuid, text, jsonb, integer)', '@extschema@.rq_step(uuid, integer, text, jsonb)'),
+            ('@extschema@.rq_reschedule_0_5_0(uuid, timestamptz, interval, integer)', '@extschema@.rq_reschedule(uuid, integer, timestamptz, interval)'),
+            ('@extschema@.rq_reject_0_5_0(uuid, integer)', '@extschema@.rq_reject(uuid, integer)'),
+            ('@extschema@.rq_extend_0_5_0(uuid, interval, integer)', '@extschema@.rq_extend(uuid, integer, interval)'),
+            ('@extschema@.rq_sleep_0_5_0(uuid, text, timestamptz, interval, integer)', '@extschema@.rq_sleep(uuid, integer, text, timestamptz, interval)'),
+            ('@extschema@.rq_wait_event_0_5_0(uuid, text, text, interval, integer)', '@extschema@.rq_wait_event(uuid, integer, text, text, interval)')
+        ) v (old, new)
+    LOOP
+        IF (SELECT p.proacl FROM pg_catalog.pg_proc p WHERE p.oid = pair.old::pg_catalog.regprocedure) IS NOT NULL THEN
+            -- a function is made with EXECUTE for PUBLIC; the old one's grants hold instead
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', pair.new);
+            FOR g IN
+                SELECT a.grantee, a.is_grantable
+                FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+                WHERE p.oid = pair.old::pg_catalog.regprocedure
+                  AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+            LOOP
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', pair.new,
+                    CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+                    CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            END LOOP;
+        END IF;
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', pair.old);
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION rq_complete(uuid, integer, jsonb) IS
+    'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt (required), the value the claim returned, fences out a worker whose lease ran out.';
+COMMENT ON FUNCTION rq_fail(uuid, integer, text, text) IS
+    'raquel: records a failed attempt (the fencing token the claim returned) of a claimed job with its error: queued again after the backoff, or exhausted when no retry is left.';
+COMMENT ON FUNCTION rq_complete_batch(uuid[], integer[], jsonb[]) IS
+    'raquel: completes several claimed jobs at once, all or nothing (attempts[i] is the fencing token of ids[i], results[i] its result), and returns their rows.';
+COMMENT ON FUNCTION rq_fail_and_claim(uuid, integer, text, text, text[], text, integer, interval, interval) IS
+    'raquel: fails a job (as rq_fail) and claims the next (as rq_claim) in one call.';
+COMMENT ON FUNCTION rq_step(uuid, integer, text, jsonb) IS
+    'raquel: records a named step of a claimed job with its result, kept across attempts (job_steps); a step already recorded is refused (23505).';
+COMMENT ON FUNCTION rq_reschedule(uuid, integer, timestamptz, interval) IS
+    'raquel: hands a claimed job back to be run again at `at` or after `delay` (default: its min_retry_delay), without counting a failed attempt.';
+COMMENT ON FUNCTION rq_reject(uuid, integer) IS
+    'raquel: hands a claimed job back to its queue at once, without counting a failed attempt.';
+COMMENT ON FUNCTION rq_extend(uuid, integer, interval) IS
+    'raquel: extends the lease of a claimed job to now + lease.';
+COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
+    'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
+COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
+    'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
+COMMENT ON FUNCTION rq_warnings() IS
+    'raquel: what an operator should fix, with a hint each (roles other than raquel''s owner that may create in its schema); no rows when nothing.';
+
+-- Said at the update too (sql/warnings.sql).
+DO $$
+DECLARE
+    w record;
+BEGIN
+    FOR w IN SELECT * FROM raquel_internal.rq_warnings() LOOP
+        RAISE WARNING 'raquel: %', w.warning USING HINT = w.hint;
+    END LOOP;
+END
+$$;

@@ -1,0 +1,103 @@
+//! C symbols that the 0.5.0 install script (sql/raquel--0.5.0.sql)
+//! declares and 0.6.0 no longer does, kept with 0.5.0's behaviour for a
+//! database not yet updated with ALTER EXTENSION raquel UPDATE: their
+//! attempt may be left out, and rq_fail, rq_fail_and_claim and rq_step take
+//! it last. 0.6.0 requires the attempt of every verb that acts on a claimed
+//! job, as its second argument, and declares the `_fenced_c` symbols
+//! (src/finish.rs, src/claim.rs, src/steps.rs); the update replaces the
+//! declarations.
+
+use crate::{claim, finish, steps};
+use pgrx::prelude::*;
+
+// rq_complete(id uuid, attempt integer DEFAULT NULL, result jsonb)
+function_info_v1!(pg_finfo_rq_complete_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older) declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: id, attempt, result (absent before 0.5.0).
+    unsafe { finish::complete_from_args(fcinfo, 2, false) }
+}
+
+// rq_fail(id uuid, error text, error_trace text, attempt integer DEFAULT NULL)
+function_info_v1!(pg_finfo_rq_fail_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older) declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_fail_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: id, error, error_trace, attempt.
+    unsafe { finish::fail_from_args(fcinfo, false) }
+}
+
+// rq_complete_batch(ids uuid[], attempts integer[] DEFAULT NULL, results jsonb[])
+function_info_v1!(pg_finfo_rq_complete_batch_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older)
+/// declares, in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_batch_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: ids and attempts; it returns SETOF jobs.
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, 0);
+        finish::complete_batch_from_args(fcinfo, 2, true, false);
+    }
+    pg_sys::Datum::from(0)
+}
+
+// rq_complete_and_claim(id, attempt, queues, worker, batch, lease, wait, result)
+function_info_v1!(pg_finfo_rq_complete_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older)
+/// declares, in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments as 0.5.0 declares them, the same order as 0.6.0's.
+    unsafe { claim::complete_and_claim_from_args(fcinfo, false) }
+}
+
+// rq_complete_batch_and_claim(ids, attempts, queues, worker, batch, lease, wait, results)
+function_info_v1!(pg_finfo_rq_complete_batch_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 declares, in a
+/// context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_complete_batch_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the arguments as 0.5.0 declares them, the same order as 0.6.0's.
+    unsafe { claim::complete_batch_and_claim_from_args(fcinfo, false) }
+}
+
+// rq_fail_and_claim(id, error, error_trace, attempt, queues, worker, batch, lease, wait)
+function_info_v1!(pg_finfo_rq_fail_and_claim_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older)
+/// declares, in a context that accepts a materialized set.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_fail_and_claim_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: rq_fail's arguments in 0.5.0's order, then rq_claim's.
+    unsafe { claim::fail_and_claim_from_args(fcinfo, false) }
+}
+
+// rq_step(id uuid, name text, result jsonb, attempt integer DEFAULT NULL)
+function_info_v1!(pg_finfo_rq_step_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: id, name, result, attempt.
+    unsafe { steps::step_from_args(fcinfo, false) }
+}
