@@ -43,7 +43,7 @@ def waiting_claims():
 
         def claim():
             got["row"] = worker.execute(
-                "SELECT id FROM rq_claim(ARRAY['latency'], wait => '10 s')").fetchone()
+                "SELECT id, attempts FROM rq_claim(ARRAY['latency'], wait => '10 s')").fetchone()
             got["at"] = time.perf_counter()
 
         thread = threading.Thread(target=claim)
@@ -55,7 +55,7 @@ def waiting_claims():
         if got["row"] is None:
             raise SystemExit("a waiting claim timed out instead of being woken")
         latencies.append((got["at"] - sent) * 1000)
-        producer.execute("SELECT rq_complete(%s)", got["row"])
+        producer.execute("SELECT rq_complete(%s, %s)", got["row"])
     return latencies
 
 
@@ -68,10 +68,10 @@ def polling_worker():
 
     def poll():
         while not stop.is_set():
-            row = worker.execute("SELECT id FROM rq_claim(ARRAY['polled'])").fetchone()
+            row = worker.execute("SELECT id, attempts FROM rq_claim(ARRAY['polled'])").fetchone()
             if row is not None:
                 got["at"] = time.perf_counter()
-                worker.execute("SELECT rq_complete(%s)", row)
+                worker.execute("SELECT rq_complete(%s, %s)", row)
                 claimed.set()
             time.sleep(POLL_MS / 1000)
 
@@ -171,7 +171,7 @@ def sleeping_wakeups():
     # the first instant after every job is asleep (parking takes about 1 ms a job)
     start = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8 + 5 + %s / 1000.0", [SLEEPERS]).fetchone()[0]
     park_all(conn, "sleepy", SLEEPERS,
-             f"SELECT rq_sleep(u.id, 'nap', at => to_timestamp({start} + 10.0 * u.n / {SLEEPERS}), attempt => u.a) AS parked")
+             f"SELECT rq_sleep(u.id, u.a, 'nap', at => to_timestamp({start} + 10.0 * u.n / {SLEEPERS})) AS parked")
     claimed = drain("sleepy", SLEEPERS, start + 40 - time.time())
     late = [(times[0] - (start + 10.0 * n / SLEEPERS)) * 1000 for n, times in claimed.items()]
     early = sum(1 for ms in late if ms < -1)
@@ -182,7 +182,7 @@ def sleeping_wakeups():
 
 def event_wakeups():
     conn = psycopg.connect(DSN, autocommit=True)
-    park_all(conn, "parked", PARKED, "SELECT parked FROM rq_wait_event(u.id, 'w', 'ev-' || u.n, attempt => u.a)")
+    park_all(conn, "parked", PARKED, "SELECT parked FROM rq_wait_event(u.id, u.a, 'w', 'ev-' || u.n)")
     sent = {}
 
     def emit():

@@ -53,7 +53,7 @@ def run(conn, job_id, attempt, order, cool_off):
             return done[name]
         with conn.transaction():
             result = work()
-            conn.execute("SELECT rq_step(%s, %s, %s, %s)", [job_id, name, Jsonb(result), attempt])
+            conn.execute("SELECT rq_step(%s, %s, %s, %s)", [job_id, attempt, name, Jsonb(result)])
         print(f"{order} {name}", flush=True)
         return result
 
@@ -62,21 +62,21 @@ def run(conn, job_id, attempt, order, cool_off):
 
     with conn.transaction():
         sleeping = conn.execute(
-            "SELECT rq_sleep(%s, 'cool-off', delay => %s::interval, attempt => %s)",
-            [job_id, f"{cool_off} seconds", attempt]).fetchone()[0]
+            "SELECT rq_sleep(%s, %s, 'cool-off', delay => %s::interval)",
+            [job_id, attempt, f"{cool_off} seconds"]).fetchone()[0]
     if sleeping:
         raise Parked()
 
     with conn.transaction():
         parked, paid, _timed_out = conn.execute(
-            "SELECT parked, payload, timed_out FROM rq_wait_event(%s, 'payment', %s, attempt => %s)",
-            [job_id, f"paid:{order}", attempt]).fetchone()
+            "SELECT parked, payload, timed_out FROM rq_wait_event(%s, %s, 'payment', %s)",
+            [job_id, attempt, f"paid:{order}"]).fetchone()
     if parked:
         raise Parked()
 
     with conn.transaction():
         conn.execute("INSERT INTO shipments VALUES (%s, %s)", [order, paid["amount"]])
-        conn.execute("SELECT rq_step(%s, 'ship', NULL, %s)", [job_id, attempt])
+        conn.execute("SELECT rq_step(%s, %s, 'ship')", [job_id, attempt])
         conn.execute("SELECT rq_complete(%s, %s, %s)", [job_id, attempt, Jsonb({"shipped": order})])
     print(f"{order} ship", flush=True)
 
@@ -110,7 +110,7 @@ def main():
                 pass
             except Exception as error:  # the attempt failed: retried after the backoff
                 print(f"{order} failed: {error}", file=sys.stderr, flush=True)
-                conn.execute("SELECT rq_fail(%s, %s, attempt => %s)", [job_id, str(error), attempt])
+                conn.execute("SELECT rq_fail(%s, %s, %s)", [job_id, attempt, str(error)])
 
 
 if __name__ == "__main__":

@@ -46,15 +46,15 @@ fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) 
         // the step's own write and its record commit together, or neither
         let mut tx = client.transaction()?;
         tx.execute("INSERT INTO reservations VALUES ($1, $2::text::uuid)", &[&order, &id])?;
-        tx.execute("SELECT rq_step($1::text::uuid, 'reserve', to_jsonb($2::text), $3)", &[&id, &order, &attempt])?;
+        tx.execute("SELECT rq_step($1::text::uuid, $2, 'reserve', to_jsonb($3::text))", &[&id, &attempt, &order])?;
         tx.commit()?;
         println!("{order} reserve");
     }
 
     let sleeping: bool = client
         .query_one(
-            "SELECT rq_sleep($1::text::uuid, 'cool-off', delay => make_interval(secs => $2), attempt => $3)",
-            &[&id, &cool_off, &attempt],
+            "SELECT rq_sleep($1::text::uuid, $2, 'cool-off', delay => make_interval(secs => $3))",
+            &[&id, &attempt, &cool_off],
         )?
         .get(0);
     if sleeping {
@@ -62,8 +62,8 @@ fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) 
     }
 
     let row = client.query_one(
-        "SELECT parked, (payload->>'amount')::text FROM rq_wait_event($1::text::uuid, 'payment', $2, attempt => $3)",
-        &[&id, &format!("paid:{order}"), &attempt],
+        "SELECT parked, (payload->>'amount')::text FROM rq_wait_event($1::text::uuid, $2, 'payment', $3)",
+        &[&id, &attempt, &format!("paid:{order}")],
     )?;
     let (parked, amount): (bool, Option<String>) = (row.get(0), row.get(1));
     if parked {
@@ -72,7 +72,7 @@ fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) 
 
     let mut tx = client.transaction()?;
     tx.execute("INSERT INTO shipments VALUES ($1, $2::text::numeric)", &[&order, &amount])?;
-    tx.execute("SELECT rq_step($1::text::uuid, 'ship', NULL, $2)", &[&id, &attempt])?;
+    tx.execute("SELECT rq_step($1::text::uuid, $2, 'ship')", &[&id, &attempt])?;
     tx.execute(
         "SELECT rq_complete($1::text::uuid, $2, jsonb_build_object('shipped', $3::text))",
         &[&id, &attempt, &order],
@@ -118,10 +118,7 @@ fn main() -> Result<(), postgres::Error> {
             // the attempt failed: retried after the backoff
             Err(error) if !client.is_closed() => {
                 eprintln!("{order} failed: {error}");
-                client.execute(
-                    "SELECT rq_fail($1::text::uuid, $2, attempt => $3)",
-                    &[&id, &error.to_string(), &attempt],
-                )?;
+                client.execute("SELECT rq_fail($1::text::uuid, $2, $3)", &[&id, &attempt, &error.to_string()])?;
             }
             Err(error) => return Err(error),
         }

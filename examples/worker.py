@@ -64,7 +64,7 @@ def main():
                         job = conn.execute(
                             "SELECT id, attempts, payload FROM rq_fail_and_claim(%s, %s, %s, %s, ARRAY[%s], %s,"
                             " wait => '1 second')",
-                            (job_id, str(error), repr(error), attempt, args.queue, args.worker),
+                            (job_id, attempt, str(error), repr(error), args.queue, args.worker),
                         ).fetchone()
             if job is not None:
                 idle_since = time.monotonic()

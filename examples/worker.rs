@@ -39,7 +39,7 @@ pub fn work(
         "SELECT id::text, attempts, payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY[$3], $4, wait => '1 second')",
     )?;
     let fail_and_claim = client.prepare(
-        "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, NULL, $3, ARRAY[$4], $5, \
+        "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, $3, NULL, ARRAY[$4], $5, \
          wait => '1 second')",
     )?;
 
@@ -60,7 +60,7 @@ pub fn work(
                 handled += 1;
                 match handle(payload.as_deref()) {
                     Ok(()) => client.query_opt(&complete_and_claim, &[&id, &attempt, &queue, &worker])?,
-                    Err(error) => client.query_opt(&fail_and_claim, &[&id, &error, &attempt, &queue, &worker])?,
+                    Err(error) => client.query_opt(&fail_and_claim, &[&id, &attempt, &error, &queue, &worker])?,
                 }
             }
         };

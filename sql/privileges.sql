@@ -6,9 +6,10 @@
 -- rights: a worker role needs SELECT and UPDATE on jobs, SELECT on
 -- queue_limits, SELECT and DELETE on job_dependencies (a job it
 -- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
--- key_holds (a job it ends may hold its key), SELECT and INSERT on
--- job_steps (rq_step), SELECT, INSERT, UPDATE and DELETE on job_waits and
--- SELECT on emitted_events (rq_sleep, rq_wait_event), and nothing else.
+-- key_holds (a job it ends may hold its key), SELECT on job_steps,
+-- job_waits and emitted_events, and EXECUTE on rq_step, rq_sleep and
+-- rq_wait_event (which write those tables as the owner, fenced by the
+-- attempt), and nothing else.
 -- rq_emit runs with the owner's rights and is not for PUBLIC: who may emit
 -- is a grant of EXECUTE on it (a producer or a worker may not, unless
 -- granted). What starts work in the server
@@ -63,7 +64,10 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
     raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
-    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake()
+    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake(),
+    -- the durable verbs write their tables as the owner: for workers
+    rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
+    rq_wait_event(uuid, integer, text, text, interval)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -130,10 +134,14 @@ BEGIN
     EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
     -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
-    -- rq_wait_event park the job they hold (sql/waits.sql) and look for an
-    -- event kept for it
-    EXECUTE format('GRANT SELECT, INSERT ON %s.job_steps TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s.job_waits TO %s', '@extschema@', role);
+    -- rq_wait_event park the job they hold (sql/waits.sql). They write
+    -- job_steps and job_waits as the owner, fenced by the attempt: a
+    -- worker reads them, and writes them only through the verbs.
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_step(uuid, integer, text, jsonb),
+        %1$s.rq_sleep(uuid, integer, text, timestamptz, interval),
+        %1$s.rq_wait_event(uuid, integer, text, text, interval) TO %2$s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_steps TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_waits TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);
     EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', role);
 END

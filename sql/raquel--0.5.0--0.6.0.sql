@@ -41,6 +41,25 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 
+-- new: raquel_internal.rq_check_event_payload(text, int)
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+
+-- new: raquel_internal.rq_due_within_ms(timestamp with time zone, interval, text)
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+
 -- new: raquel_internal.rq_metrics_lost()
 CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE 
@@ -1374,6 +1393,9 @@ DECLARE
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
     PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
+    -- held to raquel.max_event_size (54000): it is copied into the step of
+    -- every job parked for it
+    PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
     IF keep_ms IS NULL THEN
         PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
     END IF;
@@ -1558,6 +1580,45 @@ BEGIN
         raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
         raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
         TO %2$s', '@extschema@', role);
+END
+$$;
+
+-- changed: rq_grant_worker(regrole)
+CREATE OR REPLACE FUNCTION rq_grant_worker(role regrole) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
+    -- the flow claim's helpers, which write the limits' state as the owner
+    -- and refuse to run outside rq_claim (src/flow.rs)
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
+        raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    -- rq_parents reads what a job's parents produced (sql/workflows.sql)
+    EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
+    -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
+    -- rq_wait_event park the job they hold (sql/waits.sql). They write
+    -- job_steps and job_waits as the owner, fenced by the attempt: a
+    -- worker reads them, and writes them only through the verbs.
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_step(uuid, integer, text, jsonb),
+        %1$s.rq_sleep(uuid, integer, text, timestamptz, interval),
+        %1$s.rq_wait_event(uuid, integer, text, text, interval) TO %2$s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_steps TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_waits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', role);
 END
 $$;
 
@@ -1834,13 +1895,16 @@ CREATE FUNCTION rq_sleep(
     delay   interval    DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- writes job_steps and job_waits as the owner (sql/steps.sql rq_step)
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wake_ms bigint := raquel_internal.rq_due_ms(rq_sleep.at, rq_sleep.delay);
+    -- at most a century from now, whether given as at or as delay
+    wake_ms bigint := raquel_internal.rq_due_within_ms(rq_sleep.at, rq_sleep.delay, 'rq_sleep');
     holder  integer;
     slept   jsonb;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_sleep.id, rq_sleep.attempt, 'put to sleep');
     PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
     PERFORM raquel_internal.rq_check_step_name(rq_sleep.id, rq_sleep.name, 'put to sleep');
     IF wake_ms IS NULL THEN
@@ -1914,7 +1978,7 @@ $$;
 CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
 RETURNS job_steps
 LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
 
 -- new: rq_wait_event(uuid, integer, text, text, interval, parked boolean, payload jsonb, timed_out boolean)
@@ -1929,7 +1993,8 @@ CREATE FUNCTION rq_wait_event(
     OUT timed_out boolean
 )
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- writes job_steps and job_waits as the owner (sql/steps.sql rq_step)
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- from 0 to a century (3,153,600,000,000 ms), as a delay
@@ -1941,6 +2006,7 @@ DECLARE
     emitted    @extschema@.emitted_events;
     job        @extschema@.jobs;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_wait_event.id, rq_wait_event.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
     PERFORM raquel_internal.rq_check_step_name(rq_wait_event.id, rq_wait_event.name, 'park');
     PERFORM raquel_internal.rq_check_event_name(rq_wait_event.event, 'rq_wait_event');
@@ -2123,6 +2189,40 @@ BEGIN
             END LOOP;
         END IF;
         EXECUTE pg_catalog.format('DROP FUNCTION %s', pair.old);
+    END LOOP;
+END
+$$;
+
+-- The durable verbs write job_steps and job_waits as the owner, fenced by
+-- the attempt, and are for workers (sql/privileges.sql): every role that
+-- could write those tables itself (a worker granted by 0.5.0's
+-- rq_grant_worker, or by hand) may run the verbs instead, and loses the
+-- writes. Reading them stays.
+REVOKE EXECUTE ON FUNCTION
+    @extschema@.rq_step(uuid, integer, text, jsonb),
+    @extschema@.rq_sleep(uuid, integer, text, timestamptz, interval),
+    @extschema@.rq_wait_event(uuid, integer, text, text, interval)
+FROM PUBLIC;
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT a.grantee
+        FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.oid IN ('@extschema@.job_steps'::pg_catalog.regclass, '@extschema@.job_waits'::pg_catalog.regclass)
+          AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE')
+          AND a.grantee <> c.relowner
+    LOOP
+        IF r.grantee <> 0 THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
+                @extschema@.rq_step(uuid, integer, text, jsonb),
+                @extschema@.rq_sleep(uuid, integer, text, timestamptz, interval),
+                @extschema@.rq_wait_event(uuid, integer, text, text, interval) TO %s',
+                r.grantee::pg_catalog.regrole::pg_catalog.text);
+        END IF;
+        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE, DELETE ON @extschema@.job_steps, @extschema@.job_waits FROM %s',
+            CASE WHEN r.grantee = 0 THEN 'PUBLIC' ELSE r.grantee::pg_catalog.regrole::pg_catalog.text END);
     END LOOP;
 END
 $$;

@@ -38,8 +38,13 @@ SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 -- locked, which writes nothing when this transaction claimed it). In C
 -- (src/steps.rs, one statement: sql/steps.record.sql): it runs once per step
 -- of every durable job.
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
 CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
 RETURNS job_steps
 LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_step_fenced_c';

@@ -128,13 +128,16 @@ CREATE FUNCTION rq_sleep(
     delay   interval    DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- writes job_steps and job_waits as the owner (sql/steps.sql rq_step)
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    wake_ms bigint := raquel_internal.rq_due_ms(rq_sleep.at, rq_sleep.delay);
+    -- at most a century from now, whether given as at or as delay
+    wake_ms bigint := raquel_internal.rq_due_within_ms(rq_sleep.at, rq_sleep.delay, 'rq_sleep');
     holder  integer;
     slept   jsonb;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_sleep.id, rq_sleep.attempt, 'put to sleep');
     PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
     PERFORM raquel_internal.rq_check_step_name(rq_sleep.id, rq_sleep.name, 'put to sleep');
     IF wake_ms IS NULL THEN
@@ -177,7 +180,8 @@ CREATE FUNCTION rq_wait_event(
     OUT timed_out boolean
 )
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- writes job_steps and job_waits as the owner (sql/steps.sql rq_step)
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- from 0 to a century (3,153,600,000,000 ms), as a delay
@@ -189,6 +193,7 @@ DECLARE
     emitted    @extschema@.emitted_events;
     job        @extschema@.jobs;
 BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_wait_event.id, rq_wait_event.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
     PERFORM raquel_internal.rq_check_step_name(rq_wait_event.id, rq_wait_event.name, 'park');
     PERFORM raquel_internal.rq_check_event_name(rq_wait_event.event, 'rq_wait_event');
@@ -318,6 +323,9 @@ DECLARE
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
     PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
+    -- held to raquel.max_event_size (54000): it is copied into the step of
+    -- every job parked for it
+    PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
     IF keep_ms IS NULL THEN
         PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
     END IF;

@@ -103,6 +103,25 @@ fn rq_due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>) -> Opti
     (at.is_some() || delay.is_some()).then(|| due_ms(at, delay, now_ms()))
 }
 
+/// due_ms for rq_sleep: the instant `at` plus `delay`, refused (22023) past
+/// a century from now, the bound a delay has (a sleep until the year
+/// 294276 would be a job parked for good).
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+fn rq_due_within_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>, verb: Option<&str>) -> Option<i64> {
+    let now = now_ms();
+    let due = rq_due_ms(at, delay)?;
+    if due - now > limits::CENTURY_MS {
+        Refusal::invalid_parameter(format!(
+            "{}: the instant to wake must be at most 36500 days from now, got {}",
+            verb.unwrap_or("rq_sleep"),
+            at.map_or_else(|| "a delay past it".to_string(), |a| a.to_string())
+        ))
+        .hint("Put the job to sleep for at most a century; wake it and sleep again for longer.")
+        .raise()
+    }
+    Some(due)
+}
+
 /// interval_ms_within for SQL.
 #[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_interval_ms(value: Interval, name: &str, min_ms: i64, max_ms: i64) -> i64 {

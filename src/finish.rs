@@ -17,6 +17,7 @@ use crate::errors::{self, Refusal};
 use crate::events;
 use crate::flow;
 use crate::limits;
+use crate::settings;
 use crate::metrics::{self, Event};
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use crate::take;
@@ -378,6 +379,10 @@ unsafe fn end_from_args(
         // SAFETY: argument 0 is a uuid.
         errors::require_attempt(unsafe { pg_getarg::<pgrx::Uuid>(fcinfo, 0) }, verb);
     }
+    // SAFETY: the result is a jsonb datum; argument 0 a uuid.
+    unsafe {
+        limits::check_result(result, || format!("the result of job {}", pg_getarg::<pgrx::Uuid>(fcinfo, 0).map_or("NULL".into(), |id| id.to_string())));
+    }
     statements::connect();
     if let Some(row) = Ending::new(function, end, id, attempt, error, result).and_then(|ending| ending.run()) {
         statements::finish();
@@ -450,6 +455,15 @@ pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results
     if fenced {
         if let Some(n) = tokens.iter().position(Option::is_none) {
             errors::require_attempt(ids[n], "complete");
+        }
+    }
+    // each result within raquel.max_result_size (the array's own size bounds
+    // them all, so most batches need no look at each)
+    // SAFETY: a jsonb[] datum of the call.
+    if unsafe { limits::datum_bytes(results_datum) } > settings::max_result_size() {
+        for (n, r) in results.iter().flatten().enumerate() {
+            let size = r.as_ref().map_or(0, |r| r.0.to_string().len());
+            limits::check_size(size, settings::max_result_size(), "raquel.max_result_size", &format!("result {} of the batch", n + 1));
         }
     }
     if let Some(results) = results.as_ref().filter(|r| r.len() != ids.len()) {

@@ -96,6 +96,52 @@ pub fn delay_ms(value: Interval, name: &str) -> i64 {
     interval_ms_within(value, name, 0, CENTURY_MS)
 }
 
+/// Refuses (54000, the limit in DETAIL) a value of `size` bytes larger than
+/// `limit`, the setting `setting`: `what` names the value ("the result of
+/// job …"). Changes nothing: it raises before any write.
+pub fn check_size(size: usize, limit: usize, setting: &str, what: &str) {
+    if size > limit {
+        Refusal::new(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{what} is {size} bytes, more than {setting} allows"),
+        )
+        .detail(format!("{setting} is {limit} bytes."))
+        .hint(format!("Keep large data in a table of its own and put its key here, or raise {setting}."))
+        .raise()
+    }
+}
+
+/// The size in bytes of a varlena datum (a jsonb), read from its header
+/// without detoasting it; 0 for None.
+///
+/// # Safety
+/// `datum` is a varlena datum when given.
+pub unsafe fn datum_bytes(datum: Option<pg_sys::Datum>) -> usize {
+    // SAFETY: per the contract above.
+    datum.map_or(0, |d| unsafe { pg_sys::toast_raw_datum_size(d) }.saturating_sub(pg_sys::VARHDRSZ))
+}
+
+/// Refuses a result larger than raquel.max_result_size: a job's
+/// (rq_complete and the verbs that complete) or a step's (rq_step).
+///
+/// # Safety
+/// `result` is a jsonb datum when given.
+pub unsafe fn check_result(result: Option<pg_sys::Datum>, what: impl FnOnce() -> String) {
+    // SAFETY: per the contract above.
+    let size = unsafe { datum_bytes(result) };
+    if size > settings::max_result_size() {
+        check_size(size, settings::max_result_size(), "raquel.max_result_size", &what());
+    }
+}
+
+/// check_size for an event's payload (rq_emit, written in PL/pgSQL), given
+/// its size in bytes (`pg_column_size`).
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+fn rq_check_event_payload(event: Option<&str>, size: Option<i32>) {
+    let size = usize::try_from(size.unwrap_or(0)).unwrap_or(0);
+    check_size(size, settings::max_event_size(), "raquel.max_event_size", &format!("the payload of event {}", event.unwrap_or("NULL")));
+}
+
 /// `rq_claim`'s and `rq_extend`'s lease when none is given.
 #[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
 fn rq_default_lease() -> Interval {

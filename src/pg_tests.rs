@@ -197,7 +197,7 @@ mod tests {
     fn complete_finishes_the_job() {
         let id = enqueue("'q', 'x'");
         claim_one("q");
-        assert_eq!(one::<String>(&format!("SELECT status FROM rq_complete('{id}')")), "success");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_complete('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "success");
         assert!(field::<bool>(&id, "finished_at >= claimed_at AND lease_expires_at IS NULL"));
         assert_eq!(claim_one("q"), None);
     }
@@ -207,7 +207,7 @@ mod tests {
         let id = enqueue("'q', 'x'");
         claim_one("q");
         let before: i64 = one("SELECT rq_now_ms()");
-        run(&format!("SELECT rq_fail('{id}', 'smtp timeout', 'trace…')"));
+        run(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), 'smtp timeout', 'trace…')"));
         let after: i64 = one("SELECT rq_now_ms()");
         assert_eq!(field::<String>(&id, "status"), "failed");
         assert_eq!(field::<String>(&id, "error"), "smtp timeout");
@@ -220,7 +220,7 @@ mod tests {
         // …then claimed again as attempt 2, and failing again waits 2 s
         assert_eq!(claim_one("q").as_deref(), Some(id.as_str()));
         assert_eq!(field::<i32>(&id, "attempts"), 2);
-        run(&format!("SELECT rq_fail('{id}')"));
+        run(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))"));
         assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 1900 AND 2000"));
     }
 
@@ -230,7 +230,7 @@ mod tests {
         for attempt in 1..=3 {
             make_due(&id);
             assert_eq!(claim_one("q").as_deref(), Some(id.as_str()), "attempt {attempt}");
-            run(&format!("SELECT rq_fail('{id}', 'boom {attempt}')"));
+            run(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), 'boom {attempt}')"));
         }
         assert_eq!(field::<String>(&id, "status"), "exhausted");
         assert_eq!(field::<i32>(&id, "attempts"), 3);
@@ -244,7 +244,7 @@ mod tests {
     fn zero_retries_exhaust_on_the_first_failure() {
         let id = enqueue("'q', 'x', max_retry_count => 0");
         claim_one("q");
-        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "exhausted");
     }
 
     #[pg_test]
@@ -253,7 +253,7 @@ mod tests {
         for _ in 0..20 {
             make_due(&id);
             claim_one("q").expect("still retried");
-            run(&format!("SELECT rq_fail('{id}')"));
+            run(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))"));
         }
         assert_eq!(field::<String>(&id, "status"), "failed");
         assert_eq!(field::<i32>(&id, "attempts"), 20);
@@ -264,11 +264,11 @@ mod tests {
         let id = enqueue("'q', 'x'");
         claim_one("q");
         // the first lease ran out and the job was handed out again
-        run(&format!("SELECT rq_fail('{id}', 'lease expired')"));
+        run(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), 'lease expired')"));
         make_due(&id);
         claim_one("q");
         assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}', attempt => 1)")), "55000");
-        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}', 'late', attempt => 1)")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), 1, 'late')")), "55000");
         assert_eq!(field::<String>(&id, "status"), "claimed");
         assert!(field::<bool>(&id, "error = 'lease expired'"));
         assert_eq!(one::<String>(&format!("SELECT status FROM rq_complete('{id}', attempt => 2)")), "success");
@@ -277,16 +277,16 @@ mod tests {
     #[pg_test]
     fn finishing_an_unknown_or_unclaimed_job_is_an_error() {
         let unknown = "00000000-0000-7000-8000-000000000000";
-        assert_eq!(sqlstate(&format!("SELECT rq_complete('{unknown}')")), "P0002");
-        assert_eq!(sqlstate(&format!("SELECT rq_fail('{unknown}')")), "P0002");
-        assert_eq!(sqlstate("SELECT rq_complete(NULL)"), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{unknown}', (SELECT attempts FROM jobs WHERE id = '{unknown}'), 1)")), "P0002");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{unknown}', (SELECT attempts FROM jobs WHERE id = '{unknown}'), 1)")), "P0002");
+        assert_eq!(sqlstate("SELECT rq_complete(NULL, 1)"), "22023");
         let id = enqueue("'q', 'x'");
-        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
-        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}')")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
         claim_one("q");
-        run(&format!("SELECT rq_complete('{id}')"));
-        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
-        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}')")), "55000");
+        run(&format!("SELECT rq_complete('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))"));
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
     }
 
     #[pg_test]
@@ -423,11 +423,11 @@ mod tests {
         let old_done = enqueue("'q', 'old'");
         let new_done = enqueue("'q', 'new'");
         let old_waiting = enqueue("'w', 'waiting', at => clock_timestamp() - interval '30 days'");
-        run("SELECT rq_complete(id) FROM rq_claim(ARRAY['q'], batch => 2)");
+        run("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['q'], batch => 2)");
         run(&format!("UPDATE jobs SET finished_at = rq_now_ms() - 8 * 86400000::bigint WHERE id = '{old_done}'"));
         let failed = enqueue("'f', 'retrying'");
         run("SELECT rq_claim(ARRAY['f'])");
-        run(&format!("SELECT rq_fail('{failed}')"));
+        run(&format!("SELECT rq_fail('{failed}', (SELECT attempts FROM jobs WHERE id = '{failed}'))"));
         run(&format!("UPDATE jobs SET enqueued_at = 0 WHERE id = '{failed}'"));
 
         // retention 0 keeps everything
@@ -476,15 +476,27 @@ mod tests {
 
     /// Asserts the verb's errors: unknown id (P0002), NULL id (22023), and
     /// 55000 for each status in `wrong`, leaving each such job unchanged.
+    /// `verb` refuses an unknown id, a NULL id and a job in each `wrong`
+    /// status, changing nothing; a verb on a claimed job (`fenced`) is given
+    /// an attempt, and refuses a NULL one (22004).
     fn assert_verb_errors(verb: &str, wrong: &[&str]) {
-        assert_eq!(sqlstate(&format!("SELECT {verb}('{UNKNOWN}')")), "P0002", "{verb} unknown id");
-        assert_eq!(sqlstate(&format!("SELECT {verb}(NULL)")), "22023", "{verb} NULL id");
+        let fenced = ["rq_reschedule", "rq_reject", "rq_extend"].contains(&verb);
+        let attempt = if fenced { ", 1" } else { "" };
+        assert_eq!(sqlstate(&format!("SELECT {verb}('{UNKNOWN}'{attempt})")), "P0002", "{verb} unknown id");
+        assert_eq!(sqlstate(&format!("SELECT {verb}(NULL{attempt})")), "22023", "{verb} NULL id");
         for status in wrong {
             let id = enqueue("'wrong', 'x'");
             run(&format!("UPDATE jobs SET status = '{status}' WHERE id = '{id}'"));
             let before: String = field(&id, "jobs::text");
-            assert_eq!(sqlstate(&format!("SELECT {verb}('{id}')")), "55000", "{verb} on a {status} job");
+            assert_eq!(sqlstate(&format!("SELECT {verb}('{id}'{attempt})")), "55000", "{verb} on a {status} job");
             assert_eq!(field::<String>(&id, "jobs::text"), before, "{verb} changed a {status} job");
+        }
+        if fenced {
+            let id = enqueue("'wrong', 'x'");
+            run(&format!("UPDATE jobs SET status = 'claimed', attempts = 1, claimed_at = rq_now_ms() WHERE id = '{id}'"));
+            let before: String = field(&id, "jobs::text");
+            assert_eq!(sqlstate(&format!("SELECT {verb}('{id}', NULL)")), "22004", "{verb} without its attempt");
+            assert_eq!(field::<String>(&id, "jobs::text"), before, "{verb} without its attempt changed the job");
         }
     }
 
@@ -494,7 +506,7 @@ mod tests {
         claim_one("q");
         let row: String = one(&format!(
             "SELECT status || ',' || attempts || ',' || requeues || ',' || claimed_by \
-             FROM rq_reschedule('{id}', delay => '10 minutes')"
+             FROM rq_reschedule('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), delay => '10 minutes')"
         ));
         assert_eq!(row, "queued,1,1,w1");
         assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 599000 AND 600000"));
@@ -504,23 +516,23 @@ mod tests {
         make_due(&id);
         claim_one("q").expect("claimable again");
         assert_eq!(field::<i32>(&id, "attempts"), 2, "every claim is an attempt");
-        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "exhausted");
     }
 
     #[pg_test]
     fn reschedule_takes_at_or_the_min_retry_delay() {
         let id = enqueue("'q', 'x', min_retry_delay => '30 seconds'");
         claim_one("q");
-        run(&format!("SELECT rq_reschedule('{id}')"));
+        run(&format!("SELECT rq_reschedule('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))"));
         assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 29000 AND 30000"));
         make_due(&id);
         claim_one("q");
-        run(&format!("SELECT rq_reschedule('{id}', at => '2030-01-01 00:00:00+00', delay => '1 minute')"));
+        run(&format!("SELECT rq_reschedule('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), at => '2030-01-01 00:00:00+00', delay => '1 minute')"));
         assert_eq!(field::<i64>(&id, "scheduled_at"), 1_893_456_060_000);
-        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}')")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
         make_due(&id);
         claim_one("q");
-        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', delay => '-1 s')")), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), delay => '-1 s')")), "22023");
         assert_eq!(sqlstate(&format!("SELECT rq_reschedule('{id}', attempt => 1)")), "55000");
         assert_eq!(field::<String>(&id, "status"), "claimed");
         assert_verb_errors("rq_reschedule", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
@@ -532,11 +544,11 @@ mod tests {
         claim_one("q");
         let row: String = one(&format!(
             "SELECT status || ',' || attempts || ',' || requeues || ',' || (claimed_by IS NULL) || ',' || (claimed_at IS NULL) \
-             FROM rq_reject('{id}')"
+             FROM rq_reject('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))"
         ));
         assert_eq!(row, "queued,1,1,true,true");
         assert_eq!(claim_one("q").as_deref(), Some(id.as_str()), "claimable at once");
-        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted", "no retry used");
+        assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "exhausted", "no retry used");
         assert_verb_errors("rq_reject", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
     }
 
@@ -544,15 +556,15 @@ mod tests {
     fn extend_pushes_the_lease_out() {
         let id = enqueue("'q', 'x'");
         run("SELECT rq_claim(ARRAY['q'], lease => '10 seconds')");
-        run(&format!("SELECT rq_extend('{id}', lease => '5 minutes')"));
+        run(&format!("SELECT rq_extend('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), lease => '5 minutes')"));
         assert!(field::<bool>(&id, "lease_expires_at - rq_now_ms() BETWEEN 299000 AND 300000"));
         run(&format!("SELECT rq_extend('{id}', attempt => 1)"));
         assert!(field::<bool>(&id, "lease_expires_at - rq_now_ms() BETWEEN 59000 AND 60000"));
         // a rescue after the extension finds nothing to do
         assert_eq!(one::<i64>("SELECT rq_rescue()"), 0);
         assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', attempt => 2)")), "55000");
-        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', lease => '0')")), "22023");
-        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', lease => NULL)")), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), lease => '0')")), "22023");
+        assert_eq!(sqlstate(&format!("SELECT rq_extend('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'), lease => NULL)")), "22023");
         assert_verb_errors("rq_extend", &["queued", "failed", "success", "cancelled", "expired", "exhausted"]);
     }
 
@@ -568,7 +580,7 @@ mod tests {
         let id = enqueue("'c', 'x'");
         claim_one("c");
         run(&format!("SELECT rq_cancel('{id}')"));
-        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}')")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "55000");
         assert_eq!(claim_one("c"), None);
         assert_verb_errors("rq_cancel", &["success", "cancelled", "expired", "exhausted"]);
     }
@@ -585,12 +597,12 @@ mod tests {
             assert!(field::<bool>(&id, "abs(scheduled_at - rq_now_ms()) < 1000"));
             // a whole budget again: one retry, so the first failure retries…
             assert_eq!(claim_one("q").as_deref(), Some(id.as_str()));
-            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "failed");
+            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "failed");
             assert!(field::<bool>(&id, "scheduled_at - rq_now_ms() BETWEEN 900 AND 1000"), "backoff starts over");
             // …and the second exhausts
             make_due(&id);
             claim_one("q");
-            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}')")), "exhausted");
+            assert_eq!(one::<String>(&format!("SELECT status FROM rq_fail('{id}', (SELECT attempts FROM jobs WHERE id = '{id}'))")), "exhausted");
             assert_eq!(field::<i32>(&id, "attempts"), 4, "attempts never go back");
             run(&format!("DELETE FROM jobs WHERE id = '{id}'"));
         }
@@ -635,27 +647,27 @@ mod tests {
         let unclaimed: String = one("SELECT id::text FROM jobs WHERE status = 'queued'");
         // one unclaimed id spoils the batch: 55000, nothing completed
         assert_eq!(
-            sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{unclaimed}']::uuid[])")),
+            sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{unclaimed}']::uuid[], ARRAY[1, 1, 1, 0])")),
             "55000"
         );
-        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{UNKNOWN}']::uuid[])")), "P0002");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}, '{UNKNOWN}']::uuid[], ARRAY[1, 1, 1, 1])")), "P0002");
         assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1, 2, 1])")), "55000");
         assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1])")), "22023");
-        assert_eq!(sqlstate("SELECT rq_complete_batch(NULL)"), "22023");
-        assert_eq!(sqlstate("SELECT rq_complete_batch(ARRAY[NULL]::uuid[])"), "22023");
+        assert_eq!(sqlstate("SELECT rq_complete_batch(NULL, NULL)"), "22023");
+        assert_eq!(sqlstate("SELECT rq_complete_batch(ARRAY[NULL]::uuid[], ARRAY[1])"), "22023");
         assert_eq!(one::<i64>("SELECT count(*) FROM jobs WHERE status = 'claimed'"), 3);
         let done: String = one(&format!(
             "SELECT string_agg(status, ',') FROM rq_complete_batch(ARRAY[{ids}]::uuid[], ARRAY[1, 1, 1])"
         ));
         assert_eq!(done, "success,success,success");
-        assert_eq!(one::<i64>("SELECT count(*) FROM rq_complete_batch('{}')"), 0);
+        assert_eq!(one::<i64>("SELECT count(*) FROM rq_complete_batch('{}', '{}')"), 0);
         // a job completed before is refused like an unclaimed one; the same
         // claimed id twice completes it once
         let last: String = one("SELECT quote_literal(id) FROM rq_claim(ARRAY['q'])");
         let finished: String = one("SELECT quote_literal(min(id::text)) FROM jobs WHERE status = 'success'");
-        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{last}, {finished}]::uuid[])")), "55000");
+        assert_eq!(sqlstate(&format!("SELECT rq_complete_batch(ARRAY[{last}, {finished}]::uuid[], ARRAY[1, 1])")), "55000");
         assert_eq!(one::<String>(&format!("SELECT status FROM jobs WHERE id = {last}")), "claimed");
-        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM rq_complete_batch(ARRAY[{last}, {last}]::uuid[])")), 1);
+        assert_eq!(one::<i64>(&format!("SELECT count(*) FROM rq_complete_batch(ARRAY[{last}, {last}]::uuid[], ARRAY[1, 1])")), 1);
     }
 
     #[pg_test]
@@ -663,8 +675,8 @@ mod tests {
         run("SELECT rq_enqueue_batch('a', ARRAY['1', '2', '3'], at => clock_timestamp() - interval '1 minute')");
         run("SELECT rq_enqueue('a', 'later', delay => '1 hour')");
         run("SELECT rq_enqueue('b', 'x')");
-        run("SELECT rq_complete(id) FROM rq_claim(ARRAY['a'])");
-        run("SELECT rq_fail(id) FROM rq_claim(ARRAY['b'])");
+        run("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['a'])");
+        run("SELECT rq_fail(id, attempts) FROM rq_claim(ARRAY['b'])");
         let a: String = one(
             "SELECT concat_ws(',', total, queued, claimed, success, failed, expired, exhausted, cancelled, ready) \
              FROM rq_stats() WHERE queue = 'a'",
@@ -700,12 +712,12 @@ mod tests {
         // claimed and failed jobs still hold their key…
         claim_one("q");
         assert_eq!(enqueue("'q', 'three', key => 'order-7'"), first);
-        run(&format!("SELECT rq_fail('{first}')"));
+        run(&format!("SELECT rq_fail('{first}', (SELECT attempts FROM jobs WHERE id = '{first}'))"));
         assert_eq!(enqueue("'q', 'three', key => 'order-7'"), first);
         // …a finished one does not
         make_due(&first);
         claim_one("q");
-        run(&format!("SELECT rq_complete('{first}')"));
+        run(&format!("SELECT rq_complete('{first}', (SELECT attempts FROM jobs WHERE id = '{first}'))"));
         let fresh = enqueue("'q', 'four', key => 'order-7'");
         assert_ne!(fresh, first);
         // retrying the old job while the new one holds the key is refused
@@ -775,9 +787,10 @@ mod tests {
              JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
         assert_eq!(
             one::<i64>(&format!("SELECT count(*) {of_extension}")),
-            7,
-            "rq_enqueue (text and jsonb), rq_enqueue_batch(text, text[], …), the turn trigger rq_job_turn, \
-             the flow claim's rq_flow_lock and rq_flow_took, and rq_emit"
+            12,
+            "rq_enqueue (text and jsonb) and their twins in raquel_internal, raquel_internal.rq_enqueue_batch(text, text[], …), \
+             the turn trigger rq_job_turn, the flow claim's rq_flow_lock and rq_flow_took, rq_emit, \
+             and the durable verbs rq_step, rq_sleep and rq_wait_event"
         );
         let unpinned: i64 = one(&format!(
             "SELECT count(*) {of_extension} \
@@ -810,20 +823,20 @@ mod tests {
     fn kept_plans_follow_a_changed_table() {
         let first = enqueue("'alter', 'a'");
         assert_eq!(claim_one("alter").as_deref(), Some(first.as_str()));
-        run(&format!("SELECT rq_complete('{first}')"));
+        run(&format!("SELECT rq_complete('{first}', (SELECT attempts FROM jobs WHERE id = '{first}'))"));
         // A column added and dropped again leaves a dropped attribute in the
         // row type that rq_claim and rq_complete return.
         run("ALTER TABLE jobs ADD COLUMN note text DEFAULT 'n'");
         let second = enqueue("'alter', 'b'");
         assert_eq!(one::<String>("SELECT note FROM rq_claim(ARRAY['alter'])"), "n");
         run("ALTER TABLE jobs DROP COLUMN note");
-        run(&format!("SELECT rq_complete('{second}')"));
+        run(&format!("SELECT rq_complete('{second}', (SELECT attempts FROM jobs WHERE id = '{second}'))"));
         let third = enqueue("'alter', 'c'");
         assert_eq!(
             one::<String>("SELECT payload || ' ' || status || ' ' || attempts FROM rq_claim(ARRAY['alter'])"),
             "c claimed 1"
         );
-        assert_eq!(one::<String>(&format!("SELECT (rq_complete('{third}')).status")), "success");
+        assert_eq!(one::<String>(&format!("SELECT (rq_complete('{third}', (SELECT attempts FROM jobs WHERE id = '{third}'))).status")), "success");
     }
 
     #[pg_test]

@@ -14,6 +14,8 @@ static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::n
 static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(false);
 static METRICS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+static MAX_RESULT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+static MAX_EVENT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -82,6 +84,27 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
+    GucRegistry::define_int_guc(
+        c"raquel.max_result_size",
+        c"The largest result a job (rq_complete) or one of its steps (rq_step) may keep, in bytes.",
+        c"Checked for every result and step recorded. Results are kept with the job: keep large \
+          data in a table and put its key in the result.",
+        &MAX_RESULT_SIZE,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.max_event_size",
+        c"The largest payload an event (rq_emit) may carry, in bytes.",
+        c"Checked for every emit: the payload is copied into the step of every job parked for it.",
+        &MAX_EVENT_SIZE,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
     GucRegistry::define_string_guc(
         c"raquel.databases",
         c"Comma-separated databases the background worker serves; empty serves all.",
@@ -118,6 +141,14 @@ pub fn metrics() -> bool {
 
 pub fn max_payload_size() -> usize {
     MAX_PAYLOAD_SIZE.get().max(1) as usize
+}
+
+pub fn max_result_size() -> usize {
+    MAX_RESULT_SIZE.get().max(1) as usize
+}
+
+pub fn max_event_size() -> usize {
+    MAX_EVENT_SIZE.get().max(1) as usize
 }
 
 /// Whether `raquel.databases` lets the worker serve database `name`.

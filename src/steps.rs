@@ -71,6 +71,12 @@ pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> 
     if fenced && attempt.is_none() {
         errors::require_attempt(id, "record a step of");
     }
+    // SAFETY: the result is a jsonb datum.
+    unsafe {
+        crate::limits::check_result(result, || {
+            format!("the result of step {:?} of job {}", name.unwrap_or_default(), id.map_or("NULL".into(), |id| id.to_string()))
+        });
+    }
     statements::connect();
     if crate::distributed::is_distributed(function) {
         crate::distributed::refuse("rq_step")

@@ -587,7 +587,7 @@ fn log_warnings(database: &str, owner: pg_sys::Oid) {
     for (warning, hint) in warnings {
         errors::warning(
             PgSqlErrorCode::ERRCODE_WARNING,
-            format!("raquel: in database \"{database}\", {warning}. {hint} (rq_warnings() there lists this.)"),
+            format!("raquel: in database \"{database}\", {warning}. {hint} (The function rq_warnings there lists this.)"),
         );
     }
 }

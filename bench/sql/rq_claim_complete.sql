@@ -1,4 +1,4 @@
 BEGIN;
-SELECT id FROM rq_claim(ARRAY['bench'], worker => 'bench') \gset
-SELECT rq_complete(:id);
+SELECT id, attempts FROM rq_claim(ARRAY['bench'], worker => 'bench') \gset
+SELECT rq_complete(:id, :attempts);
 COMMIT;

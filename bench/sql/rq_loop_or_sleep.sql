@@ -1,7 +1,9 @@
 -- A worker's loop across transactions that sleeps 5 ms when the queue is
--- empty (bench/run --held): complete the job in hand and claim the next.
-SELECT c.id, (c.id <> 'none')::int AS got
-FROM (SELECT coalesce((SELECT id::text FROM rq_complete_and_claim(NULLIF(:id, 'none')::uuid, NULL, ARRAY['bench'], 'bench')), 'none') AS id) c \gset
+-- empty (bench/run --held): complete the job in hand, on its attempt, and
+-- claim the next (none in hand: id and tries 'none').
+SELECT coalesce(c.id::text, 'none') AS id, coalesce(c.attempts::text, 'none') AS tries, (c.id IS NOT NULL)::int AS got
+FROM (SELECT) one
+LEFT JOIN rq_complete_and_claim(NULLIF(:id, 'none')::uuid, NULLIF(:tries, 'none')::integer, ARRAY['bench'], 'bench') c ON true \gset
 \if :got = 0
 \sleep 5 ms
 \endif

@@ -2,6 +2,6 @@
 -- in the same transaction, then rq_complete: the job is written once after
 -- its insert.
 BEGIN;
-SELECT id FROM rq_take(ARRAY['bench'], 'bench') \gset
-SELECT rq_complete(:id);
+SELECT id, attempts FROM rq_take(ARRAY['bench'], 'bench') \gset
+SELECT rq_complete(:id, :attempts);
 COMMIT;

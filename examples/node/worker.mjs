@@ -60,7 +60,7 @@ async function main() {
           }
           const next = failure === null
             ? await client.query(COMPLETE_AND_CLAIM, [job.id, job.attempts, queue, worker])
-            : await client.query(FAIL_AND_CLAIM, [job.id, failure.message, failure.stack ?? null, job.attempts, queue, worker]);
+            : await client.query(FAIL_AND_CLAIM, [job.id, job.attempts, failure.message, failure.stack ?? null, queue, worker]);
           job = next.rows[0] ?? null;
         }
         await client.query("COMMIT");

@@ -260,15 +260,15 @@ SELECT pg_temp.outcome('22023', :'got');
 --------------------------------------------------------------------------
 -- rq_complete and rq_fail: a NULL id, an unknown id, a job that is queued,
 -- finished or cancelled, a stale fencing token and one from the future.
-SELECT status FROM rq_complete(NULL);
+SELECT status FROM rq_complete(NULL, 2);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_complete(:'unknown');
+SELECT status FROM rq_complete(:'unknown', 2);
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT status FROM rq_complete(:'queued');
+SELECT status FROM rq_complete(:'queued', 2);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_complete(:'succeeded');
+SELECT status FROM rq_complete(:'succeeded', 2);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_complete(:'cancelled');
+SELECT status FROM rq_complete(:'cancelled', 2);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT status FROM rq_complete(:'claimed', attempt => 1);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
@@ -276,32 +276,69 @@ SELECT status FROM rq_complete(:'claimed', attempt => 3);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT status FROM rq_complete(:'claimed', attempt => -2147483648);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_fail(NULL, 'boom');
+SELECT status FROM rq_fail(NULL, 2, 'boom');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_fail(:'unknown', 'boom');
+SELECT status FROM rq_fail(:'unknown', 2, 'boom');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT status FROM rq_fail(:'queued', 'boom');
+SELECT status FROM rq_fail(:'queued', 2, 'boom');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_fail(:'succeeded', 'boom');
+SELECT status FROM rq_fail(:'succeeded', 2, 'boom');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_fail(:'claimed', 'boom', attempt => 1);
+SELECT status FROM rq_fail(:'claimed', 1, 'boom');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
+-- without its attempt, every verb that acts on a claimed job is refused
+-- (22004), whatever else it is given, and the job stays as it was
+SELECT status FROM rq_complete(:'claimed', NULL);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_complete(:'claimed', NULL, '{"a": 1}');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_fail(:'claimed', NULL, 'boom');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_fail(:'claimed', attempt => NULL);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_and_claim(:'claimed', NULL, ARRAY['q']);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT count(*) FROM rq_fail_and_claim(:'claimed', NULL, 'boom', queues => ARRAY['q']);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_reschedule(:'claimed', NULL, delay => '1 minute');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_reject(:'claimed', NULL);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT status FROM rq_extend(:'claimed', NULL);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT name FROM rq_step(:'claimed', NULL, 'charge');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', NULL, 'nap', delay => '1 hour');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT parked FROM rq_wait_event(:'claimed', NULL, 'w', 'e');
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], NULL);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[NULL]::integer[]);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY['q']);
+SELECT pg_temp.outcome('22004', :'SQLSTATE');
+-- and leaving it out is no call of the verb at all (42883)
+SELECT status FROM rq_complete(:'claimed');
+SELECT pg_temp.outcome('42883', :'SQLSTATE');
+SELECT status FROM rq_fail(:'claimed', error => 'boom');
+SELECT pg_temp.outcome('42883', :'SQLSTATE');
 
 --------------------------------------------------------------------------
 -- rq_complete_batch: NULL ids, an id that is NULL, unknown, not claimed or
 -- with a stale token; tokens that do not pair with the ids; ids and tokens
 -- of two dimensions.
-SELECT count(*) FROM rq_complete_batch(NULL);
+SELECT count(*) FROM rq_complete_batch(NULL, NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[NULL]::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[NULL]::uuid[], ARRAY[2]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', NULL]::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', NULL]::uuid[], ARRAY[2, 2]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', :'unknown']::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', :'unknown']::uuid[], ARRAY[2, 2]);
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', :'queued']::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed', :'queued']::uuid[], ARRAY[2, 2]);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'succeeded']::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'succeeded']::uuid[], ARRAY[2]);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[1]);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
@@ -309,9 +346,9 @@ SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[2, 2]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], '{}');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[[:'claimed']]::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[[:'claimed']]::uuid[], ARRAY[2]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[[:'claimed'], [:'queued']]::uuid[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[[:'claimed'], [:'queued']]::uuid[], ARRAY[2, 2]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[[2]]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
@@ -320,21 +357,21 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- rq_complete_batch_and_claim: rq_complete_batch's bad ids and tokens, and
 -- rq_claim's bad arguments after good ids: nothing is completed, nothing
 -- claimed.
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', NULL]::uuid[], NULL, ARRAY['q']);
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', NULL]::uuid[], ARRAY[2, 2], ARRAY['q']);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', :'unknown']::uuid[], NULL, ARRAY['q']);
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed', :'unknown']::uuid[], ARRAY[2, 2], ARRAY['q']);
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
 SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[1], ARRAY['q']);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[2, 2], ARRAY['q']);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[[:'claimed']]::uuid[], NULL, ARRAY['q']);
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[[:'claimed']]::uuid[], ARRAY[2], ARRAY['q']);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY['q'], batch => 0);
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY['q'], batch => 0);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY['q'], lease => '0');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY['q'], lease => '0');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], NULL, ARRAY[''], 'w');
+SELECT count(*) FROM rq_complete_batch_and_claim(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY[''], 'w');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 
 --------------------------------------------------------------------------
@@ -342,49 +379,49 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- is not claimed, a stale token; rescheduling to an infinite instant, to one
 -- whose milliseconds overflow, past timestamptz, by a negative or huge
 -- delay; a lease NULL, zero, negative or too long.
-SELECT status FROM rq_reschedule(NULL, delay => '1 minute');
+SELECT status FROM rq_reschedule(NULL, 2, delay => '1 minute');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'unknown', delay => '1 minute');
+SELECT status FROM rq_reschedule(:'unknown', 2, delay => '1 minute');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'queued', delay => '1 minute');
+SELECT status FROM rq_reschedule(:'queued', 2, delay => '1 minute');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', delay => '1 minute', attempt => 1);
+SELECT status FROM rq_reschedule(:'claimed', 1, delay => '1 minute');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', at => 'infinity');
+SELECT status FROM rq_reschedule(:'claimed', 2, at => 'infinity');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', at => '-infinity');
+SELECT status FROM rq_reschedule(:'claimed', 2, at => '-infinity');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT scheduled_at > rq_now_ms() AS far_future FROM rq_reschedule(:'claimed', at => '294276-01-01');
+SELECT scheduled_at > rq_now_ms() AS far_future FROM rq_reschedule(:'claimed', 2, at => '294276-01-01');
 SELECT pg_temp.accepted(:'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', at => '294200-01-01', delay => '36500 days');
+SELECT status FROM rq_reschedule(:'claimed', 2, at => '294200-01-01', delay => '36500 days');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', delay => '-1 second');
+SELECT status FROM rq_reschedule(:'claimed', 2, delay => '-1 second');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reschedule(:'claimed', delay => '178000000 years');
+SELECT status FROM rq_reschedule(:'claimed', 2, delay => '178000000 years');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reject(NULL);
+SELECT status FROM rq_reject(NULL, 2);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_reject(:'unknown');
+SELECT status FROM rq_reject(:'unknown', 2);
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT status FROM rq_reject(:'succeeded');
+SELECT status FROM rq_reject(:'succeeded', 2);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_reject(:'claimed', attempt => 1);
+SELECT status FROM rq_reject(:'claimed', 1);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_extend(NULL);
+SELECT status FROM rq_extend(NULL, 2);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_extend(:'unknown');
+SELECT status FROM rq_extend(:'unknown', 2);
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT status FROM rq_extend(:'queued');
+SELECT status FROM rq_extend(:'queued', 2);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_extend(:'claimed', attempt => 1);
+SELECT status FROM rq_extend(:'claimed', 1);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT status FROM rq_extend(:'claimed', lease => NULL);
+SELECT status FROM rq_extend(:'claimed', 2, lease => NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_extend(:'claimed', lease => '0');
+SELECT status FROM rq_extend(:'claimed', 2, lease => '0');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_extend(:'claimed', lease => '-1 second');
+SELECT status FROM rq_extend(:'claimed', 2, lease => '-1 second');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_extend(:'claimed', lease => '178000000 years');
+SELECT status FROM rq_extend(:'claimed', 2, lease => '178000000 years');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 
 --------------------------------------------------------------------------
@@ -629,7 +666,7 @@ FROM rq_enqueue_batch('lower', '[5:6]={a,b}'::text[], keys => '[3:4]={k1,k2}');
 ROLLBACK;
 BEGIN;
 SELECT count(*) = 1 AS completed_ids_2_to_2
-FROM rq_complete_batch(('[2:2]={' || :'claimed' || '}')::uuid[]);
+FROM rq_complete_batch(('[2:2]={' || :'claimed' || '}')::uuid[], '{2}');
 ROLLBACK;
 BEGIN;
 SELECT count(*) = 1 AS completed_with_attempts_7_to_7
@@ -637,7 +674,7 @@ FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], '[7:7]={2}');
 ROLLBACK;
 -- Empty arrays do nothing (as an empty queues array claims nothing).
 SELECT count(*) = 0 AS empty_payloads_enqueue_nothing FROM rq_enqueue_batch('q', '{}'::text[]);
-SELECT count(*) = 0 AS empty_ids_complete_nothing FROM rq_complete_batch('{}');
+SELECT count(*) = 0 AS empty_ids_complete_nothing FROM rq_complete_batch('{}', '{}');
 SELECT count(*) = 0 AS empty_queues_claim_nothing FROM rq_claim('{}');
 SELECT pg_temp.outcome('00000', :'SQLSTATE') AS after_the_edges;
 
@@ -748,11 +785,11 @@ SELECT count(*) AS schedules_rows FROM schedules;
 -- Results (sql/results.sql): a batch's results that do not pair with its
 -- ids or have two dimensions; rq_await with a NULL id, an unknown one, a
 -- NULL, negative or too long timeout, and a timeout under REPEATABLE READ.
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], NULL, ARRAY['1', '2']::jsonb[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY['1', '2']::jsonb[]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], NULL, ARRAY[['1']]::jsonb[]);
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY[['1']]::jsonb[]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM rq_complete(:'queued', NULL, '{"a": 1}');
+SELECT status FROM rq_complete(:'queued', 2, '{"a": 1}');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT status FROM rq_await(NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
@@ -774,25 +811,25 @@ SELECT pg_temp.outcome('22023', :'refused');
 -- Steps (sql/steps.sql): a NULL or empty name, a name over 1000 bytes; a
 -- NULL, unknown or unclaimed job; a stale attempt; a step recorded twice.
 -- None of them records anything.
-SELECT name FROM rq_step(:'claimed', NULL);
+SELECT name FROM rq_step(:'claimed', 2, NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT name FROM rq_step(:'claimed', '');
+SELECT name FROM rq_step(:'claimed', 2, '');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT name FROM rq_step(:'claimed', repeat('x', 1001));
+SELECT name FROM rq_step(:'claimed', 2, repeat('x', 1001));
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT name FROM rq_step(NULL, 'charge');
+SELECT name FROM rq_step(NULL, 2, 'charge');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT name FROM rq_step(:'unknown', 'charge');
+SELECT name FROM rq_step(:'unknown', 2, 'charge');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT name FROM rq_step(:'queued', 'charge');
+SELECT name FROM rq_step(:'queued', 2, 'charge');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT name FROM rq_step(:'succeeded', 'charge');
+SELECT name FROM rq_step(:'succeeded', 2, 'charge');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT name FROM rq_step(:'claimed', 'charge', NULL, 1);
+SELECT name FROM rq_step(:'claimed', 1, 'charge', NULL);
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 BEGIN;
-SELECT name FROM rq_step(:'claimed', 'charge', '1', 2);
-SELECT name FROM rq_step(:'claimed', 'charge', '2', 2);
+SELECT name FROM rq_step(:'claimed', 2, 'charge', '1');
+SELECT name FROM rq_step(:'claimed', 2, 'charge', '2');
 \set refused :SQLSTATE
 ROLLBACK;
 SELECT pg_temp.outcome('23505', :'refused');
@@ -804,37 +841,37 @@ SELECT count(*) AS job_steps_rows FROM job_steps;
 -- stale attempt; a wait with a NULL, empty or too long event, a negative
 -- timeout; an emit with a NULL or empty event, a NULL or negative keep.
 -- None of them parks a job, records a step or keeps an event.
-SELECT rq_sleep(:'claimed', 'nap');
+SELECT rq_sleep(:'claimed', 2, 'nap');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_sleep(:'claimed', NULL, delay => '1 hour');
+SELECT rq_sleep(:'claimed', 2, NULL, delay => '1 hour');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_sleep(:'claimed', '', delay => '1 hour');
+SELECT rq_sleep(:'claimed', 2, '', delay => '1 hour');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_sleep(:'claimed', 'nap', delay => '-1 hour');
+SELECT rq_sleep(:'claimed', 2, 'nap', delay => '-1 hour');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_sleep(NULL, 'nap', delay => '1 hour');
+SELECT rq_sleep(NULL, 2, 'nap', delay => '1 hour');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_sleep(:'unknown', 'nap', delay => '1 hour');
+SELECT rq_sleep(:'unknown', 2, 'nap', delay => '1 hour');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT rq_sleep(:'queued', 'nap', delay => '1 hour');
+SELECT rq_sleep(:'queued', 2, 'nap', delay => '1 hour');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT rq_sleep(:'claimed', 'nap', delay => '1 hour', attempt => 1);
+SELECT rq_sleep(:'claimed', 1, 'nap', delay => '1 hour');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', 'w', NULL);
+SELECT parked FROM rq_wait_event(:'claimed', 2, 'w', NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', 'w', '');
+SELECT parked FROM rq_wait_event(:'claimed', 2, 'w', '');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', 'w', repeat('e', 1001));
+SELECT parked FROM rq_wait_event(:'claimed', 2, 'w', repeat('e', 1001));
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', '', 'e');
+SELECT parked FROM rq_wait_event(:'claimed', 2, '', 'e');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', 'w', 'e', timeout => '-1 second');
+SELECT parked FROM rq_wait_event(:'claimed', 2, 'w', 'e', timeout => '-1 second');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'unknown', 'w', 'e');
+SELECT parked FROM rq_wait_event(:'unknown', 2, 'w', 'e');
 SELECT pg_temp.outcome('P0002', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'succeeded', 'w', 'e');
+SELECT parked FROM rq_wait_event(:'succeeded', 2, 'w', 'e');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
-SELECT parked FROM rq_wait_event(:'claimed', 'w', 'e', attempt => 1);
+SELECT parked FROM rq_wait_event(:'claimed', 1, 'w', 'e');
 SELECT pg_temp.outcome('55000', :'SQLSTATE');
 SELECT rq_emit(NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
@@ -845,6 +882,27 @@ SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT rq_emit('e', NULL, keep => NULL);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT rq_emit('e', NULL, keep => '-1 minute');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+-- results, step results and event payloads are held to their settings
+-- (54000, the limit in DETAIL), as payloads are; a sleep ends within a
+-- century, as a delay does
+SET raquel.max_result_size = '1kB';
+SET raquel.max_event_size = '1kB';
+SELECT status FROM rq_complete(:'claimed', 2, to_jsonb(repeat('r', 2000)));
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_batch(ARRAY[:'claimed']::uuid[], ARRAY[2], ARRAY[to_jsonb(repeat('r', 2000))]);
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+SELECT count(*) FROM rq_complete_and_claim(:'claimed', 2, ARRAY['q'], result => to_jsonb(repeat('r', 2000)));
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+SELECT name FROM rq_step(:'claimed', 2, 'big', to_jsonb(repeat('r', 2000)));
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+SELECT rq_emit('e', to_jsonb(repeat('r', 2000)));
+SELECT pg_temp.outcome('54000', :'SQLSTATE');
+RESET raquel.max_result_size;
+RESET raquel.max_event_size;
+SELECT rq_sleep(:'claimed', 2, 'nap', at => '294276-01-01');
+SELECT pg_temp.outcome('22023', :'SQLSTATE');
+SELECT rq_sleep(:'claimed', 2, 'nap', at => clock_timestamp() + interval '36501 days');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- rq_parents (sql/workflows.sql) of a NULL or unknown job.
 SELECT id FROM rq_parents(NULL);

@@ -30,10 +30,10 @@ SELECT count(*) AS ready_reports FROM rq_claim(ARRAY['reports']);
 
 -- Complete one claimed job, fail the other: it waits 1 s before its retry.
 SELECT status, finished_at >= claimed_at AS finished
-FROM rq_complete((SELECT id FROM jobs WHERE payload = 'hello'));
+FROM rq_complete((SELECT id FROM jobs WHERE payload = 'hello'), attempt => 1);
 
 SELECT status, attempts, error, scheduled_at - claimed_at >= 1000 AS backs_off
-FROM rq_fail((SELECT id FROM jobs WHERE payload = '{"to": "a@b.c"}'),
+FROM rq_fail((SELECT id FROM jobs WHERE payload = '{"to": "a@b.c"}'), attempt => 1,
              error => 'smtp timeout', error_trace => 'Traceback …');
 
 -- The backoff schedule: base * 2^(attempt-1), clamped to [min, max].
@@ -43,10 +43,10 @@ FROM unnest(ARRAY[1, 2, 3, 4, 10, 16, 17, 10000]) AS attempt;
 -- Retries: max_retry_count => 1 allows two attempts, then the job is exhausted.
 SELECT id AS retried FROM rq_enqueue('once', 'x', max_retry_count => 1) \gset
 SELECT status, attempts FROM rq_claim(ARRAY['once']);
-SELECT status, attempts FROM rq_fail(:'retried', 'first');
+SELECT status, attempts FROM rq_fail(:'retried', 1, 'first');
 UPDATE jobs SET scheduled_at = rq_now_ms() WHERE id = :'retried';  -- skip the backoff
 SELECT status, attempts FROM rq_claim(ARRAY['once']);
-SELECT status, attempts, finished_at IS NOT NULL AS finished FROM rq_fail(:'retried', 'second');
+SELECT status, attempts, finished_at IS NOT NULL AS finished FROM rq_fail(:'retried', 2, 'second');
 
 -- Fencing: a claim's attempts value is its token; an old one is refused.
 -- (A fixed id and no backoff, so the output reads the same every run.)
@@ -54,7 +54,7 @@ INSERT INTO jobs (id, queue, min_retry_delay, backoff_base)
 VALUES ('00000000-0000-7000-8000-0000000000f1', 'fenced', 0, 0);
 \set fenced 00000000-0000-7000-8000-0000000000f1
 SELECT attempts FROM rq_claim(ARRAY['fenced']);
-SELECT status FROM rq_fail(:'fenced', 'lease expired');
+SELECT status FROM rq_fail(:'fenced', 1, 'lease expired');
 SELECT attempts FROM rq_claim(ARRAY['fenced']);
 SELECT rq_complete(:'fenced', attempt => 1);
 \echo :LAST_ERROR_SQLSTATE

@@ -35,19 +35,23 @@ SELECT rq_claim(ARRAY['q'], lease => '5 years');
 \echo :LAST_ERROR_SQLSTATE
 SELECT rq_claim(ARRAY['q', NULL]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT rq_complete(NULL);
+SELECT rq_complete(NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- 22004 null_value_not_allowed: a verb on a claimed job without its attempt
+SELECT rq_complete('00000000-0000-7000-8000-000000000000', NULL);
 \echo :LAST_ERROR_SQLSTATE
 
 -- P0002 no_data_found: no such job
-SELECT rq_complete('00000000-0000-7000-8000-000000000000');
+SELECT rq_complete('00000000-0000-7000-8000-000000000000', 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT rq_fail('00000000-0000-7000-8000-000000000000', 'boom');
+SELECT rq_fail('00000000-0000-7000-8000-000000000000', 1, 'boom');
 \echo :LAST_ERROR_SQLSTATE
 
 -- 55000 object_not_in_prerequisite_state: the job is not claimed
-SELECT rq_complete(:'queued');
+SELECT rq_complete(:'queued', 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT rq_fail(:'queued');
+SELECT rq_fail(:'queued', 1);
 \echo :LAST_ERROR_SQLSTATE
 
 -- 23514 check_violation: the table refuses impossible rows, inserted or

@@ -9,7 +9,7 @@ SELECT id = :'first' AS same_job, payload FROM rq_enqueue('invoices', 'send #7 a
 SELECT payload FROM rq_enqueue_batch('invoices', ARRAY['#8', '#8 again', '#9'],
                                      keys => ARRAY['invoice-8', 'invoice-8', 'invoice-9']);
 -- Once the job is finished, the key is free again.
-SELECT status FROM rq_complete((SELECT id FROM rq_claim(ARRAY['invoices'])));
+SELECT c.status FROM rq_claim(ARRAY['invoices']) j, rq_complete(j.id, j.attempts) c;
 SELECT id <> :'first' AS new_job FROM rq_enqueue('invoices', 'send #7 once more', key => 'invoice-7');
 
 -- Each enqueue notifies channel rq_<queue> at commit (one per queue per

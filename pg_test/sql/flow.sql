@@ -28,7 +28,7 @@ SELECT count(rq_enqueue('m', 'low' || i)) FROM generate_series(1, 3) i;
 SELECT count(rq_enqueue('m', 'high' || i, priority => 5)) FROM generate_series(1, 3) i;
 SELECT payload FROM rq_claim(ARRAY['m'], 'w', 10) ORDER BY payload;
 SELECT payload FROM rq_claim(ARRAY['m'], 'w', 10);
-SELECT (rq_complete(id)).status FROM jobs WHERE queue = 'm' AND payload = 'high1';
+SELECT (rq_complete(id, attempts)).status FROM jobs WHERE queue = 'm' AND payload = 'high1';
 SELECT payload FROM rq_claim(ARRAY['m'], 'w', 10);
 
 -- rate: the bucket starts full with `rate` tokens; each job takes one.
@@ -48,7 +48,7 @@ SELECT payload, group_key, turn FROM rq_claim(ARRAY['f'], 'w', 6);
 -- group_max_claimed = 1: each group with a claimed job waits for it.
 SELECT queue, group_max_claimed FROM rq_set_limits('f', group_max_claimed => 1);
 SELECT payload FROM rq_claim(ARRAY['f'], 'w', 6);
-SELECT count(rq_complete(id)) FROM jobs WHERE queue = 'f' AND status = 'claimed' AND group_key = 'A';
+SELECT count(rq_complete(id, attempts)) FROM jobs WHERE queue = 'f' AND status = 'claimed' AND group_key = 'A';
 SELECT payload FROM rq_claim(ARRAY['f'], 'w', 6);
 
 -- rq_stats shows the settings, a paused queue without jobs too.

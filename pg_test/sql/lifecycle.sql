@@ -18,18 +18,18 @@ SELECT payload, status, attempts FROM rq_claim(ARRAY['mail'], worker => 'w1', ba
 -- Reschedule: back to queued at a later time; the claim counts as an
 -- attempt, but uses up no retry (requeues counts such claims).
 SELECT status, attempts, requeues, claimed_by, scheduled_at - rq_now_ms() > 590000 AS in_ten_minutes
-FROM rq_reschedule(:'later', delay => '10 minutes');
+FROM rq_reschedule(:'later', 1, delay => '10 minutes');
 
 -- Reject: back to queued at once, for another worker.
-SELECT status, attempts, requeues, claimed_by, claimed_at FROM rq_reject(:'other');
+SELECT status, attempts, requeues, claimed_by, claimed_at FROM rq_reject(:'other', 1);
 SELECT payload, attempts, claimed_by FROM rq_claim(ARRAY['mail'], worker => 'w2');
 -- max_retry_count 0, yet the job failing now is its first failure: exhausted
 -- only because no retry is allowed, not because the rejected claim used one.
-SELECT status, attempts, requeues FROM rq_fail(:'other', 'boom');
+SELECT status, attempts, requeues FROM rq_fail(:'other', 2, 'boom');
 
 -- Extend: a heartbeat pushes the lease out.
 SELECT lease_expires_at - rq_now_ms() > 290000 AS five_minutes_left
-FROM rq_extend(:'slow', lease => '5 minutes', attempt => 1);
+FROM rq_extend(:'slow', 1, lease => '5 minutes');
 
 -- Cancel: any unfinished job, for good.
 SELECT status, finished_at IS NOT NULL AS finished FROM rq_cancel(:'unwanted');
@@ -41,11 +41,11 @@ SELECT status, attempts, requeues, finished_at FROM rq_retry(:'other');
 SELECT status FROM rq_retry(:'unwanted');
 
 -- Wrong states are errors that change nothing.
-SELECT rq_reject(:'later');
+SELECT rq_reject(:'later', 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT rq_retry(:'slow');
 \echo :LAST_ERROR_SQLSTATE
-SELECT rq_extend('00000000-0000-7000-8000-0000000000ff');
+SELECT rq_extend('00000000-0000-7000-8000-0000000000ff', 1);
 \echo :LAST_ERROR_SQLSTATE
 
 SELECT payload, status, attempts, requeues FROM jobs WHERE queue = 'mail' ORDER BY id;

@@ -19,8 +19,9 @@ FROM rq_complete_batch(ARRAY(SELECT id FROM claimed ORDER BY id),
 
 -- All or nothing: one id that is not claimed spoils the batch.
 SELECT count(*) FROM rq_claim(ARRAY['thumbnails'], batch => 2);
-SELECT rq_complete_batch(ARRAY(SELECT id FROM jobs WHERE status = 'claimed')
-                         || '00000000-0000-7000-8000-000000000000'::uuid);
+SELECT rq_complete_batch(ARRAY(SELECT id FROM jobs WHERE status = 'claimed' ORDER BY id)
+                         || '00000000-0000-7000-8000-000000000000'::uuid,
+                         ARRAY(SELECT attempts FROM jobs WHERE status = 'claimed' ORDER BY id) || 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS still_claimed FROM jobs WHERE status = 'claimed';
 

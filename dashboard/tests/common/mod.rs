@@ -62,9 +62,9 @@ pub fn fill(name: &str) -> String {
     let mut c = fresh_db(name);
     c.batch_execute(
         "SELECT rq_enqueue('mail', 'hello ' || i) FROM generate_series(1, 6) i;
-         SELECT rq_complete(id) FROM rq_claim(ARRAY['mail'], batch => 2) j;
+         SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['mail'], batch => 2) j;
          SELECT count(*) FROM rq_claim(ARRAY['mail']);
-         SELECT rq_fail(id, 'boom: <b>not bold</b>', 'at line 1') FROM rq_claim(ARRAY['mail']) j;
+         SELECT rq_fail(id, attempts, 'boom: <b>not bold</b>', 'at line 1') FROM rq_claim(ARRAY['mail']) j;
          SELECT rq_enqueue('once', 'x', max_retry_count => 0);
          SELECT rq_cancel(id) FROM rq_enqueue('mail', 'to cancel') j;
          SELECT rq_enqueue('mail', 'to expire', at => now() - interval '1 hour', max_age => '1 second');
@@ -75,7 +75,7 @@ pub fn fill(name: &str) -> String {
          SELECT rq_schedule('nightly', '0 3 * * *', 'reports', 'run');",
     )
     .unwrap();
-    c.batch_execute("SELECT rq_fail(id, 'no retry left') FROM rq_claim(ARRAY['once']) j").unwrap();
+    c.batch_execute("SELECT rq_fail(id, attempts, 'no retry left') FROM rq_claim(ARRAY['once']) j").unwrap();
     c.execute("SELECT rq_enqueue('xss', $1::text)", &[&XSS]).unwrap();
     let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('flow', 'parent')", &[]).unwrap().get(0);
     c.execute("SELECT rq_enqueue('flow', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
@@ -83,9 +83,9 @@ pub fn fill(name: &str) -> String {
     c.execute("SELECT rq_enqueue('durable', 'order 1')", &[]).unwrap();
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['durable'])", &[]).unwrap();
     let (durable, attempt): (String, i32) = (row.get(0), row.get(1));
-    c.execute("SELECT rq_step($1::text::uuid, 'reserve', '{\"stock\": 1}', $2)", &[&durable, &attempt]).unwrap();
+    c.execute("SELECT rq_step($1::text::uuid, $2, 'reserve', '{\"stock\": 1}')", &[&durable, &attempt]).unwrap();
     c.execute(
-        "SELECT parked FROM rq_wait_event($1::text::uuid, 'payment', 'paid:1', timeout => '1 day', attempt => $2)",
+        "SELECT parked FROM rq_wait_event($1::text::uuid, $2, 'payment', 'paid:1', timeout => '1 day')",
         &[&durable, &attempt],
     )
     .unwrap();

@@ -102,6 +102,11 @@ fn every_verb_works_on_a_distributed_table() {
     let db = fresh_cluster_db("rq_citus_verbs");
     let mut c = coordinator(&db);
     let one = |c: &mut Client, sql: &str| -> String { c.query_one(sql, &[]).unwrap().get(0) };
+    // a claim of one job of `queue`: its id and attempt (the fencing token)
+    let claim = |c: &mut Client, queue: &str| -> (String, i32) {
+        let row = c.query_one(&format!("SELECT id::text, attempts FROM rq_claim(ARRAY['{queue}'])"), &[]).unwrap();
+        (row.get(0), row.get(1))
+    };
 
     // enqueue: one, jsonb, keyed (twice gives the same job), batch, batch with keys
     let first = one(&mut c, "SELECT (rq_enqueue('a', 'one')).id::text");
@@ -122,34 +127,44 @@ fn every_verb_works_on_a_distributed_table() {
     assert_eq!(several.len(), 2);
     let any: i64 = c.query_one("SELECT count(*) FROM rq_claim(batch => 3)", &[]).unwrap().get(0);
     assert_eq!(any, 3);
-    let id = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
+    let (id, attempt) = claim(&mut c, "b");
 
     // by id: extend, reschedule, reject, cancel, retry, fail, complete, complete_batch
-    assert_eq!(one(&mut c, &format!("SELECT (rq_extend('{id}', '5 minutes')).status")), "claimed");
-    assert_eq!(one(&mut c, &format!("SELECT (rq_reschedule('{id}', delay => '0 s')).status")), "queued");
-    let id = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
-    assert_eq!(one(&mut c, &format!("SELECT (rq_reject('{id}')).status")), "queued");
+    assert_eq!(one(&mut c, &format!("SELECT (rq_extend('{id}', {attempt}, '5 minutes')).status")), "claimed");
+    assert_eq!(one(&mut c, &format!("SELECT (rq_reschedule('{id}', {attempt}, delay => '0 s')).status")), "queued");
+    let (id, attempt) = claim(&mut c, "b");
+    assert_eq!(one(&mut c, &format!("SELECT (rq_reject('{id}', {attempt})).status")), "queued");
     assert_eq!(one(&mut c, &format!("SELECT (rq_cancel('{id}')).status")), "cancelled");
     assert_eq!(one(&mut c, &format!("SELECT (rq_retry('{id}')).status")), "queued");
-    let id = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
-    assert_eq!(one(&mut c, &format!("SELECT (rq_fail('{id}', 'boom')).status")), "failed");
-    let ids: Vec<String> =
-        c.query("SELECT id::text FROM rq_claim(ARRAY['b'], batch => 2)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let (id, attempt) = claim(&mut c, "b");
+    assert_eq!(one(&mut c, &format!("SELECT (rq_fail('{id}', {attempt}, 'boom')).status")), "failed");
+    let jobs: Vec<(String, i32)> = c
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['b'], batch => 2)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
     let completed: i64 = c
-        .query_one(&format!("SELECT count(*) FROM rq_complete_batch(ARRAY['{}','{}']::uuid[])", ids[0], ids[1]), &[])
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM rq_complete_batch(ARRAY['{}','{}']::uuid[], ARRAY[{}, {}])",
+                jobs[0].0, jobs[1].0, jobs[0].1, jobs[1].1
+            ),
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(completed, 2);
     // rq_complete of a job another session claimed: its queue is asked of every shard
-    let claimed = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
+    let (claimed, attempt) = claim(&mut c, "b");
     let mut other = coordinator(&db);
-    assert_eq!(one(&mut other, &format!("SELECT (rq_complete('{claimed}')).status")), "success");
-    assert_eq!(sqlstate(other.execute(&format!("SELECT rq_complete('{claimed}')"), &[])), "55000", "completed twice");
-    assert_eq!(sqlstate(other.execute("SELECT rq_complete(gen_random_uuid())", &[])), "P0002", "an unknown job");
+    assert_eq!(one(&mut other, &format!("SELECT (rq_complete('{claimed}', {attempt})).status")), "success");
+    assert_eq!(sqlstate(other.execute(&format!("SELECT rq_complete('{claimed}', {attempt})"), &[])), "55000", "completed twice");
+    assert_eq!(sqlstate(other.execute("SELECT rq_complete(gen_random_uuid(), 1)", &[])), "P0002", "an unknown job");
     // the loop in one call
-    let next = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
+    let (next, attempt) = claim(&mut c, "b");
     let got: i64 = c
-        .query_one(&format!("SELECT count(*) FROM rq_complete_and_claim('{next}', queues => ARRAY['a'])"), &[])
+        .query_one(&format!("SELECT count(*) FROM rq_complete_and_claim('{next}', {attempt}, queues => ARRAY['a'])"), &[])
         .unwrap()
         .get(0);
     assert!(got <= 1);
@@ -177,7 +192,7 @@ fn every_verb_works_on_a_distributed_table() {
 
     // a key held for a period after its job ended
     let held = one(&mut c, "SELECT (rq_enqueue('held', 'h', key => 'hk', key_period => '1 hour')).id::text");
-    c.batch_execute("SELECT rq_complete(id) FROM (SELECT id FROM rq_claim(ARRAY['held'])) j").unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM (SELECT id, attempts FROM rq_claim(ARRAY['held'])) j").unwrap();
     assert_eq!(held, one(&mut c, "SELECT (rq_enqueue('held', 'h', key => 'hk', key_period => '1 hour')).id::text"));
 
     // what the mode does not offer is refused, and changes nothing
@@ -188,9 +203,9 @@ fn every_verb_works_on_a_distributed_table() {
         &format!("SELECT rq_enqueue('a', 'w', after => ARRAY['{first}'::uuid])"),
         "SELECT rq_enqueue_batch('a', ARRAY['x'], group_keys => ARRAY['g'])",
         // steps, sleeps and events (sql/steps.sql, sql/waits.sql)
-        &format!("SELECT rq_step('{first}', 's')"),
-        &format!("SELECT rq_sleep('{first}', 's', delay => '1 second')"),
-        &format!("SELECT parked FROM rq_wait_event('{first}', 's', 'e')"),
+        &format!("SELECT rq_step('{first}', 1, 's')"),
+        &format!("SELECT rq_sleep('{first}', 1, 's', delay => '1 second')"),
+        &format!("SELECT parked FROM rq_wait_event('{first}', 1, 's', 'e')"),
         "SELECT rq_emit('e')",
     ] {
         assert_eq!(sqlstate(c.execute(refused, &[])), "0A000", "{refused}");
@@ -208,16 +223,27 @@ fn a_verb_by_id_locks_its_job_alone() {
     let mut holder = coordinator(&db);
     holder.batch_execute("SELECT rq_enqueue('held', i::text) FROM generate_series(1, 3) i").unwrap();
     let mut tx = holder.transaction().unwrap();
-    let held: Vec<String> = tx.query("SELECT id::text FROM rq_claim(ARRAY['held'], batch => 3)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let held: Vec<(String, i32)> = tx
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['held'], batch => 3)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
     tx.batch_execute(&format!(
-        "SELECT rq_extend('{}'); SELECT rq_fail('{}', 'boom'); SELECT count(*) FROM rq_complete_batch(ARRAY['{}']::uuid[])",
-        held[0], held[1], held[2]
+        "SELECT rq_extend('{}', {}); SELECT rq_fail('{}', {}, 'boom'); \
+         SELECT count(*) FROM rq_complete_batch(ARRAY['{}']::uuid[], ARRAY[{}])",
+        held[0].0, held[0].1, held[1].0, held[1].1, held[2].0, held[2].1
     ))
     .unwrap();
     // jobs of another queue, claimed by a session that then goes away
     let mut claimer = coordinator(&db);
     claimer.batch_execute("SELECT rq_enqueue('free', i::text) FROM generate_series(1, 4) i").unwrap();
-    let ids: Vec<String> = claimer.query("SELECT id::text FROM rq_claim(ARRAY['free'], batch => 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let ids: Vec<(String, i32)> = claimer
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['free'], batch => 4)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
     drop(claimer);
     // another session, which has no claims to remember (each verb asks the
     // shards), while that transaction is open: waiting for a lock past 2 s
@@ -225,15 +251,21 @@ fn a_verb_by_id_locks_its_job_alone() {
     let mut other = coordinator(&db);
     other.batch_execute("SET lock_timeout = '2s'").unwrap();
     let status = |c: &mut Client, sql: String| -> String { c.query_one(&sql, &[]).unwrap().get(0) };
-    assert_eq!(status(&mut other, format!("SELECT (rq_extend('{}')).status", ids[0])), "claimed");
-    assert_eq!(status(&mut other, format!("SELECT (rq_reschedule('{}')).status", ids[0])), "queued");
-    assert_eq!(status(&mut other, format!("SELECT (rq_reject('{}')).status", ids[1])), "queued");
-    assert_eq!(status(&mut other, format!("SELECT (rq_fail('{}', 'boom')).status", ids[2])), "failed");
-    assert_eq!(status(&mut other, format!("SELECT (rq_retry('{}')).status", ids[2])), "queued");
-    assert_eq!(status(&mut other, format!("SELECT (rq_cancel('{}')).status", ids[2])), "cancelled");
-    assert_eq!(status(&mut other, format!("SELECT string_agg(status, ',') FROM rq_complete_batch(ARRAY['{}']::uuid[])", ids[3])), "success");
+    assert_eq!(status(&mut other, format!("SELECT (rq_extend('{}', {})).status", ids[0].0, ids[0].1)), "claimed");
+    assert_eq!(status(&mut other, format!("SELECT (rq_reschedule('{}', {})).status", ids[0].0, ids[0].1)), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_reject('{}', {})).status", ids[1].0, ids[1].1)), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_fail('{}', {}, 'boom')).status", ids[2].0, ids[2].1)), "failed");
+    assert_eq!(status(&mut other, format!("SELECT (rq_retry('{}')).status", ids[2].0)), "queued");
+    assert_eq!(status(&mut other, format!("SELECT (rq_cancel('{}')).status", ids[2].0)), "cancelled");
+    assert_eq!(
+        status(
+            &mut other,
+            format!("SELECT string_agg(status, ',') FROM rq_complete_batch(ARRAY['{}']::uuid[], ARRAY[{}])", ids[3].0, ids[3].1)
+        ),
+        "success"
+    );
     // an unknown id is still the verb's own error, and changes nothing
-    let unknown = other.query_one("SELECT rq_fail('00000000-0000-7000-8000-000000000000', 'x')", &[]);
+    let unknown = other.query_one("SELECT rq_fail('00000000-0000-7000-8000-000000000000', 1, 'x')", &[]);
     assert_eq!(sqlstate(unknown), "P0002");
     tx.commit().unwrap();
     let mut c = coordinator(&db);
@@ -267,22 +299,22 @@ fn concurrent_workers_on_every_node_take_each_job_once() {
         workers.push(thread::spawn(move || {
             let mut c = connect_to(port, &db);
             let claim = match n % 3 {
-                0 => "SELECT id::text FROM rq_claim(ARRAY['q0'], batch => 5)".to_string(),
-                1 => "SELECT id::text FROM rq_claim(ARRAY['q1', 'q2', 'q3'], batch => 5)".to_string(),
-                _ => "SELECT id::text FROM rq_claim(batch => 5)".to_string(),
+                0 => "SELECT id::text, attempts FROM rq_claim(ARRAY['q0'], batch => 5)".to_string(),
+                1 => "SELECT id::text, attempts FROM rq_claim(ARRAY['q1', 'q2', 'q3'], batch => 5)".to_string(),
+                _ => "SELECT id::text, attempts FROM rq_claim(batch => 5)".to_string(),
             };
             let mut idle = 0;
             while idle < 3 {
-                let ids: Vec<String> = c.query(&claim, &[]).unwrap().iter().map(|r| r.get(0)).collect();
-                if ids.is_empty() {
+                let jobs: Vec<(String, i32)> = c.query(&claim, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+                if jobs.is_empty() {
                     idle += 1;
                     thread::sleep(Duration::from_millis(50));
                     continue;
                 }
                 idle = 0;
-                for id in ids {
+                for (id, attempt) in jobs {
                     *seen.lock().unwrap().entry(id.clone()).or_default() += 1;
-                    c.execute("SELECT rq_complete($1::text::uuid)", &[&id]).unwrap();
+                    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
                 }
             }
         }));
@@ -334,7 +366,7 @@ fn the_duties_handle_each_row_once_from_the_coordinator() {
          SELECT rq_enqueue('p' || i % 2, 'x') FROM generate_series(1, 20) i;",
     )
     .unwrap();
-    c.batch_execute("SELECT rq_complete(id) FROM (SELECT id FROM rq_claim(ARRAY['p0', 'p1'], batch => 20)) j").unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM (SELECT id, attempts FROM rq_claim(ARRAY['p0', 'p1'], batch => 20)) j").unwrap();
     c.batch_execute("UPDATE jobs SET finished_at = finished_at - 86400000::bigint * 30 WHERE queue IN ('p0', 'p1')").unwrap();
     thread::sleep(Duration::from_millis(50));
     // a worker node's background worker and calls leave the rows to the coordinator

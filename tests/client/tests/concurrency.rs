@@ -88,17 +88,17 @@ fn four_workers_claiming_batches_get_each_job_once() {
     let handled = run_workers(&db, |name, client| {
         let mut mine = Vec::new();
         loop {
-            let ids: Vec<String> = client
-                .query("SELECT id::text FROM rq_claim(ARRAY['work'], worker => $1, batch => 50)", &[&name])
+            let (ids, attempts): (Vec<String>, Vec<i32>) = client
+                .query("SELECT id::text, attempts FROM rq_claim(ARRAY['work'], worker => $1, batch => 50)", &[&name])
                 .unwrap()
                 .iter()
-                .map(|r| r.get(0))
-                .collect();
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+                .unzip();
             if ids.is_empty() {
                 break;
             }
             let completed: i64 = client
-                .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts])
                 .unwrap()
                 .get(0);
             assert_eq!(completed as usize, ids.len());
@@ -139,7 +139,7 @@ fn four_workers_looping_in_one_round_trip_handle_each_job_once() {
                     tx.execute("INSERT INTO done VALUES ($1::text::uuid, $2)", &[id, attempt]).unwrap();
                     if payload.parse::<i64>().unwrap() % 10 == 0 && *attempt == 1 {
                         tx.query(
-                            "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, 'once', NULL, $2, \
+                            "SELECT id::text, attempts, payload FROM rq_fail_and_claim($1::text::uuid, $2, 'once', NULL, \
                              ARRAY['work'], $3)",
                             &[id, attempt, &name],
                         )

@@ -18,7 +18,7 @@ fn one<T: for<'a> postgres::types::FromSql<'a>>(c: &mut postgres::Client, sql: &
 fn work(c: &mut postgres::Client, queue: &str, n: usize) {
     for _ in 0..n {
         let done: i64 = c
-            .query_one("SELECT count(rq_complete(id)) FROM rq_claim(ARRAY[$1])", &[&queue])
+            .query_one("SELECT count(rq_complete(id, attempts)) FROM rq_claim(ARRAY[$1])", &[&queue])
             .unwrap()
             .get(0);
         assert_eq!(done, 1, "a job of {queue} to work");
@@ -42,7 +42,7 @@ fn entries_read_by_a_claim(db: &str, queue: &str) -> i64 {
 
 /// The payload of the job the next claim of `queue` takes (and completes).
 fn next(c: &mut postgres::Client, queue: &str) -> Option<String> {
-    c.query("SELECT (rq_complete(id)).payload FROM rq_claim(ARRAY[$1])", &[&queue])
+    c.query("SELECT (rq_complete(id, attempts)).payload FROM rq_claim(ARRAY[$1])", &[&queue])
         .unwrap()
         .first()
         .map(|r| r.get(0))
@@ -137,14 +137,15 @@ fn a_job_ready_behind_the_cursor_is_claimed_next() {
     assert_eq!(next(&mut c, "q").as_deref(), Some("job5"), "and so does one rolled back to a savepoint");
     tx.commit().unwrap();
     // a verb that makes a job ready again behind the cursor
-    let id: String = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['q'])");
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (row.get(0), row.get(1));
     assert_eq!(one::<String>(&mut c, &format!("SELECT payload FROM jobs WHERE id = '{id}'")), "later3");
-    c.batch_execute(&format!("SELECT rq_reschedule('{id}', at => '2000-01-01')")).unwrap();
+    c.batch_execute(&format!("SELECT rq_reschedule('{id}', {attempt}, at => '2000-01-01')")).unwrap();
     assert_eq!(next(&mut c, "q").as_deref(), Some("later3"));
     assert_eq!(next(&mut c, "q"), None);
     // a transaction that enqueues behind the cursor and claims its own job
     // before it commits (the cursor moves back for others only at commit)
-    c.batch_execute("SELECT rq_enqueue('q', 'after'); SELECT rq_complete(id) FROM rq_claim(ARRAY['q'])").unwrap();
+    c.batch_execute("SELECT rq_enqueue('q', 'after'); SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['q'])").unwrap();
     let mut tx = c.transaction().unwrap();
     tx.batch_execute("SELECT rq_enqueue('q', 'mine, due in 2000', at => '2000-01-01')").unwrap();
     let mine: String = tx.query_one("SELECT payload FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
@@ -207,15 +208,15 @@ fn producers_of_jobs_due_in_the_past_lose_none_to_four_workers() {
                 let mut idle_since: Option<std::time::Instant> = None;
                 loop {
                     let mut tx = c.transaction().unwrap();
-                    let ids: Vec<String> = tx
-                        .query("SELECT id::text FROM rq_claim(ARRAY['q'], 'w', 7)", &[])
+                    let (ids, attempts): (Vec<String>, Vec<i32>) = tx
+                        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], 'w', 7)", &[])
                         .unwrap()
                         .iter()
-                        .map(|r| r.get(0))
-                        .collect();
+                        .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+                        .unzip();
                     if !ids.is_empty() {
                         tx.execute("INSERT INTO done SELECT unnest($1::text[]::uuid[])", &[&ids]).unwrap();
-                        tx.query("SELECT rq_complete_batch($1::text[]::uuid[])", &[&ids]).unwrap();
+                        tx.query("SELECT rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts]).unwrap();
                     }
                     tx.commit().unwrap();
                     if ids.is_empty() {

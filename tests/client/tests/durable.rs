@@ -34,15 +34,19 @@ fn every_verb_that_completes_keeps_the_result_it_is_given() {
     assert_eq!(row.get::<_, String>(0), "success");
     assert_eq!(row.get::<_, String>(1), r#"{"total": 42}"#);
     // without a result, none
-    let (plain, _) = claimed(&mut c, "r");
-    c.execute("SELECT rq_complete($1::text::uuid)", &[&plain]).unwrap();
+    let (plain, plain_attempt) = claimed(&mut c, "r");
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&plain, &plain_attempt]).unwrap();
     // a batch, results paired by position, a null for none
     c.execute("SELECT rq_enqueue_batch('b', ARRAY['1', '2', '3'])", &[]).unwrap();
-    let ids: Vec<String> =
-        c.query("SELECT id::text FROM rq_claim(ARRAY['b'], batch => 3) ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let (ids, attempts): (Vec<String>, Vec<i32>) = c
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['b'], batch => 3) ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+        .unzip();
     c.execute(
-        "SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], results => ARRAY['1', NULL, '\"three\"']::jsonb[])",
-        &[&ids],
+        "SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], $2, results => ARRAY['1', NULL, '\"three\"']::jsonb[])",
+        &[&ids, &attempts],
     )
     .unwrap();
     let stored: Vec<Option<String>> =
@@ -50,13 +54,20 @@ fn every_verb_that_completes_keeps_the_result_it_is_given() {
     assert_eq!(stored, vec![Some("1".into()), None, Some(r#""three""#.into())]);
     // results of another length than the ids: refused, nothing changed
     c.execute("SELECT rq_enqueue('b', 'x')", &[]).unwrap();
-    let x: String = one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['b'])");
-    let refused = c.query("SELECT * FROM rq_complete_batch(ARRAY[$1::text::uuid], results => ARRAY['1', '2']::jsonb[])", &[&x]);
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['b'])", &[]).unwrap();
+    let (x, x_attempt): (String, i32) = (row.get(0), row.get(1));
+    let refused = c.query(
+        "SELECT * FROM rq_complete_batch(ARRAY[$1::text::uuid], ARRAY[$2::integer], results => ARRAY['1', '2']::jsonb[])",
+        &[&x, &x_attempt],
+    );
     assert_eq!(sqlstate(refused), "22023");
     assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{x}'")), "claimed");
     // the one-call loops: the job in hand completed with its result
     c.execute("SELECT rq_enqueue('loop', 'y')", &[]).unwrap();
-    let next = c.query_one("SELECT id::text, attempts FROM rq_complete_and_claim($1::text::uuid, queues => ARRAY['loop'], result => '\"x done\"')", &[&x]);
+    let next = c.query_one(
+        "SELECT id::text, attempts FROM rq_complete_and_claim($1::text::uuid, $2, queues => ARRAY['loop'], result => '\"x done\"')",
+        &[&x, &x_attempt],
+    );
     assert!(next.is_ok(), "{next:?}");
     let (y, y_attempt): (String, i32) = next.map(|r| (r.get(0), r.get(1))).unwrap();
     c.execute(
@@ -80,11 +91,11 @@ fn a_queue_without_history_keeps_a_job_completed_with_a_result() {
     let db = fresh_db("raquel_durable_history");
     let mut c = connect(&db);
     c.execute("SELECT rq_set_history('gone', false)", &[]).unwrap();
-    let (kept, _) = claimed(&mut c, "gone");
-    c.execute("SELECT rq_complete($1::text::uuid, result => '7')", &[&kept]).unwrap();
-    let (deleted, _) = claimed(&mut c, "gone");
-    c.execute("SELECT rq_step($1::text::uuid, 'only', '1')", &[&deleted]).unwrap();
-    c.execute("SELECT rq_complete($1::text::uuid)", &[&deleted]).unwrap();
+    let (kept, kept_attempt) = claimed(&mut c, "gone");
+    c.execute("SELECT rq_complete($1::text::uuid, $2, result => '7')", &[&kept, &kept_attempt]).unwrap();
+    let (deleted, deleted_attempt) = claimed(&mut c, "gone");
+    c.execute("SELECT rq_step($1::text::uuid, $2, 'only', '1')", &[&deleted, &deleted_attempt]).unwrap();
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&deleted, &deleted_attempt]).unwrap();
     assert_eq!(one::<String>(&mut c, &format!("SELECT result::text FROM jobs WHERE id = '{kept}'")), "7");
     assert_eq!(one::<i64>(&mut c, &format!("SELECT count(*) FROM jobs WHERE id = '{deleted}'")), 0);
     assert_eq!(one::<i64>(&mut c, &format!("SELECT count(*) FROM job_steps WHERE job_id = '{deleted}'")), 0, "its steps went with it");
@@ -112,7 +123,7 @@ fn await_returns_at_the_commit_that_ends_the_job_with_its_status_and_result() {
     assert!(waiting.iter().all(|w| !w.is_finished()), "an awaiter returned before its job ended");
     let mut tx = c.transaction().unwrap();
     tx.execute("SELECT rq_complete($1::text::uuid, $2, '{\"ok\": true}')", &[&id, &attempt]).unwrap();
-    tx.execute("SELECT rq_fail($1::text::uuid, 'boom', attempt => $2)", &[&fails, &fail_attempt]).unwrap();
+    tx.execute("SELECT rq_fail($1::text::uuid, $2, 'boom')", &[&fails, &fail_attempt]).unwrap();
     thread::sleep(Duration::from_millis(500));
     assert!(waiting.iter().all(|w| !w.is_finished()), "an awaiter returned before the ending commit");
     let committed = Instant::now();
@@ -151,9 +162,9 @@ fn a_later_attempt_reads_the_steps_an_earlier_one_recorded() {
     c.execute("SELECT rq_enqueue('s', 'p', min_retry_delay => '0', backoff_base => '0')", &[]).unwrap();
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['s'])", &[]).unwrap();
     let (id, first): (String, i32) = (row.get(0), row.get(1));
-    let step = c.query_one("SELECT name, result::text, attempt FROM rq_step($1::text::uuid, 'charge', '{\"receipt\": 7}', $2)", &[&id, &first]).unwrap();
+    let step = c.query_one("SELECT name, result::text, attempt FROM rq_step($1::text::uuid, $2, 'charge', '{\"receipt\": 7}')", &[&id, &first]).unwrap();
     assert_eq!((step.get::<_, String>(0), step.get::<_, String>(1), step.get::<_, i32>(2)), ("charge".into(), r#"{"receipt": 7}"#.into(), first));
-    c.execute("SELECT rq_fail($1::text::uuid, 'the next step failed', attempt => $2)", &[&id, &first]).unwrap();
+    c.execute("SELECT rq_fail($1::text::uuid, $2, 'the next step failed')", &[&id, &first]).unwrap();
     let second: i32 = one(&mut c, "SELECT attempts FROM rq_claim(ARRAY['s'])");
     assert_eq!(second, first + 1);
     let recorded: Vec<(String, String)> = c
@@ -167,14 +178,15 @@ fn a_later_attempt_reads_the_steps_an_earlier_one_recorded() {
     c.batch_execute("CREATE TABLE effects (job uuid, step text)").unwrap();
     let mut tx = c.transaction().unwrap();
     tx.execute("INSERT INTO effects VALUES ($1::text::uuid, 'charge')", &[&id]).unwrap();
-    assert_eq!(sqlstate(tx.query_one("SELECT rq_step($1::text::uuid, 'charge', '1', $2)", &[&id, &second])), "23505");
+    assert_eq!(sqlstate(tx.query_one("SELECT rq_step($1::text::uuid, $2, 'charge', '1')", &[&id, &second])), "23505");
     drop(tx);
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM effects"), 0);
-    // the stale first attempt cannot record anything; a queued job neither
-    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, 'ship', NULL, $2)", &[&id, &first])), "55000");
-    c.execute("SELECT rq_step($1::text::uuid, 'ship', '\"parcel 9\"', $2)", &[&id, &second]).unwrap();
+    // the stale first attempt cannot record anything; an ended job neither,
+    // not even under the attempt that ended it
+    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, $2, 'ship', NULL)", &[&id, &first])), "55000");
+    c.execute("SELECT rq_step($1::text::uuid, $2, 'ship', '\"parcel 9\"')", &[&id, &second]).unwrap();
     c.execute("SELECT rq_complete($1::text::uuid, $2, '\"done\"')", &[&id, &second]).unwrap();
-    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, 'late', NULL)", &[&id])), "55000");
+    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, $2, 'late', NULL)", &[&id, &second])), "55000");
     assert_eq!(one::<i64>(&mut c, &format!("SELECT count(*) FROM job_steps WHERE job_id = '{id}'")), 2);
     // steps go with their job (the prune duty)
     c.execute("UPDATE jobs SET finished_at = 0 WHERE id = $1::text::uuid", &[&id]).unwrap();
@@ -197,7 +209,7 @@ fn a_step_and_its_effect_commit_once_among_several_sessions() {
     let pid: i32 = one(&mut doomed, "SELECT pg_backend_pid()");
     doomed.batch_execute("BEGIN").unwrap();
     doomed.execute("INSERT INTO effects VALUES ('s0')", &[]).unwrap();
-    doomed.execute("SELECT rq_step($1::text::uuid, 's0', '0', $2)", &[&id, &attempt]).unwrap();
+    doomed.execute("SELECT rq_step($1::text::uuid, $2, 's0', '0')", &[&id, &attempt]).unwrap();
     c.execute("SELECT pg_terminate_backend($1)", &[&pid]).unwrap();
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM effects"), 0);
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_steps"), 0);
@@ -211,7 +223,7 @@ fn a_step_and_its_effect_commit_once_among_several_sessions() {
                     let step = format!("s{n}");
                     let mut tx = w.transaction().unwrap();
                     tx.execute("INSERT INTO effects VALUES ($1)", &[&step]).unwrap();
-                    match tx.query_one("SELECT rq_step($1::text::uuid, $2, to_jsonb($3::int), $4)", &[&id, &step, &n, &attempt]) {
+                    match tx.query_one("SELECT rq_step($1::text::uuid, $2, $3, to_jsonb($4::int))", &[&id, &attempt, &step, &n]) {
                         Ok(_) => {
                             tx.commit().unwrap();
                             recorded += 1;
@@ -243,7 +255,7 @@ fn a_rescue_passes_over_a_job_whose_step_is_being_recorded() {
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
     let mut worker = connect(&db);
     let mut tx = worker.transaction().unwrap();
-    tx.execute("SELECT rq_step($1::text::uuid, 'slow', NULL, $2)", &[&id, &attempt]).unwrap();
+    tx.execute("SELECT rq_step($1::text::uuid, $2, 'slow', NULL)", &[&id, &attempt]).unwrap();
     thread::sleep(Duration::from_millis(1200));
     assert_eq!(one::<i64>(&mut c, "SELECT rq_rescue()"), 0, "the rescue took a job whose step was being recorded");
     tx.commit().unwrap();
@@ -253,5 +265,5 @@ fn a_rescue_passes_over_a_job_whose_step_is_being_recorded() {
     let status: String = one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{id}'"));
     assert_ne!(status, "claimed", "the job whose step committed was rescued once released");
     assert_eq!(one::<i32>(&mut c, &format!("SELECT attempt FROM job_steps WHERE job_id = '{id}'")), attempt);
-    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, 'after', NULL, $2)", &[&id, &attempt])), "55000");
+    assert_eq!(sqlstate(c.query_one("SELECT rq_step($1::text::uuid, $2, 'after', NULL)", &[&id, &attempt])), "55000");
 }

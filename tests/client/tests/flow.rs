@@ -91,7 +91,7 @@ fn drain(db: &str, queue: &'static str, workers: usize, batch: i32, hold: fn(u64
                 loop {
                     let rows = c
                         .query(
-                            "SELECT id::text, group_key, payload \
+                            "SELECT id::text, group_key, payload, attempts \
                              FROM rq_claim(ARRAY[$1::text], worker => $2, batch => $3)",
                             &[&queue, &worker, &batch],
                         )
@@ -109,8 +109,9 @@ fn drain(db: &str, queue: &'static str, workers: usize, batch: i32, hold: fn(u64
                         rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
                     thread::sleep(hold(ticket));
                     let ids: Vec<&str> = jobs.iter().map(|j| j.0.as_str()).collect();
+                    let attempts: Vec<i32> = rows.iter().map(|r| r.get(3)).collect();
                     let completed: i64 = c
-                        .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                        .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts])
                         .unwrap()
                         .get(0);
                     assert_eq!(completed as usize, ids.len());
@@ -136,13 +137,13 @@ fn waiting_claim(db: &str) -> JoinHandle<(Option<String>, Instant)> {
     let db = db.to_string();
     thread::spawn(move || {
         let mut c = connect(&db);
-        let row = c.query_opt("SELECT id::text FROM rq_claim(ARRAY['q'], wait => '20 seconds')", &[]).unwrap();
+        let row = c.query_opt("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], wait => '20 seconds')", &[]).unwrap();
         let got = Instant::now();
-        let id: Option<String> = row.map(|r| r.get(0));
-        if let Some(id) = &id {
-            c.batch_execute(&format!("SELECT rq_complete('{id}')")).unwrap();
+        let job: Option<(String, i32)> = row.map(|r| (r.get(0), r.get(1)));
+        if let Some((id, attempt)) = &job {
+            c.batch_execute(&format!("SELECT rq_complete('{id}', {attempt})")).unwrap();
         }
-        (id, got)
+        (job.map(|(id, _)| id), got)
     })
 }
 
@@ -237,14 +238,14 @@ fn a_rate_limit_bounds_claims_over_ten_seconds() {
                 let mut c = connect(&db);
                 let batch: i32 = if n % 2 == 0 { 1 } else { 10 };
                 while started.elapsed() < Duration::from_secs(10) {
-                    let ids: Vec<String> = c
-                        .query("SELECT id::text FROM rq_claim(ARRAY['r'], batch => $1)", &[&batch])
+                    let (ids, attempts): (Vec<String>, Vec<i32>) = c
+                        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['r'], batch => $1)", &[&batch])
                         .unwrap()
                         .iter()
-                        .map(|r| r.get(0))
-                        .collect();
+                        .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+                        .unzip();
                     if !ids.is_empty() {
-                        c.query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids]).unwrap();
+                        c.query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts]).unwrap();
                     }
                 }
             })
@@ -342,7 +343,8 @@ fn a_freed_slot_wakes_the_waiting_claims_one_after_another() {
     let mut c = connect(&db);
     c.batch_execute("SELECT rq_set_limits('q', max_claimed => 1)").unwrap();
     c.batch_execute("SELECT rq_enqueue('q', 'held')").unwrap();
-    let held: String = c.query_one("SELECT id::text FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let (held, held_attempt): (String, i32) = (row.get(0), row.get(1));
     let sampler = Sampler::start(&db, CLAIMED_Q);
     let waiters: Vec<_> = (0..3).map(|_| waiting_claim(&db)).collect();
     wait_for_sleepers(&db, 3);
@@ -354,7 +356,7 @@ fn a_freed_slot_wakes_the_waiting_claims_one_after_another() {
     assert!(waiters.iter().all(|w| !w.is_finished()), "a waiting claim went past max_claimed");
     wait_for_sleepers(&db, 3);
     let freed = Instant::now();
-    c.batch_execute(&format!("SELECT rq_complete('{held}')")).unwrap();
+    c.batch_execute(&format!("SELECT rq_complete('{held}', {held_attempt})")).unwrap();
     let results: Vec<_> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
     let seen = sampler.stop();
 
@@ -458,23 +460,23 @@ fn claims_on_several_limited_queues_never_deadlock() {
                 let mut done = 0;
                 loop {
                     let mut t = c.transaction().unwrap();
-                    let ids: Vec<String> = t
-                        .query(&format!("SELECT id::text FROM rq_claim({queues}, 'w{n}', 1)"), &[])
+                    let jobs: Vec<(String, i32)> = t
+                        .query(&format!("SELECT id::text, attempts FROM rq_claim({queues}, 'w{n}', 1)"), &[])
                         .unwrap_or_else(|e| panic!("worker {n}: {e}"))
                         .iter()
-                        .map(|r| r.get(0))
+                        .map(|r| (r.get(0), r.get(1)))
                         .collect();
-                    if ids.is_empty() {
+                    if jobs.is_empty() {
                         t.commit().unwrap();
                         break done;
                     }
-                    for id in &ids {
+                    for (id, attempt) in &jobs {
                         // the work, holding the claim's locks
-                        t.execute(&format!("SELECT pg_sleep(0.0005), rq_complete('{id}')"), &[])
+                        t.execute(&format!("SELECT pg_sleep(0.0005), rq_complete('{id}', {attempt})"), &[])
                             .unwrap_or_else(|e| panic!("worker {n}: {e}"));
                     }
                     t.commit().unwrap();
-                    done += ids.len();
+                    done += jobs.len();
                 }
             })
         })

@@ -1531,33 +1531,37 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-nothing'], wait => '200 milliseconds')"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-later', 'later'], batch => 3, wait => '200 milliseconds')"));
         // a job with a key_period ends: its key is held
-        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-period'], worker => 'w')))"));
+        v.ok(&format!("SELECT d.id FROM rq_claim(ARRAY['{p}-period'], worker => 'w') c, rq_complete(c.id, c.attempts) d"));
         // jobs taken for a transaction (src/take.rs): completed, failed and
         // completed in a batch in it; taken and completed in one statement
         for _ in 0..4 {
             enqueue_for(v, &format!("{p}-take"));
         }
         v.ok("BEGIN");
-        let taken: Vec<String> = v
-            .ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-take'], 'w', 3)"))
+        let taken: Vec<(String, String)> = v
+            .ok(&format!("SELECT id, attempts FROM rq_take(ARRAY['{p}-take'], 'w', 3)"))
             .into_iter()
-            .filter_map(|row| row[0].clone())
+            .map(|row| (row[0].clone().unwrap(), row[1].clone().unwrap()))
             .collect();
-        v.ok(&format!("SELECT id FROM rq_complete('{}')", taken[0]));
-        v.ok(&format!("SELECT id FROM rq_fail('{}', 'boom')", taken[1]));
-        v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[])", taken[2]));
+        v.ok(&format!("SELECT id FROM rq_complete('{}', {})", taken[0].0, taken[0].1));
+        v.ok(&format!("SELECT id FROM rq_fail('{}', {}, 'boom')", taken[1].0, taken[1].1));
+        v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[], ARRAY[{}])", taken[2].0, taken[2].1));
         v.ok("COMMIT");
         v.ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-take'], 'w', 1, true)"));
         // a queue without history (sql/history.sql): each verb that completes deletes
-        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')))"));
-        v.ok(&format!("SELECT id FROM rq_complete_batch(ARRAY(SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')))"));
+        v.ok(&format!("SELECT d.id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w') c, rq_complete(c.id, c.attempts) d"));
         v.ok(&format!(
-            "SELECT id FROM rq_complete_batch_and_claim(ARRAY(SELECT id FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')), \
-             NULL, ARRAY['{p}-gone'], 'w', 2)"
+            "WITH c AS (SELECT id, attempts FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')) \
+             SELECT id FROM rq_complete_batch(ARRAY(SELECT id FROM c ORDER BY id), ARRAY(SELECT attempts FROM c ORDER BY id))"
+        ));
+        v.ok(&format!(
+            "WITH c AS (SELECT id, attempts FROM rq_claim(ARRAY['{p}-gone'], worker => 'w')) \
+             SELECT id FROM rq_complete_batch_and_claim(ARRAY(SELECT id FROM c ORDER BY id), ARRAY(SELECT attempts FROM c ORDER BY id), \
+             ARRAY['{p}-gone'], 'w', 2)"
         ));
         v.ok(&format!("SELECT id FROM rq_take(ARRAY['{p}-gone'], 'w', 1, true)"));
         v.ok("BEGIN");
-        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_take(ARRAY['{p}-gone'], 'w')))"));
+        v.ok(&format!("SELECT d.id FROM rq_take(ARRAY['{p}-gone'], 'w') c, rq_complete(c.id, c.attempts) d"));
         v.ok("COMMIT");
         // a worker's loop in one round trip: claim, then complete and claim, fail and claim
         enqueue_for(v, &format!("{p}-loop"));
@@ -1569,29 +1573,29 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ));
         if let Some(row) = next.first() {
             let (id, attempt) = (row[0].clone().unwrap(), row[1].clone().unwrap());
-            v.ok(&format!("SELECT id FROM rq_fail_and_claim('{id}', 'boom', NULL, {attempt}, ARRAY['{p}-loop'], 'w')"));
+            v.ok(&format!("SELECT id FROM rq_fail_and_claim('{id}', {attempt}, 'boom', NULL, ARRAY['{p}-loop'], 'w')"));
         }
         // results and steps (sql/results.sql, sql/steps.sql): a step recorded,
         // a job completed with a result, its end awaited
         let (job, attempt) = v.claim(&format!("{p}-durable"), "1 minute");
-        v.ok(&format!("SELECT name FROM rq_step('{job}', 'first', '{{\"n\": 1}}', {attempt})"));
-        v.run(&format!("SELECT name FROM rq_step('{job}', 'first', NULL, {attempt})"), "23505");
+        v.ok(&format!("SELECT name FROM rq_step('{job}', {attempt}, 'first', '{{\"n\": 1}}')"));
+        v.run(&format!("SELECT name FROM rq_step('{job}', {attempt}, 'first', NULL)"), "23505");
         v.ok(&format!("SELECT id FROM rq_complete('{job}', {attempt}, '[1, 2]')"));
         v.ok(&format!("SELECT status FROM rq_await('{job}', '1 second')"));
         // durable sleep and events (sql/waits.sql): a job put to sleep, one
         // parked for an event, the event emitted (by the owner: a worker
         // may not emit)
         let (job, attempt) = v.claim(&format!("{p}-park"), "1 minute");
-        v.ok(&format!("SELECT rq_sleep('{job}', 'nap', delay => '1 hour', attempt => {attempt})"));
+        v.ok(&format!("SELECT rq_sleep('{job}', {attempt}, 'nap', delay => '1 hour')"));
         let (job, attempt) = v.claim(&format!("{p}-park"), "1 minute");
-        v.ok(&format!("SELECT parked FROM rq_wait_event('{job}', 'w', '{p}-go', attempt => {attempt})"));
+        v.ok(&format!("SELECT parked FROM rq_wait_event('{job}', {attempt}, 'w', '{p}-go')"));
         if p == "su" {
             v.ok(&format!("SELECT rq_emit('{p}-go', '1')"));
         } else {
             v.run(&format!("SELECT rq_emit('{p}-go', '1')"), "42501");
         }
         // a parent's completion releases its children
-        v.ok(&format!("SELECT id FROM rq_complete((SELECT id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w')))"));
+        v.ok(&format!("SELECT d.id FROM rq_claim(ARRAY['{p}-parent'], worker => 'w') c, rq_complete(c.id, c.attempts) d"));
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-child'], worker => 'w', batch => 2)"));
         // through the flow settings: the plain job, then the groups, one each
         v.ok(&format!("SELECT id FROM rq_claim(ARRAY['{p}-flow'], worker => 'w', batch => 2)"));
@@ -1604,40 +1608,41 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         enqueue_for(v, &format!("{p}-complete"));
         let (done, attempt) = v.claim(&format!("{p}-complete"), "1 minute");
         v.ok(&format!("SELECT id FROM rq_complete('{done}', attempt => {attempt})"));
-        v.run(&format!("SELECT id FROM rq_complete('{done}')"), "55000");
-        v.run(&format!("SELECT id FROM rq_complete('{UNKNOWN_ID}')"), "P0002");
-        v.run("SELECT id FROM rq_complete(NULL)", "22023");
+        v.run(&format!("SELECT id FROM rq_complete('{done}', {attempt})"), "55000");
+        v.run(&format!("SELECT id FROM rq_complete('{UNKNOWN_ID}', 1)"), "P0002");
+        v.run("SELECT id FROM rq_complete(NULL, 1)", "22023");
         enqueue_for(v, &format!("{p}-complete2"));
-        let (other, _) = v.claim(&format!("{p}-complete2"), "1 minute");
-        v.ok(&format!("SELECT id FROM rq_complete('{other}')"));
+        let (other, attempt) = v.claim(&format!("{p}-complete2"), "1 minute");
+        v.run(&format!("SELECT id FROM rq_complete('{other}', NULL)"), "22004");
+        v.ok(&format!("SELECT id FROM rq_complete('{other}', {attempt})"));
         // fail, with every argument; stale token; unknown; then retry it
         enqueue_for(v, &format!("{p}-fail"));
         let (failed, attempt) = v.claim(&format!("{p}-fail"), "1 minute");
-        v.ok(&format!("SELECT id FROM rq_fail('{failed}', 'boom', 'trace', attempt => {attempt})"));
-        v.run(&format!("SELECT id FROM rq_fail('{UNKNOWN_ID}', 'boom')"), "P0002");
+        v.ok(&format!("SELECT id FROM rq_fail('{failed}', {attempt}, 'boom', 'trace')"));
+        v.run(&format!("SELECT id FROM rq_fail('{UNKNOWN_ID}', 1, 'boom')"), "P0002");
         enqueue_for(v, &format!("{p}-fail-stale"));
         let (stale, attempt) = v.claim(&format!("{p}-fail-stale"), "1 minute");
         let late: i64 = attempt.parse::<i64>().unwrap() + 1;
-        v.run(&format!("SELECT id FROM rq_fail('{stale}', 'late', attempt => {late})"), "55000");
-        v.ok(&format!("SELECT id FROM rq_fail('{stale}')"));
+        v.run(&format!("SELECT id FROM rq_fail('{stale}', {late}, 'late')"), "55000");
+        v.ok(&format!("SELECT id FROM rq_fail('{stale}', {attempt})"));
         // reschedule: by delay, by instant, by neither
-        for (queue, args) in [("resched", ", delay => '0 seconds', attempt => 1"), ("resched-at", ", at => '2020-01-01 00:00:00+00'"), ("resched-none", "")] {
+        for (queue, args) in [("resched", ", delay => '0 seconds'"), ("resched-at", ", at => '2020-01-01 00:00:00+00'"), ("resched-none", "")] {
             enqueue_for(v, &format!("{p}-{queue}"));
-            let (id, _) = v.claim(&format!("{p}-{queue}"), "1 minute");
-            v.ok(&format!("SELECT id FROM rq_reschedule('{id}'{args})"));
+            let (id, attempt) = v.claim(&format!("{p}-{queue}"), "1 minute");
+            v.ok(&format!("SELECT id FROM rq_reschedule('{id}', {attempt}{args})"));
         }
-        v.run(&format!("SELECT id FROM rq_reschedule('{UNKNOWN_ID}')"), "P0002");
+        v.run(&format!("SELECT id FROM rq_reschedule('{UNKNOWN_ID}', 1)"), "P0002");
         // reject; extend; extend a finished job; reject unknown
         enqueue_for(v, &format!("{p}-reject"));
         let (rejected, attempt) = v.claim(&format!("{p}-reject"), "1 minute");
         v.ok(&format!("SELECT id FROM rq_reject('{rejected}', attempt => {attempt})"));
-        v.run(&format!("SELECT id FROM rq_reject('{UNKNOWN_ID}')"), "P0002");
+        v.run(&format!("SELECT id FROM rq_reject('{UNKNOWN_ID}', 1)"), "P0002");
         enqueue_for(v, &format!("{p}-extend"));
         let (extended, attempt) = v.claim(&format!("{p}-extend"), "1 minute");
-        v.ok(&format!("SELECT id FROM rq_extend('{extended}', lease => '10 minutes', attempt => {attempt})"));
-        v.ok(&format!("SELECT id FROM rq_extend('{extended}')"));
-        v.run(&format!("SELECT id FROM rq_extend('{done}')"), "55000");
-        v.run(&format!("SELECT id FROM rq_extend('{extended}', lease => '0 seconds')"), "22023");
+        v.ok(&format!("SELECT id FROM rq_extend('{extended}', {attempt}, lease => '10 minutes')"));
+        v.ok(&format!("SELECT id FROM rq_extend('{extended}', {attempt})"));
+        v.run(&format!("SELECT id FROM rq_extend('{done}', 1)"), "55000");
+        v.run(&format!("SELECT id FROM rq_extend('{extended}', {attempt}, lease => '0 seconds')"), "22023");
         // complete a batch, with and without tokens; all or nothing
         enqueue_for(v, &format!("{p}-batch"));
         enqueue_for(v, &format!("{p}-batch"));
@@ -1647,14 +1652,14 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
             .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()))
             .collect();
         assert_eq!(batch.len(), 2, "two jobs to complete in a batch as {p}");
-        v.run(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}', '{UNKNOWN_ID}']::uuid[])", batch[0].0), "P0002");
+        v.run(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}', '{UNKNOWN_ID}']::uuid[], ARRAY[{}, 1])", batch[0].0, batch[0].1), "P0002");
         v.run(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[], ARRAY[1, 2])", batch[0].0), "22023");
-        v.run("SELECT id FROM rq_complete_batch(NULL)", "22023");
+        v.run("SELECT id FROM rq_complete_batch(NULL, NULL)", "22023");
         v.ok(&format!(
             "SELECT id FROM rq_complete_batch(ARRAY['{}', '{}']::uuid[], ARRAY[{}, {}])",
             batch[0].0, batch[1].0, batch[0].1, batch[1].1
         ));
-        v.run(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[])", batch[0].0), "55000");
+        v.run(&format!("SELECT id FROM rq_complete_batch(ARRAY['{}']::uuid[], ARRAY[{}])", batch[0].0, batch[0].1), "55000");
         // cancel an unfinished and a finished job; retry failed and
         // cancelled jobs; retry a queued one. (Whether a worker role may
         // cancel or retry is the privilege test's business: either way here.)
@@ -1743,7 +1748,13 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, '', 'park')", "22023"),
         ("rq_check_event_name", "SELECT raquel_internal.rq_check_event_name('e', 'rq_emit')", "00000"),
         ("rq_check_event_name", "SELECT raquel_internal.rq_check_event_name('', 'rq_emit')", "22023"),
-        ("rq_hold", "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')", "P0002"),
+        ("rq_hold", "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')", "P0002"),
+        ("rq_require_attempt", "SELECT raquel_internal.rq_require_attempt('00000000-0000-7000-8000-000000000000', 1, 'complete')", "00000"),
+        ("rq_require_attempt", "SELECT raquel_internal.rq_require_attempt('00000000-0000-7000-8000-000000000000', NULL, 'complete')", "22004"),
+        ("rq_check_event_payload", "SELECT raquel_internal.rq_check_event_payload('e', 10)", "00000"),
+        ("rq_check_event_payload", "SELECT raquel_internal.rq_check_event_payload('e', 2000000000)", "54000"),
+        ("rq_due_within_ms", "SELECT raquel_internal.rq_due_within_ms(NULL, '1 second', 'rq_sleep')", "00000"),
+        ("rq_due_within_ms", "SELECT raquel_internal.rq_due_within_ms('294276-01-01', NULL, 'rq_sleep')", "22023"),
         ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', true)", "00000"),
         ("rq_event_turn", "SELECT raquel_internal.rq_event_turn('hq-event', false)", "00000"),
         ("rq_forever_ms", "SELECT raquel_internal.rq_forever_ms()", "00000"),
@@ -1803,8 +1814,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     su.enqueue("su-rescue");
     su.claim("su-rescue", "1 millisecond");
     su.enqueue("su-prune");
-    let (pruned, _) = su.claim("su-prune", "1 minute");
-    su.ok(&format!("SELECT id FROM rq_complete('{pruned}')"));
+    let (pruned, attempt) = su.claim("su-prune", "1 minute");
+    su.ok(&format!("SELECT id FROM rq_complete('{pruned}', {attempt})"));
     backdate_finished(&mut observer.client, &pruned);
     std::thread::sleep(Duration::from_millis(20));
     for duty in ["rq_expire()", "rq_rescue()", "rq_prune()"] {
@@ -1824,8 +1835,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     su.enqueue("bg-rescue");
     let (to_rescue, _) = su.claim("bg-rescue", "1 millisecond");
     su.enqueue("bg-prune");
-    let (to_prune, _) = su.claim("bg-prune", "1 minute");
-    su.ok(&format!("SELECT id FROM rq_complete('{to_prune}')"));
+    let (to_prune, attempt) = su.claim("bg-prune", "1 minute");
+    su.ok(&format!("SELECT id FROM rq_complete('{to_prune}', {attempt})"));
     backdate_finished(&mut observer.client, &to_prune);
     drop(kept_away);
     let wakes = su.one("SELECT rq_worker_wake()");
@@ -2180,7 +2191,7 @@ fn look_alikes_of_raquels_own_functions_never_run_and_every_duty_still_works() {
         su.one(&format!("SELECT id FROM rq_enqueue(queue => '{queue}', payload => 'x')"));
     }
     let (id, at) = claim(&mut work, "own-complete", "1 minute");
-    work.ok(&format!("SELECT rq_step(id => '{id}', name => 'first', result => '1', attempt => {at})"));
+    work.ok(&format!("SELECT rq_step(id => '{id}', attempt => {at}, name => 'first', result => '1')"));
     work.ok(&format!("SELECT id FROM rq_extend(id => '{id}', lease => '2 minutes', attempt => {at})"));
     work.ok(&format!("SELECT id FROM rq_complete(id => '{id}', attempt => {at}, result => '{{\"done\": true}}')"));
     let (id, at) = claim(&mut work, "own-fail", "1 minute");

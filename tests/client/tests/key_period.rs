@@ -17,7 +17,7 @@ fn a_key_enqueued_again_within_its_period_gets_the_ended_job_back() {
     assert_eq!(status, "queued");
     // while unfinished, the key gives it back as any key does
     assert_eq!(once(&mut c, "1 hour").0, first);
-    c.batch_execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['hourly'])").unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['hourly'])").unwrap();
     // ended less than an hour ago: the same job, finished
     let (again, status) = once(&mut c, "1 hour");
     assert_eq!((again.as_str(), status.as_str()), (first.as_str(), "success"));
@@ -33,7 +33,7 @@ fn a_key_enqueued_again_within_its_period_gets_the_ended_job_back() {
             .unwrap();
         (row.get::<_, String>(0), row.get::<_, String>(1))
     };
-    c.batch_execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['brief'])").unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['brief'])").unwrap();
     let within: String = c
         .query_one("SELECT id::text FROM rq_enqueue('brief', 'p', key => 'b', key_period => '200 milliseconds')", &[])
         .unwrap()

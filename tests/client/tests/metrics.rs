@@ -34,13 +34,17 @@ fn each_verb_is_counted_once_per_committed_job() {
     let mut tx = c.transaction().unwrap();
     tx.batch_execute("SELECT rq_enqueue('m1', 'undone'); SELECT count(*) FROM rq_claim(ARRAY['m1'])").unwrap();
     tx.rollback().unwrap();
-    let ids: Vec<String> =
-        c.query("SELECT id::text FROM rq_claim(ARRAY['m1'], batch => 6)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    for id in &ids[..4] {
-        c.execute("SELECT rq_complete($1::text::uuid)", &[id]).unwrap();
+    let jobs: Vec<(String, i32)> = c
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['m1'], batch => 6)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (id, attempt) in &jobs[..4] {
+        c.execute("SELECT rq_complete($1::text::uuid, $2)", &[id, attempt]).unwrap();
     }
-    c.execute("SELECT rq_fail($1::text::uuid, 'boom')", &[&ids[4]]).unwrap();
-    c.execute("SELECT rq_complete_batch(ARRAY[$1::text::uuid])", &[&ids[5]]).unwrap();
+    c.execute("SELECT rq_fail($1::text::uuid, $2, 'boom')", &[&jobs[4].0, &jobs[4].1]).unwrap();
+    c.execute("SELECT rq_complete_batch(ARRAY[$1::text::uuid], ARRAY[$2::integer])", &[&jobs[5].0, &jobs[5].1]).unwrap();
     // two lapsed claims rescued, two jobs expired
     c.batch_execute(
         "SELECT rq_enqueue('m2', i::text) FROM generate_series(1, 2) i;
@@ -71,9 +75,10 @@ fn wait_and_run_times_are_percentiles_of_what_happened() {
     let mut c = connect(&db);
     c.batch_execute("SELECT rq_enqueue('slow', i::text) FROM generate_series(1, 4) i").unwrap();
     for _ in 0..4 {
-        let id: String = c.query_one("SELECT id::text FROM rq_claim(ARRAY['slow'])", &[]).unwrap().get(0);
+        let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['slow'])", &[]).unwrap();
+        let (id, attempt): (String, i32) = (row.get(0), row.get(1));
         thread::sleep(Duration::from_millis(300));
-        c.execute("SELECT rq_complete($1::text::uuid)", &[&id]).unwrap();
+        c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
     }
     // a job due 2 s ago waits about 2 s
     c.batch_execute("SELECT rq_enqueue('late', 'x', at => now() - interval '2 seconds')").unwrap();
@@ -97,7 +102,7 @@ fn rq_prometheus_writes_the_text_format() {
     let mut c = connect(&db);
     c.batch_execute(
         "SELECT rq_enqueue('mail', 'x'); SELECT rq_enqueue('mail', 'y');
-         SELECT rq_complete(id) FROM rq_claim(ARRAY['mail']) j;
+         SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['mail']) j;
          SELECT rq_enqueue(E'we\"ird\\\\q', 'z');",
     )
     .unwrap();

@@ -45,9 +45,10 @@ fn producers_only_enqueue_and_workers_only_work_the_queue() {
         .collect();
     assert_eq!(claimed.len(), 4);
     assert!(claimed.contains(&id));
-    worker.batch_execute(&format!("SELECT rq_complete('{id}')")).unwrap();
-    worker.batch_execute(&format!("SELECT rq_fail('{}', 'boom')", claimed[1])).unwrap();
-    worker.batch_execute(&format!("SELECT rq_reject('{}')", claimed[2])).unwrap();
+    // each claimed once: attempt 1
+    worker.batch_execute(&format!("SELECT rq_complete('{id}', 1)")).unwrap();
+    worker.batch_execute(&format!("SELECT rq_fail('{}', 1, 'boom')", claimed[1])).unwrap();
+    worker.batch_execute(&format!("SELECT rq_reject('{}', 1)", claimed[2])).unwrap();
     for forbidden in [
         "SELECT * FROM secrets",
         "SELECT rq_enqueue('q', 'from the worker')",
@@ -153,7 +154,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_complete_batch_and_claim(uuid[],int[],text[],text,int,interval,interval,jsonb[])",
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_batch_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
-    ("rq_fail_and_claim(uuid,text,text,int,text[],text,int,interval,interval)",
+    ("rq_fail_and_claim(uuid,int,text,text,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
     ("raquel_internal.rq_claim_flow(text[],text,int,bigint)",     No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
     // the plain claim and the flow state's helpers run only inside rq_claim
@@ -164,26 +165,29 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_flow_took(text,uuid[],double precision,bigint)", No,  No,  No,  "SELECT raquel_internal.rq_flow_took('m', '{}', 1000, 0)"),
     ("raquel_internal.rq_require_flow_claim(text)",               No,  No,  No,  "SELECT raquel_internal.rq_require_flow_claim('x')"),
     ("raquel_internal.rq_claim_fair(text,text,int,bigint,int)",   No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_fair('m', 'w', 1, 1000, 1)"),
-    ("rq_complete(uuid,int,jsonb)",                               No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000')"),
-    ("rq_fail(uuid,text,text,int)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 'e')"),
-    ("rq_complete_batch(uuid[],int[],jsonb[])",                   No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
-    ("rq_reschedule(uuid,timestamptz,interval,int)",              No,  No,  Yes, "SELECT id FROM rq_reschedule('00000000-0000-7000-8000-000000000000')"),
-    ("rq_reject(uuid,int)",                                       No,  No,  Yes, "SELECT id FROM rq_reject('00000000-0000-7000-8000-000000000000')"),
-    ("rq_extend(uuid,interval,int)",                              No,  No,  Yes, "SELECT id FROM rq_extend('00000000-0000-7000-8000-000000000000')"),
+    ("rq_complete(uuid,int,jsonb)",                               No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000', 1)"),
+    ("rq_fail(uuid,int,text,text)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 1, 'e')"),
+    ("rq_complete_batch(uuid[],int[],jsonb[])",                   No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY[1])"),
+    ("rq_reschedule(uuid,int,timestamptz,interval)",              No,  No,  Yes, "SELECT id FROM rq_reschedule('00000000-0000-7000-8000-000000000000', 1)"),
+    ("rq_reject(uuid,int)",                                       No,  No,  Yes, "SELECT id FROM rq_reject('00000000-0000-7000-8000-000000000000', 1)"),
+    ("rq_extend(uuid,int,interval)",                              No,  No,  Yes, "SELECT id FROM rq_extend('00000000-0000-7000-8000-000000000000', 1)"),
     ("rq_cancel(uuid)",                                           No,  No,  Yes, "SELECT id FROM rq_cancel('00000000-0000-7000-8000-000000000000')"),
     ("rq_retry(uuid)",                                            No,  No,  Yes, "SELECT id FROM rq_retry('00000000-0000-7000-8000-000000000000')"),
     // results and steps (sql/results.sql, sql/steps.sql): awaiting a job
     // reads it, as its caller; recording a step is a worker's
     ("rq_await(uuid,interval)",                                   No,  No,  Yes, "SELECT id FROM rq_await('00000000-0000-7000-8000-000000000000', '0')"),
-    ("rq_step(uuid,text,jsonb,int)",                              No,  No,  Yes, "SELECT name FROM rq_step('00000000-0000-7000-8000-000000000000', 's')"),
+    ("rq_step(uuid,int,text,jsonb)",                              No,  No,  Yes, "SELECT name FROM rq_step('00000000-0000-7000-8000-000000000000', 1, 's')"),
     // durable sleep and events (sql/waits.sql): parking a job is a
     // worker's; emitting runs as the owner, for the roles granted EXECUTE
     // on it alone (the test below); the duty and delivery are the owner's
     ("rq_parents(uuid)",                                          No,  No,  Yes, "SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')"),
-    ("rq_sleep(uuid,text,timestamptz,interval,int)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 's', delay => '1 second')"),
-    ("rq_wait_event(uuid,text,text,interval,int)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 's', 'e')"),
+    ("rq_sleep(uuid,int,text,timestamptz,interval)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 1, 's', delay => '1 second')"),
+    ("rq_wait_event(uuid,int,text,text,interval)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 1, 's', 'e')"),
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
-    ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', NULL, 'sleep')"),
+    ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')"),
+    ("raquel_internal.rq_require_attempt(uuid,int,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_require_attempt(NULL, 1, 'complete')"),
+    ("raquel_internal.rq_check_event_payload(text,int)",          Yes, Yes, Yes, "SELECT raquel_internal.rq_check_event_payload('e', 10)"),
+    ("raquel_internal.rq_due_within_ms(timestamptz,interval,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_due_within_ms(NULL, '1 second', 'rq_sleep')"),
     ("raquel_internal.rq_check_step_name(uuid,text,text)",        Yes, Yes, Yes, "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')"),
     ("raquel_internal.rq_check_event_name(text,text)",            Yes, Yes, Yes, "SELECT raquel_internal.rq_check_event_name('e', 'rq_emit')"),
     ("raquel_internal.rq_event_turn(text,boolean)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_event_turn('e', true)"),
@@ -276,15 +280,16 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("INSERT on key_holds",                                       No,  No,  Yes, "INSERT INTO key_holds VALUES ('m', 'k', '00000000-0000-7000-8000-000000000000', 0)"),
     ("DELETE on key_holds",                                       No,  No,  No,  "DELETE FROM key_holds"),
     ("SELECT on job_steps",                                       No,  No,  Yes, "SELECT * FROM job_steps"),
-    ("INSERT on job_steps",                                       No,  No,  Yes, "INSERT INTO job_steps VALUES ('00000000-0000-7000-8000-000000000000', 's', NULL, 1, 0)"),
+    // the durable tables are written only by the verbs, as the owner (0.6.0)
+    ("INSERT on job_steps",                                       No,  No,  No,  "INSERT INTO job_steps VALUES ('00000000-0000-7000-8000-000000000000', 's', NULL, 1, 0)"),
     ("UPDATE on job_steps",                                       No,  No,  No,  "UPDATE job_steps SET result = NULL"),
     ("DELETE on job_steps",                                       No,  No,  No,  "DELETE FROM job_steps"),
     ("SELECT on job_parents",                                     No,  No,  Yes, "SELECT * FROM job_parents"),
     ("INSERT on job_parents",                                     No,  No,  No,  "INSERT INTO job_parents VALUES ('00000000-0000-7000-8000-000000000000', '00000000-0000-7000-8000-000000000000')"),
     ("SELECT on job_waits",                                       No,  No,  Yes, "SELECT * FROM job_waits"),
-    ("INSERT on job_waits",                                       No,  No,  Yes, "INSERT INTO job_waits VALUES ('00000000-0000-7000-8000-000000000000', 'q', 's', 'e', 0, NULL)"),
-    ("UPDATE on job_waits",                                       No,  No,  Yes, "UPDATE job_waits SET until = NULL"),
-    ("DELETE on job_waits",                                       No,  No,  Yes, "DELETE FROM job_waits"),
+    ("INSERT on job_waits",                                       No,  No,  No,  "INSERT INTO job_waits VALUES ('00000000-0000-7000-8000-000000000000', 'q', 's', 'e', 0, NULL)"),
+    ("UPDATE on job_waits",                                       No,  No,  No,  "UPDATE job_waits SET until = NULL"),
+    ("DELETE on job_waits",                                       No,  No,  No,  "DELETE FROM job_waits"),
     ("SELECT on emitted_events",                                  No,  No,  Yes, "SELECT * FROM emitted_events"),
     ("INSERT on emitted_events",                                  No,  No,  No,  "INSERT INTO emitted_events (name, emitted_at, kept_until) VALUES ('e', 0, 0)"),
     ("DELETE on emitted_events",                                  No,  No,  No,  "DELETE FROM emitted_events"),
@@ -330,8 +335,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No, No, No, "SELECT raquel_internal.rq_pause('m')"),
     ("raquel_internal.rq_prune(int,interval)",
                                                                   No, No, No, "SELECT raquel_internal.rq_prune()"),
-    ("raquel_internal.rq_reschedule(uuid,timestamptz,interval,int)",
-                                                                  No, No, Yes, "SELECT id FROM raquel_internal.rq_reschedule('00000000-0000-7000-8000-000000000000')"),
+    ("raquel_internal.rq_reschedule(uuid,int,timestamptz,interval)",
+                                                                  No, No, Yes, "SELECT id FROM raquel_internal.rq_reschedule('00000000-0000-7000-8000-000000000000', 1)"),
     ("raquel_internal.rq_rescue(int)",
                                                                   No, No, No, "SELECT raquel_internal.rq_rescue()"),
     ("raquel_internal.rq_resume(text)",
@@ -469,7 +474,7 @@ fn a_producer_learns_nothing_from_the_job_that_holds_its_key() {
         .unwrap()
         .get(0);
     admin.batch_execute("SELECT rq_claim(ARRAY['secret'], worker => 'secret worker')").unwrap();
-    admin.batch_execute(&format!("SELECT rq_fail('{holder}', 'secret error', 'secret trace')")).unwrap();
+    admin.batch_execute(&format!("SELECT rq_fail('{holder}', 1, 'secret error', 'secret trace')")).unwrap();
     let status: String = admin
         .query_one(
             "SELECT status FROM jobs WHERE id = $1::text::uuid AND payload IS NOT NULL AND error IS NOT NULL
@@ -548,15 +553,15 @@ fn producers_and_workers_keep_working_when_public_may_not_use_raquel_internal() 
     let claimed = w.query("SELECT id::text, attempts FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap();
     assert_eq!(claimed.len(), 1, "the parent; its child waits");
     // a complete that releases the child (raquel_internal.rq_job_ended)
-    w.batch_execute(&format!("SELECT rq_complete('{parent}')")).unwrap();
+    w.batch_execute(&format!("SELECT rq_complete('{parent}', 1)")).unwrap();
     assert_eq!(w.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap().len(), 1, "the child");
     // the verbs written in PL/pgSQL, which name their helpers
     let ids: Vec<String> =
         w.query("SELECT id::text FROM rq_claim(ARRAY['q'], 'w', 4)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(ids.len(), 4, "three enqueued by the producer, one inserted");
     w.batch_execute(&format!(
-        "SELECT rq_extend('{0}', '1 hour'); SELECT rq_reschedule('{0}', delay => '0');
-         SELECT rq_reject('{1}'); SELECT rq_fail('{2}', 'boom');
+        "SELECT rq_extend('{0}', 1, '1 hour'); SELECT rq_reschedule('{0}', 1, delay => '0');
+         SELECT rq_reject('{1}', 1); SELECT rq_fail('{2}', 1, 'boom');
          SELECT rq_cancel('{3}'); SELECT rq_retry('{3}')",
         ids[0], ids[1], ids[2], ids[3]
     ))
@@ -591,7 +596,7 @@ fn only_a_role_granted_execute_on_rq_emit_may_emit_and_its_emit_resumes_a_worker
     let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['w'])", &[]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
     let parked: bool = worker
-        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, 'signal', 'go', attempt => $2)", &[&id, &attempt])
+        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, $2, 'signal', 'go')", &[&id, &attempt])
         .unwrap()
         .get(0);
     assert!(parked);
@@ -604,7 +609,7 @@ fn only_a_role_granted_execute_on_rq_emit_may_emit_and_its_emit_resumes_a_worker
     let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['w'])", &[]).unwrap();
     assert_eq!(row.get::<_, String>(0), id);
     let payload: String = worker
-        .query_one("SELECT payload::text FROM rq_wait_event($1::text::uuid, 'signal', 'go', attempt => $2)", &[&id, &row.get::<_, i32>(1)])
+        .query_one("SELECT payload::text FROM rq_wait_event($1::text::uuid, $2, 'signal', 'go')", &[&id, &row.get::<_, i32>(1)])
         .unwrap()
         .get(0);
     assert_eq!(payload, r#""now""#);

@@ -94,18 +94,20 @@ fn four_workers_taking_batches_do_each_exactly_once() {
     let db = fresh_db_with_jobs("rq_it_take_batches");
     let done = run_workers(&db, |name, c| {
         let mut tx = c.transaction().unwrap();
-        let ids: Vec<String> = tx
-            .query("SELECT id::text FROM rq_take(ARRAY['work'], worker => $1, batch => 25)", &[&name])
+        let (ids, attempts): (Vec<String>, Vec<i32>) = tx
+            .query("SELECT id::text, attempts FROM rq_take(ARRAY['work'], worker => $1, batch => 25)", &[&name])
             .unwrap()
             .iter()
-            .map(|r| r.get(0))
-            .collect();
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+            .unzip();
         if ids.is_empty() {
             return ids;
         }
         tx.execute("INSERT INTO done SELECT unnest($1::text[]::uuid[]), 1", &[&ids]).unwrap();
-        let completed: i64 =
-            tx.query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[])", &[&ids]).unwrap().get(0);
+        let completed: i64 = tx
+            .query_one("SELECT count(*) FROM rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts])
+            .unwrap()
+            .get(0);
         assert_eq!(completed as usize, ids.len());
         tx.commit().unwrap();
         ids
@@ -148,15 +150,15 @@ fn four_workers_in_a_queue_without_history_delete_each_job_once() {
             assert!(rows.iter().all(|r| r.get::<_, String>(1) == "success"));
             rows.iter().map(|r| r.get(0)).collect()
         } else {
-            let ids: Vec<String> = tx
-                .query("SELECT id::text FROM rq_claim(ARRAY['work'], worker => $1, batch => 5)", &[&name])
+            let (ids, attempts): (Vec<String>, Vec<i32>) = tx
+                .query("SELECT id::text, attempts FROM rq_claim(ARRAY['work'], worker => $1, batch => 5)", &[&name])
                 .unwrap()
                 .iter()
-                .map(|r| r.get(0))
-                .collect();
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i32>(1)))
+                .unzip();
             if !ids.is_empty() {
                 let statuses: Vec<String> = tx
-                    .query("SELECT status FROM rq_complete_batch($1::text[]::uuid[])", &[&ids])
+                    .query("SELECT status FROM rq_complete_batch($1::text[]::uuid[], $2)", &[&ids, &attempts])
                     .unwrap()
                     .iter()
                     .map(|r| r.get(0))
@@ -224,11 +226,13 @@ fn a_taken_job_is_fenced_and_ends_with_its_transaction() {
     enqueue_jobs(&mut c, "work", 3);
     let mut other = connect(&db);
     c.batch_execute("BEGIN").unwrap();
-    let id: String = c.query_one("SELECT id::text FROM rq_take(ARRAY['work'], 'w')", &[]).unwrap().get(0);
-    // another session can neither complete nor fail it: it is not claimed
+    let (id, attempt): (String, i32) =
+        c.query_one("SELECT id::text, attempts FROM rq_take(ARRAY['work'], 'w')", &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+    // another session can neither complete nor fail it, even with its token:
+    // it is not claimed
     other.batch_execute("SET lock_timeout = '2s'").unwrap();
-    for verb in ["rq_complete($1::text::uuid)", "rq_fail($1::text::uuid, 'x')"] {
-        assert_eq!(sqlstate(other.query(&format!("SELECT {verb}"), &[&id])), "55000", "{verb} from another session");
+    for verb in ["rq_complete($1::text::uuid, $2)", "rq_fail($1::text::uuid, $2, 'x')"] {
+        assert_eq!(sqlstate(other.query(&format!("SELECT {verb}"), &[&id, &attempt])), "55000", "{verb} from another session");
     }
     // nor can this one with a wrong token
     assert_eq!(sqlstate(c.query("SELECT rq_complete($1::text::uuid, 7)", &[&id])), "55000");
@@ -236,9 +240,10 @@ fn a_taken_job_is_fenced_and_ends_with_its_transaction() {
 
     // a savepoint rolled back forgets what it took
     c.batch_execute("BEGIN; SAVEPOINT s").unwrap();
-    let id: String = c.query_one("SELECT id::text FROM rq_take(ARRAY['work'], 'w')", &[]).unwrap().get(0);
+    let (id, attempt): (String, i32) =
+        c.query_one("SELECT id::text, attempts FROM rq_take(ARRAY['work'], 'w')", &[]).map(|r| (r.get(0), r.get(1))).unwrap();
     c.batch_execute("ROLLBACK TO SAVEPOINT s").unwrap();
-    let state = sqlstate(c.query("SELECT rq_complete($1::text::uuid)", &[&id]));
+    let state = sqlstate(c.query("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]));
     assert_eq!(state, "55000", "a job whose take was rolled back is not this transaction's");
     c.batch_execute("ROLLBACK").unwrap();
 
@@ -252,8 +257,9 @@ fn a_taken_job_is_fenced_and_ends_with_its_transaction() {
 
     // a failure counts the attempt and retries as rq_fail does
     c.batch_execute("BEGIN").unwrap();
-    let failed: String = c.query_one("SELECT id::text FROM rq_take(ARRAY['work'], 'w')", &[]).unwrap().get(0);
-    c.query_one("SELECT rq_fail($1::text::uuid, 'boom')", &[&failed]).unwrap();
+    let (failed, attempt): (String, i32) =
+        c.query_one("SELECT id::text, attempts FROM rq_take(ARRAY['work'], 'w')", &[]).map(|r| (r.get(0), r.get(1))).unwrap();
+    c.query_one("SELECT rq_fail($1::text::uuid, $2, 'boom')", &[&failed, &attempt]).unwrap();
     c.batch_execute("COMMIT").unwrap();
     let row = c.query_one("SELECT status, attempts, error, claimed_by FROM jobs WHERE id = $1::text::uuid", &[&failed]).unwrap();
     assert_eq!(row.get::<_, String>(0), "failed");

@@ -6,14 +6,14 @@ use raquel_client_tests::{connect, fresh_db, jobs_digest, sqlstate};
 fn a_claim_and_the_callers_own_write_commit_or_roll_back_together() {
     let db = fresh_db("rq_it_claim_tx");
     let mut c = connect(&db);
-    c.batch_execute("CREATE TABLE receipts (job_id uuid PRIMARY KEY); SELECT rq_enqueue('q', 'x')")
+    c.batch_execute("CREATE TABLE receipts (job_id uuid PRIMARY KEY, attempt integer); SELECT rq_enqueue('q', 'x')")
         .unwrap();
 
     // Rolled back: the claim never happened, and neither did the write.
     let mut tx = c.transaction().unwrap();
     tx.batch_execute(
-        "INSERT INTO receipts SELECT id FROM rq_claim(ARRAY['q']); \
-         SELECT rq_complete(job_id) FROM receipts",
+        "INSERT INTO receipts SELECT id, attempts FROM rq_claim(ARRAY['q']); \
+         SELECT rq_complete(job_id, attempt) FROM receipts",
     )
     .unwrap();
     tx.rollback().unwrap();
@@ -25,8 +25,8 @@ fn a_claim_and_the_callers_own_write_commit_or_roll_back_together() {
     // Committed: both are there.
     let mut tx = c.transaction().unwrap();
     tx.batch_execute(
-        "INSERT INTO receipts SELECT id FROM rq_claim(ARRAY['q']); \
-         SELECT rq_complete(job_id) FROM receipts",
+        "INSERT INTO receipts SELECT id, attempts FROM rq_claim(ARRAY['q']); \
+         SELECT rq_complete(job_id, attempt) FROM receipts",
     )
     .unwrap();
     tx.commit().unwrap();
@@ -70,7 +70,7 @@ fn every_bad_input_returns_its_sqlstate_and_changes_nothing() {
     let mut c = connect(&db);
     c.batch_execute(
         "SELECT rq_enqueue('q', 'queued'); \
-         SELECT rq_enqueue('d', 'done'); SELECT rq_complete(id) FROM rq_claim(ARRAY['d']); \
+         SELECT rq_enqueue('d', 'done'); SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['d']); \
          SELECT rq_enqueue('h', 'held'); SELECT rq_claim(ARRAY['h'])",
     )
     .unwrap();
@@ -89,12 +89,14 @@ fn every_bad_input_returns_its_sqlstate_and_changes_nothing() {
         ("SELECT rq_claim(ARRAY['q'], batch => 0)".into(), "22023"),
         ("SELECT rq_claim(ARRAY['q'], lease => '-1 s')".into(), "22023"),
         ("SELECT rq_claim(ARRAY[NULL::text])".into(), "22023"),
-        (format!("SELECT rq_complete('{unknown}')"), "P0002"),
-        (format!("SELECT rq_fail('{unknown}')"), "P0002"),
-        (format!("SELECT rq_complete('{queued}')"), "55000"),
-        (format!("SELECT rq_fail('{done}')"), "55000"),
-        (format!("SELECT rq_complete('{held}', attempt => 7)"), "55000"),
-        (format!("SELECT rq_fail('{held}', 'late', attempt => 0)"), "55000"),
+        (format!("SELECT rq_complete('{unknown}', 1)"), "P0002"),
+        (format!("SELECT rq_fail('{unknown}', 1)"), "P0002"),
+        (format!("SELECT rq_complete('{queued}', 0)"), "55000"),
+        (format!("SELECT rq_fail('{done}', 1)"), "55000"),
+        (format!("SELECT rq_complete('{held}', 7)"), "55000"),
+        (format!("SELECT rq_fail('{held}', 0, 'late')"), "55000"),
+        (format!("SELECT rq_complete('{held}', NULL)"), "22004"),
+        (format!("SELECT rq_fail('{held}', NULL, 'late')"), "22004"),
     ];
     for (sql, expected) in &cases {
         assert_eq!(sqlstate(c.batch_execute(sql)), *expected, "{sql}");

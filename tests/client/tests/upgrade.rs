@@ -325,7 +325,7 @@ fn a_worker_granted_at_0_4_0_no_longer_writes_the_limits_state_after_the_update(
     let claimed = c.query("SELECT id FROM rq_claim(ARRAY['limited'], 'w', 10)", &[]).unwrap();
     assert_eq!(claimed.len(), 1, "max_claimed holds for the worker after the update");
     // and records steps (0.5.0's job_steps, granted to 0.4.0's workers by the update)
-    let step = c.query_one("SELECT (rq_step(j.id, 'after the update', '1')).name FROM jobs j WHERE j.status = 'claimed'", &[]);
+    let step = c.query_one("SELECT (rq_step(j.id, j.attempts, 'after the update', '1')).name FROM jobs j WHERE j.status = 'claimed'", &[]);
     assert!(step.is_ok(), "a 0.4.0 worker records a step after the update: {step:?}");
     let written = c.batch_execute("UPDATE queue_limits SET claimed = claimed, tokens = 1000");
     assert_eq!(raquel_client_tests::sqlstate(written), "42501", "the worker cannot reset its limits");
@@ -474,7 +474,7 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
 
     // The jobs in flight go on, in the worker's session of before the update,
     // with 0.5.0's steps and results.
-    worker.execute("SELECT rq_step($1::text::uuid, 'first', '1', $2)", &[&parent, &parent_attempt]).unwrap();
+    worker.execute("SELECT rq_step($1::text::uuid, $2, 'first', '1')", &[&parent, &parent_attempt]).unwrap();
     let done = worker
         .query_one("SELECT status, result::text FROM rq_complete($1::text::uuid, $2, '\"done\"')", &[&parent, &parent_attempt])
         .unwrap();
@@ -482,7 +482,7 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     assert_eq!(one(&mut c, &format!("SELECT status || ' ' || result::text FROM rq_await('{parent}')")), r#"success "done""#);
     assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{child}'")), "queued", "the child is released");
     let failed: String = worker
-        .query_one("SELECT (rq_fail($1::text::uuid, 'again', NULL, $2)).status", &[&held, &held_attempt])
+        .query_one("SELECT (rq_fail($1::text::uuid, $2, 'again', NULL)).status", &[&held, &held_attempt])
         .unwrap()
         .get(0);
     assert_eq!(failed, "failed");
@@ -511,7 +511,7 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parked'], worker => 'w1')", &[]).unwrap();
     let (job, attempt): (String, i32) = (row.get(0), row.get(1));
     let parked: bool = worker
-        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, 'w', 'go', attempt => $2)", &[&job, &attempt])
+        .query_one("SELECT parked FROM rq_wait_event($1::text::uuid, $2, 'w', 'go')", &[&job, &attempt])
         .unwrap()
         .get(0);
     assert!(parked);
@@ -519,7 +519,7 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['parked'], worker => 'w1')", &[]).unwrap();
     assert_eq!(row.get::<_, String>(0), job, "resumed by the emit");
     let sleeping: bool = worker
-        .query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 hour', attempt => $2)", &[&job, &row.get::<_, i32>(1)])
+        .query_one("SELECT rq_sleep($1::text::uuid, $2, 'nap', delay => '1 hour')", &[&job, &row.get::<_, i32>(1)])
         .unwrap()
         .get(0);
     assert!(sleeping);

@@ -139,11 +139,11 @@ fn a_rescheduled_job_wakes_a_waiting_claim_when_it_is_due() {
     let db = fresh_db("rq_it_wait_reschedule");
     let mut worker = connect(&db);
     let id: String = worker.query_one("SELECT id::text FROM rq_enqueue('q', 'x')", &[]).unwrap().get(0);
-    worker.query_one("SELECT id FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let attempt: i32 = worker.query_one("SELECT attempts FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
     let waiter = waiting_claim(&db, "ARRAY['q']", "20 seconds");
     wait_for_sleepers(&db, 1);
     worker
-        .batch_execute(&format!("SELECT rq_reschedule('{id}', delay => '500 ms')"))
+        .batch_execute(&format!("SELECT rq_reschedule('{id}', {attempt}, delay => '500 ms')"))
         .unwrap();
     let (got, took) = waiter.join().unwrap();
     assert_eq!(got, Some(id));
@@ -158,10 +158,10 @@ fn a_job_failed_for_a_retry_wakes_a_waiting_claim_when_it_is_due() {
         .query_one("SELECT id::text FROM rq_enqueue('q', 'x', min_retry_delay => '300 ms', backoff_base => '300 ms')", &[])
         .unwrap()
         .get(0);
-    worker.query_one("SELECT id FROM rq_claim(ARRAY['q'])", &[]).unwrap();
+    let attempt: i32 = worker.query_one("SELECT attempts FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
     let waiter = waiting_claim(&db, "ARRAY['q']", "20 seconds");
     wait_for_sleepers(&db, 1);
-    worker.batch_execute(&format!("SELECT rq_fail('{id}', 'try again')")).unwrap();
+    worker.batch_execute(&format!("SELECT rq_fail('{id}', {attempt}, 'try again')")).unwrap();
     let (got, took) = waiter.join().unwrap();
     assert_eq!(got, Some(id));
     assert!(took < Duration::from_secs(10), "woken for the retry ({took:?})");

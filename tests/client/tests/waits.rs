@@ -27,18 +27,20 @@ fn claimed(c: &mut postgres::Client, queue: &str, options: &str) -> (String, i32
     (row.get(0), row.get(1))
 }
 
-/// rq_wait_event's answer: (parked, payload as text, timed_out).
+/// rq_wait_event's answer, for job `id` under its claim's `attempt`:
+/// (parked, payload as text, timed_out).
 fn wait_event(
     c: &mut impl postgres::GenericClient,
     id: &str,
+    attempt: i32,
     step: &str,
     event: &str,
     more: &str,
 ) -> (bool, Option<String>, bool) {
     let row = c
         .query_one(
-            &format!("SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, $2, $3{more})"),
-            &[&id, &step, &event],
+            &format!("SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, $2, $3, $4{more})"),
+            &[&id, &attempt, &step, &event],
         )
         .unwrap();
     (row.get(0), row.get(1), row.get(2))
@@ -72,7 +74,7 @@ fn a_sleeping_job_wakes_at_its_instant_uses_no_retry_and_passes_its_sleep_next_t
     let (id, attempt) = claimed(&mut c, "s", ", max_retry_count => 1");
     let slept_at = Instant::now();
     let sleeping: bool = c
-        .query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 second', attempt => $2)", &[&id, &attempt])
+        .query_one("SELECT rq_sleep($1::text::uuid, $2, 'nap', delay => '1 second')", &[&id, &attempt])
         .unwrap()
         .get(0);
     assert!(sleeping, "the job sleeps");
@@ -92,7 +94,7 @@ fn a_sleeping_job_wakes_at_its_instant_uses_no_retry_and_passes_its_sleep_next_t
     assert!(woke_after < Duration::from_secs(3), "claimed {woke_after:?} after it went to sleep for 1 s");
     // the next attempt passes the sleep it did (the recorded instant, not a new delay)
     let again: bool =
-        c.query_one("SELECT rq_sleep($1::text::uuid, 'nap', delay => '1 hour', attempt => 2)", &[&id]).unwrap().get(0);
+        c.query_one("SELECT rq_sleep($1::text::uuid, 2, 'nap', delay => '1 hour')", &[&id]).unwrap().get(0);
     assert!(!again, "the sleep is over");
     assert_eq!(one::<i64>(&mut c, &format!("SELECT count(*) FROM job_steps WHERE job_id = '{id}'")), 1);
     assert!(one::<bool>(
@@ -101,7 +103,7 @@ fn a_sleeping_job_wakes_at_its_instant_uses_no_retry_and_passes_its_sleep_next_t
     ));
     // the sleep used up no retry: a failure now still has its one retry left
     let status: String =
-        c.query_one("SELECT status FROM rq_fail($1::text::uuid, 'boom', attempt => 2)", &[&id]).unwrap().get(0);
+        c.query_one("SELECT status FROM rq_fail($1::text::uuid, 2, 'boom')", &[&id]).unwrap().get(0);
     assert_eq!(status, "failed", "max_retry_count 1: one failure after a sleep leaves a retry");
 }
 
@@ -110,7 +112,7 @@ fn an_emit_resumes_the_parked_job_with_its_payload_and_a_parked_job_times_out() 
     let db = fresh_db("raquel_waits_emit");
     let mut c = connect(&db);
     let (id, attempt) = claimed(&mut c, "e", "");
-    let answer = wait_event(&mut c, &id, "paid", "order-1-paid", &format!(", attempt => {attempt}"));
+    let answer = wait_event(&mut c, &id, attempt, "paid", "order-1-paid", "");
     assert_eq!(answer, (true, None, false), "parked");
     assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{id}'")), "queued");
     // the parked job is counted where operators look
@@ -126,22 +128,22 @@ fn an_emit_resumes_the_parked_job_with_its_payload_and_a_parked_job_times_out() 
     let (got, _) = claim.join().unwrap();
     assert_eq!(got, Some((id.clone(), 2)), "the resumed job, on its next attempt");
     assert!(emitted_at.elapsed() < Duration::from_secs(2), "woken by the emit, not by a timeout");
-    let answer = wait_event(&mut c, &id, "paid", "order-1-paid", ", attempt => 2");
+    let answer = wait_event(&mut c, &id, 2, "paid", "order-1-paid", "");
     assert_eq!(answer, (false, Some(r#"{"amount": 5}"#.into()), false));
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_waits"), 0);
     c.execute("SELECT rq_complete($1::text::uuid, 2)", &[&id]).unwrap();
 
     // no emit: the wait times out, and the next attempt hears so
     let (late, attempt) = claimed(&mut c, "t", "");
-    let answer = wait_event(&mut c, &late, "paid", "never", &format!(", timeout => '1 second', attempt => {attempt}"));
+    let answer = wait_event(&mut c, &late, attempt, "paid", "never", ", timeout => '1 second'");
     assert!(answer.0, "parked");
     let (got, took) = claim_in_another_session(&db, "t", "10 seconds").join().unwrap();
     assert_eq!(got, Some((late.clone(), 2)));
     assert!(took >= Duration::from_millis(700), "back after its timeout, not before ({took:?})");
-    assert_eq!(wait_event(&mut c, &late, "paid", "never", ", attempt => 2"), (false, None, true));
+    assert_eq!(wait_event(&mut c, &late, 2, "paid", "never", ""), (false, None, true));
     // and an emit after the timeout changes nothing
     assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('never')"), 0);
-    assert_eq!(wait_event(&mut c, &late, "paid", "never", ", attempt => 2"), (false, None, true));
+    assert_eq!(wait_event(&mut c, &late, 2, "paid", "never", ""), (false, None, true));
 }
 
 #[test]
@@ -153,10 +155,9 @@ fn an_emit_reaches_a_wait_that_begins_while_it_is_kept_and_not_after() {
     // (the instants are ms: a wait in the emit's own ms would still get it)
     thread::sleep(Duration::from_millis(10));
     let (id, attempt) = claimed(&mut c, "k", "");
-    let more = format!(", attempt => {attempt}");
-    assert_eq!(wait_event(&mut c, &id, "a", "early", &more), (false, Some(r#""here""#.into()), false));
+    assert_eq!(wait_event(&mut c, &id, attempt, "a", "early", ""), (false, Some(r#""here""#.into()), false));
     assert_eq!(
-        wait_event(&mut c, &id, "b", "gone", &more),
+        wait_event(&mut c, &id, attempt, "b", "gone", ""),
         (true, None, false),
         "keep '0': only the waits already there"
     );
@@ -170,7 +171,7 @@ fn a_wait_and_an_emit_that_race_lose_no_wake_up_whichever_commits_first() {
     // its turn, then sees the wait, even with keep '0'
     let (id, attempt) = claimed(&mut c, "r", "");
     let mut tx = c.transaction().unwrap();
-    assert!(wait_event(&mut tx, &id, "w", "race-1", &format!(", attempt => {attempt}")).0);
+    assert!(wait_event(&mut tx, &id, attempt, "w", "race-1", "").0);
     let emit = {
         let db = db.clone();
         thread::spawn(move || {
@@ -192,7 +193,7 @@ fn a_wait_and_an_emit_that_race_lose_no_wake_up_whichever_commits_first() {
     etx.execute("SELECT rq_emit('race-2', '2', keep => '1 minute')", &[]).unwrap();
     let wait = {
         let (db, id) = (db.clone(), id.clone());
-        thread::spawn(move || wait_event(&mut connect(&db), &id, "w", "race-2", &format!(", attempt => {attempt}")))
+        thread::spawn(move || wait_event(&mut connect(&db), &id, attempt, "w", "race-2", ""))
     };
     thread::sleep(Duration::from_millis(300));
     assert!(!wait.is_finished(), "the wait waits for the emit's commit");
@@ -235,8 +236,8 @@ fn many_workers_and_emitters_at_once_end_every_job_once_with_its_own_payload() {
                     let worked = (|| {
                         let mut tx = c.build_transaction().isolation_level(isolation).start()?;
                         let row = tx.query_one(
-                            "SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, 'w', $2, attempt => $3)",
-                            &[&id, &event, &attempt],
+                            "SELECT parked, payload::text, timed_out FROM rq_wait_event($1::text::uuid, $2, 'w', $3)",
+                            &[&id, &attempt, &event],
                         )?;
                         let (parked, got, timed_out): (bool, Option<String>, bool) = (row.get(0), row.get(1), row.get(2));
                         assert!(!timed_out);
@@ -314,7 +315,7 @@ fn a_parked_job_and_its_children_can_be_cancelled_and_an_emit_then_resumes_nothi
     let (parent, attempt) = claimed(&mut c, "p", "");
     let child: String =
         one(&mut c, &format!("SELECT id::text FROM rq_enqueue('c', 'child', after => ARRAY['{parent}'::uuid])"));
-    assert!(wait_event(&mut c, &parent, "w", "never-comes", &format!(", attempt => {attempt}")).0);
+    assert!(wait_event(&mut c, &parent, attempt, "w", "never-comes", "").0);
     c.execute("SELECT rq_cancel($1::text::uuid)", &[&parent]).unwrap();
     let statuses: Vec<String> = c
         .query(

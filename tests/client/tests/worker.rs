@@ -126,9 +126,9 @@ fn prune_by_the_worker_deletes_only_old_finished_jobs() {
     let db = fresh_db("rq_it_worker_prune");
     let mut c = connect(&db);
     c.batch_execute(
-        "SELECT rq_enqueue('done', 'old'); SELECT rq_complete(id) FROM rq_claim(ARRAY['done']); \
+        "SELECT rq_enqueue('done', 'old'); SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['done']); \
          UPDATE jobs SET finished_at = finished_at - 3600000; \
-         SELECT rq_enqueue('done', 'recent'); SELECT rq_complete(id) FROM rq_claim(ARRAY['done']); \
+         SELECT rq_enqueue('done', 'recent'); SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['done']); \
          SELECT rq_enqueue('waiting', 'old but waiting', at => now() - interval '1 day')",
     )
     .unwrap();
@@ -238,9 +238,9 @@ fn an_extension_in_its_own_schema_works_without_it_on_the_search_path() {
         .get(0);
     c.batch_execute(
         "SELECT queue.rq_enqueue('w', 'y'); \
-         SELECT queue.rq_fail(id, 'boom') FROM queue.rq_claim(ARRAY['w']); \
+         SELECT queue.rq_fail(id, attempts, 'boom') FROM queue.rq_claim(ARRAY['w']); \
          SELECT queue.rq_retry(id) FROM queue.jobs WHERE queue = 'w'; \
-         SELECT queue.rq_complete_batch(ARRAY(SELECT id FROM queue.rq_claim(ARRAY['w'])))",
+         SELECT queue.rq_complete_batch(array_agg(id), array_agg(attempts)) FROM queue.rq_claim(ARRAY['w'])",
     )
     .unwrap();
     // the background worker finds the schema by itself
@@ -261,11 +261,11 @@ fn a_session_that_claimed_before_the_extension_moved_schemas_claims_from_the_new
     let round = |c: &mut postgres::Client, schema: &str| -> String {
         c.batch_execute(&format!("SELECT {schema}.rq_enqueue('q', '{schema}')")).unwrap();
         let row = c
-            .query_one(&format!("SELECT id::text, payload FROM {schema}.rq_claim(ARRAY['q'])"), &[])
+            .query_one(&format!("SELECT id::text, payload, attempts FROM {schema}.rq_claim(ARRAY['q'])"), &[])
             .unwrap();
-        let id: String = row.get(0);
+        let (id, attempt): (String, i32) = (row.get(0), row.get(2));
         let status: String = c
-            .query_one(&format!("SELECT ({schema}.rq_complete($1::text::uuid)).status"), &[&id])
+            .query_one(&format!("SELECT ({schema}.rq_complete($1::text::uuid, $2)).status"), &[&id, &attempt])
             .unwrap()
             .get(0);
         assert_eq!(status, "success");

@@ -24,7 +24,7 @@ fn count(c: &mut Client, condition: &str) -> i64 {
 
 /// Claims the one job of `queue` and completes it; its id.
 fn claim_and_complete(c: &mut Client, queue: &str) -> String {
-    one(c, &format!("SELECT (rq_complete(id)).id::text FROM rq_claim(ARRAY['{queue}'])"))
+    one(c, &format!("SELECT (rq_complete(id, attempts)).id::text FROM rq_claim(ARRAY['{queue}'])"))
 }
 
 #[test]
@@ -46,7 +46,7 @@ fn a_child_waits_for_its_parent_and_is_queued_by_its_completion() {
 
     // the completion queues it in the same transaction: rolled back, blocked again
     let mut t = c.transaction().unwrap();
-    t.batch_execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['parents'])").unwrap();
+    t.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['parents'])").unwrap();
     let inside: String = t.query_one(&format!("SELECT status FROM jobs WHERE id = '{child}'"), &[]).unwrap().get(0);
     assert_eq!(inside, "queued");
     t.rollback().unwrap();
@@ -67,7 +67,7 @@ fn parents_that_succeeded_already_do_not_block_and_ended_ones_cancel() {
     assert_eq!(status(&mut c, &child), "queued");
 
     let dead = one(&mut c, "SELECT id::text FROM rq_enqueue('dead', 'd', max_retry_count => 0)");
-    c.batch_execute("SELECT rq_fail(id, 'boom') FROM rq_claim(ARRAY['dead'])").unwrap();
+    c.batch_execute("SELECT rq_fail(id, attempts, 'boom') FROM rq_claim(ARRAY['dead'])").unwrap();
     assert_eq!(status(&mut c, &dead), "exhausted");
     let row = c
         .query_one(&format!("SELECT status, error FROM rq_enqueue('q', 'c2', after => ARRAY['{done}', '{dead}']::uuid[])"), &[])
@@ -119,7 +119,7 @@ fn fan_out_fan_in_and_a_chain() {
         .collect();
     let child = one(&mut c, "SELECT id::text FROM rq_enqueue('in', 'c', after => (SELECT array_agg(id) FROM jobs WHERE queue = 'many'))");
     assert_eq!(status(&mut c, &child), "blocked");
-    c.batch_execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['many'], 'w', 999)").unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['many'], 'w', 999)").unwrap();
     assert_eq!(status(&mut c, &child), "blocked", "one parent left");
     claim_and_complete(&mut c, "many");
     assert_eq!(status(&mut c, &child), "queued");
@@ -143,7 +143,7 @@ fn fan_out_fan_in_and_a_chain() {
         }
         assert_eq!(claimed.len(), 1, "only the next link of the chain is ready");
         order.push(claimed[0].parse::<i32>().unwrap());
-        c.batch_execute("SELECT rq_complete(id) FROM jobs WHERE queue = 'chain' AND status = 'claimed'").unwrap();
+        c.batch_execute("SELECT rq_complete(id, attempts) FROM jobs WHERE queue = 'chain' AND status = 'claimed'").unwrap();
     }
     assert_eq!(order, (0..100).collect::<Vec<_>>());
 }
@@ -153,7 +153,7 @@ fn a_parent_that_fails_for_good_cancels_its_descendants() {
     let db = fresh_db("wf_cascade");
     let mut c = connect(&db);
     for (end, verb) in [
-        ("exhausted", "SELECT rq_fail(id, 'no') FROM rq_claim(ARRAY['{q}'])"),
+        ("exhausted", "SELECT rq_fail(id, attempts, 'no') FROM rq_claim(ARRAY['{q}'])"),
         ("cancelled", "SELECT rq_cancel(id) FROM jobs WHERE queue = '{q}'"),
         ("expired", "SELECT pg_sleep(0.05), rq_expire()"),
     ] {
@@ -219,7 +219,7 @@ fn an_open_enqueue_after_a_job_holds_up_nothing_done_to_that_job() {
     let db = fresh_db("wf_no_parent_locks");
     let mut c = connect(&db);
     let claimed = one(&mut c, "SELECT id::text FROM rq_enqueue('p', 'claimed')");
-    c.batch_execute("SELECT rq_claim(ARRAY['p'])").unwrap();
+    let attempt = one(&mut c, "SELECT attempts::text FROM rq_claim(ARRAY['p'])");
     let to_cancel = one(&mut c, "SELECT id::text FROM rq_enqueue('p', 'to cancel')");
     let to_claim = one(&mut c, "SELECT id::text FROM rq_enqueue('q', 'to claim')");
     let mut producer = connect(&db);
@@ -230,7 +230,7 @@ fn an_open_enqueue_after_a_job_holds_up_nothing_done_to_that_job() {
         ))
         .unwrap();
     c.batch_execute("SET lock_timeout = '2s'").unwrap();
-    c.batch_execute(&format!("SELECT rq_complete('{claimed}')")).unwrap();
+    c.batch_execute(&format!("SELECT rq_complete('{claimed}', {attempt})")).unwrap();
     c.batch_execute(&format!("SELECT rq_cancel('{to_cancel}')")).unwrap();
     assert_eq!(one(&mut c, "SELECT id::text FROM rq_claim(ARRAY['q'])"), to_claim, "a claim takes the parent");
     producer.batch_execute("COMMIT").unwrap();
@@ -256,7 +256,7 @@ fn a_producer_names_in_after_only_the_jobs_its_session_enqueued() {
         )
         .unwrap();
     let exhausted = one(&mut admin, "SELECT id::text FROM rq_enqueue('o', 'other', max_retry_count => 0)");
-    admin.batch_execute(&format!("SELECT rq_fail(id, 'boom') FROM rq_claim(ARRAY['o'])")).unwrap();
+    admin.batch_execute(&format!("SELECT rq_fail(id, attempts, 'boom') FROM rq_claim(ARRAY['o'])")).unwrap();
     assert_eq!(status(&mut admin, &exhausted), "exhausted");
     let queued = one(&mut admin, "SELECT id::text FROM rq_enqueue('o', 'other')");
     let before = one(&mut admin, "SELECT md5(string_agg(j::text, '' ORDER BY id)) FROM jobs j");
@@ -320,7 +320,8 @@ fn a_child_reads_its_parents_results_and_they_go_with_it() {
     assert_eq!(row.get::<_, String>(0), late);
     c.execute("SELECT rq_complete($1::text::uuid, $2, '\"total\"')", &[&late, &row.get::<_, i32>(1)]).unwrap();
     let mut worker = connect(&db);
-    let claimed = one(&mut worker, "SELECT id::text FROM rq_claim(ARRAY['children'])");
+    let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['children'])", &[]).unwrap();
+    let (claimed, attempt): (String, i32) = (row.get(0), row.get(1));
     assert_eq!(claimed, child);
     let parents: Vec<(String, String, String)> = worker
         .query("SELECT id::text, status, result::text FROM rq_parents($1::text::uuid) ORDER BY payload", &[&child])
@@ -338,13 +339,13 @@ fn a_child_reads_its_parents_results_and_they_go_with_it() {
     let unknown = worker.query("SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')", &[]);
     assert_eq!(sqlstate(unknown), "P0002");
     // the child's parents go with it: pruned, and deleted by a queue without history
-    worker.execute("SELECT rq_complete($1::text::uuid)", &[&child]).unwrap();
+    worker.execute("SELECT rq_complete($1::text::uuid, $2)", &[&child, &attempt]).unwrap();
     c.execute("UPDATE jobs SET finished_at = finished_at - 86400000::bigint * 30 WHERE id = $1::text::uuid", &[&child]).unwrap();
     c.execute("SELECT rq_prune(retention => '1 day')", &[]).unwrap();
     assert_eq!(c.query_one("SELECT count(*) FROM job_parents", &[]).unwrap().get::<_, i64>(0), 0);
     c.execute("SELECT rq_set_history('gone', false)", &[]).unwrap();
     let gone = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('gone', 'g', after => ARRAY['{early}']::uuid[])"));
-    c.execute("SELECT rq_complete(id) FROM rq_claim(ARRAY['gone'])", &[]).unwrap();
+    c.execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['gone'])", &[]).unwrap();
     assert_eq!(count(&mut c, &format!("id = '{gone}'")), 0, "deleted as it succeeded");
     assert_eq!(c.query_one("SELECT count(*) FROM job_parents", &[]).unwrap().get::<_, i64>(0), 0);
 }
