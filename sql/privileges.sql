@@ -11,8 +11,9 @@
 -- rq_wait_event (which write those tables as the owner, fenced by the
 -- attempt), and nothing else.
 -- rq_emit runs with the owner's rights and is not for PUBLIC: who may emit
--- is a grant of EXECUTE on it (a producer or a worker may not, unless
--- granted). What starts work in the server
+-- is rq_grant_emitter's grant (limited to event-name prefixes when given
+-- them: event_emitters, sql/waits.sql) or a grant of EXECUTE on it by hand
+-- (a producer or a worker may not, unless granted). What starts work in the server
 -- is not for PUBLIC: the duties (the background worker runs them as the
 -- extension's owner), rq_worker_wake, and the trigger functions.
 --
@@ -57,7 +58,8 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_take_metrics(), raquel_internal.rq_record_metrics(),
     raquel_internal.rq_check_parents(integer, uuid[]),
     raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint),
-    rq_emit(text, jsonb, interval), raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
+    rq_emit(text, jsonb, interval), rq_grant_emitter(regrole, text),
+    raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
     raquel_internal.rq_look_in_at_commit(),
     -- the twins raquel's own code calls (sql/schema.sql): as their public names
     raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),

@@ -41,6 +41,12 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 
+-- new: raquel_internal.rq_caller()
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+
 -- new: raquel_internal.rq_check_event_payload(text, int)
 CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
 	"event" TEXT, /* Option < & str > */
@@ -59,6 +65,14 @@ CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
 VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+
+-- new: raquel_internal.rq_event_keep_ms(interval)
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
 
 -- new: raquel_internal.rq_metrics_lost()
 CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
@@ -142,6 +156,25 @@ BEGIN
         PERFORM raquel_internal.rq_job_ended(job.id);
     END IF;
     RETURN job;
+END
+$$;
+
+-- new: raquel_internal.rq_check_emit_scope(text)
+CREATE FUNCTION raquel_internal.rq_check_emit_scope(event text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller   oid := raquel_internal.rq_caller();
+    prefixes text[];
+BEGIN
+    SELECT array_agg(e.prefix ORDER BY e.prefix) INTO prefixes
+    FROM @extschema@.event_emitters e
+    WHERE pg_has_role(caller, e.role, 'USAGE');
+    IF prefixes IS NULL OR EXISTS (SELECT FROM unnest(prefixes) p WHERE starts_with(event, p)) THEN
+        RETURN;
+    END IF;
+    PERFORM raquel_internal.rq_refuse('event_out_of_scope', ARRAY[event, caller::regrole::text, array_to_string(prefixes, ', ')]);
 END
 $$;
 
@@ -1387,12 +1420,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms  bigint;
-    -- from 0 to a century, as a delay
-    keep_ms bigint := raquel_internal.rq_interval_ms(rq_emit.keep, 'keep', 0, 3153600000000);
+    -- from 0 to raquel.max_event_keep
+    keep_ms bigint := raquel_internal.rq_event_keep_ms(rq_emit.keep);
+    resumed bigint;
     emitted @extschema@.emitted_events;
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
     PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
+    -- a role given prefixes emits only events they begin
+    PERFORM raquel_internal.rq_check_emit_scope(rq_emit.event);
     -- held to raquel.max_event_size (54000): it is copied into the step of
     -- every job parked for it
     PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
@@ -1411,7 +1447,12 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         PERFORM raquel_internal.rq_look_in_at_commit();
     END IF;
-    RETURN raquel_internal.rq_deliver(emitted);
+    resumed := raquel_internal.rq_deliver(emitted);
+    -- who waits on a name is told only to a role that may read jobs
+    IF NOT raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass) THEN
+        RETURN NULL;
+    END IF;
+    RETURN resumed;
 END
 $$;
 
@@ -1556,6 +1597,29 @@ CREATE OR REPLACE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
+
+-- new: rq_grant_emitter(regrole, text)
+CREATE FUNCTION rq_grant_emitter(role regrole, prefix text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_emitter']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_emitter', role::oid::text]);
+    END IF;
+    IF prefix = '' THEN
+        PERFORM raquel_internal.rq_refuse('emit_prefix_empty', ARRAY[role::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rq_emit(text, jsonb, interval) TO %s', '@extschema@', role);
+    IF prefix IS NOT NULL THEN
+        INSERT INTO @extschema@.event_emitters (role, prefix) VALUES (role, prefix) ON CONFLICT DO NOTHING;
+    END IF;
+END
+$$;
 
 -- changed: rq_grant_producer(regrole)
 CREATE OR REPLACE FUNCTION rq_grant_producer(role regrole) RETURNS void
@@ -2226,6 +2290,19 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Emitting with scope (sql/waits.sql): the prefixes a role may emit.
+CREATE TABLE @extschema@.event_emitters (
+    role   oid  NOT NULL,
+    prefix text NOT NULL,
+    CONSTRAINT event_emitters_pkey PRIMARY KEY (role, prefix)
+);
+COMMENT ON TABLE @extschema@.event_emitters IS
+    'raquel durable jobs: the event-name prefixes a role may emit (rq_grant_emitter); a role without rows may emit any event it may call rq_emit for.';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.event_emitters', '');
+REVOKE EXECUTE ON FUNCTION @extschema@.rq_grant_emitter(regrole, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.rq_grant_emitter(regrole, text) IS
+    'raquel: lets a role emit events (rq_emit), only those whose name begins with prefix when one is given; for the extension''s owner.';
 
 COMMENT ON FUNCTION rq_complete(uuid, integer, jsonb) IS
     'raquel: marks a claimed (or taken) job succeeded, with its result if given; attempt (required), the value the claim returned, fences out a worker whose lease ran out.';

@@ -47,8 +47,22 @@ CREATE INDEX emitted_events_name_idx ON emitted_events (name, kept_until);
 COMMENT ON TABLE emitted_events IS
     'raquel durable jobs: the events emitted (rq_emit), each kept for the jobs that start waiting for it until kept_until. Times in ms since the Unix epoch (UTC).';
 
+-- Who may emit what (rq_grant_emitter): a role with rows here may emit
+-- only events whose name starts with one of its prefixes; a role that may
+-- run rq_emit without rows here (the owner, a grant by hand, or
+-- rq_grant_emitter without a prefix) may emit any.
+CREATE TABLE event_emitters (
+    role   oid  NOT NULL,
+    prefix text NOT NULL,
+    CONSTRAINT event_emitters_pkey PRIMARY KEY (role, prefix)
+);
+
+COMMENT ON TABLE event_emitters IS
+    'raquel durable jobs: the event-name prefixes a role may emit (rq_grant_emitter); a role without rows may emit any event it may call rq_emit for.';
+
 SELECT pg_catalog.pg_extension_config_dump('job_waits', '');
 SELECT pg_catalog.pg_extension_config_dump('emitted_events', '');
+SELECT pg_catalog.pg_extension_config_dump('event_emitters', '');
 SELECT pg_catalog.pg_extension_config_dump('emitted_events_id_seq', '');
 
 -- The end of time for a wait without a timeout: 9999-12-31 23:59:59 UTC.
@@ -308,8 +322,10 @@ $$;
 -- Emits event `event` with `payload`: every job parked for it resumes at
 -- once and reads the payload as its step's result; a job that starts
 -- waiting for it within `keep` gets it too. How many parked jobs it
--- resumed. Runs with the extension owner's rights; not for PUBLIC: GRANT
--- EXECUTE to the roles that may emit.
+-- resumed; NULL for a caller that may not read the jobs table, which learns
+-- nothing of who waits. Runs with the extension owner's rights; not for
+-- PUBLIC: rq_grant_emitter lets a role emit, limited to event names with a
+-- prefix when given one. keep is at most raquel.max_event_keep.
 CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT '10 minutes')
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -317,12 +333,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ms  bigint;
-    -- from 0 to a century, as a delay
-    keep_ms bigint := raquel_internal.rq_interval_ms(rq_emit.keep, 'keep', 0, 3153600000000);
+    -- from 0 to raquel.max_event_keep
+    keep_ms bigint := raquel_internal.rq_event_keep_ms(rq_emit.keep);
+    resumed bigint;
     emitted @extschema@.emitted_events;
 BEGIN
     PERFORM raquel_internal.rq_refuse_distributed('rq_emit');
     PERFORM raquel_internal.rq_check_event_name(rq_emit.event, 'rq_emit');
+    -- a role given prefixes emits only events they begin
+    PERFORM raquel_internal.rq_check_emit_scope(rq_emit.event);
     -- held to raquel.max_event_size (54000): it is copied into the step of
     -- every job parked for it
     PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
@@ -341,7 +360,58 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         PERFORM raquel_internal.rq_look_in_at_commit();
     END IF;
-    RETURN raquel_internal.rq_deliver(emitted);
+    resumed := raquel_internal.rq_deliver(emitted);
+    -- who waits on a name is told only to a role that may read jobs
+    IF NOT raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass) THEN
+        RETURN NULL;
+    END IF;
+    RETURN resumed;
+END
+$$;
+
+-- Refuses (42501) an emit of `event` by a role limited to event-name
+-- prefixes (event_emitters, through any role it is a member of) when the
+-- name begins with none of them.
+CREATE FUNCTION raquel_internal.rq_check_emit_scope(event text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller   oid := raquel_internal.rq_caller();
+    prefixes text[];
+BEGIN
+    SELECT array_agg(e.prefix ORDER BY e.prefix) INTO prefixes
+    FROM @extschema@.event_emitters e
+    WHERE pg_has_role(caller, e.role, 'USAGE');
+    IF prefixes IS NULL OR EXISTS (SELECT FROM unnest(prefixes) p WHERE starts_with(event, p)) THEN
+        RETURN;
+    END IF;
+    PERFORM raquel_internal.rq_refuse('event_out_of_scope', ARRAY[event, caller::regrole::text, array_to_string(prefixes, ', ')]);
+END
+$$;
+
+-- Lets `role` emit events (EXECUTE on rq_emit), only those whose name
+-- begins with `prefix` when one is given (several calls give several
+-- prefixes); without a prefix, any event. Not for PUBLIC.
+CREATE FUNCTION rq_grant_emitter(role regrole, prefix text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_emitter']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_emitter', role::oid::text]);
+    END IF;
+    IF prefix = '' THEN
+        PERFORM raquel_internal.rq_refuse('emit_prefix_empty', ARRAY[role::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rq_emit(text, jsonb, interval) TO %s', '@extschema@', role);
+    IF prefix IS NOT NULL THEN
+        INSERT INTO @extschema@.event_emitters (role, prefix) VALUES (role, prefix) ON CONFLICT DO NOTHING;
+    END IF;
 END
 $$;
 

@@ -154,6 +154,14 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         )
         .detail(format!("Attempt {v2} recorded it."))
         .hint("Read the steps recorded (SELECT name, result FROM job_steps WHERE job_id = …) and skip those that are done."),
+        "event_out_of_scope" => Refusal::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("role {v1} may not emit event {v0}"),
+        )
+        .detail(format!("It may emit only events whose name begins with: {v2}."))
+        .hint("The extension's owner widens it with rq_grant_emitter(role, prefix)."),
+        "emit_prefix_empty" => Refusal::new(invalid, format!("rq_grant_emitter: prefix must not be empty (role {v0})"))
+            .hint("Leave prefix out (NULL) to let the role emit any event."),
         "role_null" => Refusal::new(invalid, format!("{v0}: role must not be null"))
             .hint(format!("SELECT {v0}('my_role')")),
         "role_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("{v0}: there is no role with OID {v1}")),

@@ -134,6 +134,22 @@ pub unsafe fn check_result(result: Option<pg_sys::Datum>, what: impl FnOnce() ->
     }
 }
 
+/// rq_emit's keep in ms: from 0 to raquel.max_event_keep (22023 beyond;
+/// NULL stays NULL, which rq_emit refuses with its own message).
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+fn rq_event_keep_ms(keep: Option<Interval>) -> Option<i64> {
+    let most = settings::max_event_keep_ms();
+    keep.map(|keep| {
+        let ms = interval_ms_within(keep, "keep", 0, CENTURY_MS);
+        if ms > most {
+            Refusal::invalid_parameter(format!("keep must be at most raquel.max_event_keep ({} s), got '{keep}'", most / 1000))
+                .hint("An emit is kept for the jobs that start waiting after it; raise raquel.max_event_keep to keep it longer.")
+                .raise()
+        }
+        ms
+    })
+}
+
 /// check_size for an event's payload (rq_emit, written in PL/pgSQL), given
 /// its size in bytes (`pg_column_size`).
 #[pg_extern(stable, parallel_safe, schema = "raquel_internal")]

@@ -64,6 +64,14 @@ fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
     unsafe { pg_sys::get_relname_relid(name.as_ptr(), crate::statements::extension_schema(function)) }
 }
 
+/// The role that called into the extension (not the owner a SECURITY
+/// DEFINER function runs as): for rq_emit's scope (sql/waits.sql).
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+fn rq_caller() -> pg_sys::Oid {
+    // SAFETY: GetOuterUserId reads a backend global.
+    unsafe { pg_sys::GetOuterUserId() }
+}
+
 /// caller_may_read for rq_enqueue_batch (PL/pgSQL, SECURITY DEFINER).
 #[pg_extern(stable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_caller_may_read(relation: pg_sys::Oid) -> bool {

@@ -16,6 +16,7 @@ static METRICS: GucSetting<bool> = GucSetting::<bool>::new(true);
 static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_RESULT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+static MAX_EVENT_KEEP_S: GucSetting<i32> = GucSetting::<i32>::new(24 * 3600);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -105,6 +106,16 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
+    GucRegistry::define_int_guc(
+        c"raquel.max_event_keep",
+        c"The longest an event (rq_emit's keep) is kept for jobs that start waiting later.",
+        c"An emit with a longer keep is refused: a kept event answers a wait that begins after it.",
+        &MAX_EVENT_KEEP_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_string_guc(
         c"raquel.databases",
         c"Comma-separated databases the background worker serves; empty serves all.",
@@ -149,6 +160,10 @@ pub fn max_result_size() -> usize {
 
 pub fn max_event_size() -> usize {
     MAX_EVENT_SIZE.get().max(1) as usize
+}
+
+pub fn max_event_keep_ms() -> i64 {
+    i64::from(MAX_EVENT_KEEP_S.get().max(0)) * 1000
 }
 
 /// Whether `raquel.databases` lets the worker serve database `name`.

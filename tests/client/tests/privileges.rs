@@ -186,6 +186,12 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
     ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')"),
     ("raquel_internal.rq_require_attempt(uuid,int,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_require_attempt(NULL, 1, 'complete')"),
+    ("rq_grant_emitter(regrole,text)",                            No,  No,  No,  "SELECT rq_grant_emitter('pg_monitor', 'x:')"),
+    ("raquel_internal.rq_caller()",                               Yes, Yes, Yes, "SELECT raquel_internal.rq_caller()"),
+    ("raquel_internal.rq_event_keep_ms(interval)",                Yes, Yes, Yes, "SELECT raquel_internal.rq_event_keep_ms('1 minute')"),
+    ("raquel_internal.rq_check_emit_scope(text)",                 No,  No,  No,  "SELECT raquel_internal.rq_check_emit_scope('e')"),
+    ("SELECT on event_emitters",                                  No,  No,  No,  "SELECT * FROM event_emitters"),
+    ("INSERT on event_emitters",                                  No,  No,  No,  "INSERT INTO event_emitters VALUES (0, 'x')"),
     ("raquel_internal.rq_check_event_payload(text,int)",          Yes, Yes, Yes, "SELECT raquel_internal.rq_check_event_payload('e', 10)"),
     ("raquel_internal.rq_due_within_ms(timestamptz,interval,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_due_within_ms(NULL, '1 second', 'rq_sleep')"),
     ("raquel_internal.rq_check_step_name(uuid,text,text)",        Yes, Yes, Yes, "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')"),
@@ -604,8 +610,9 @@ fn only_a_role_granted_execute_on_rq_emit_may_emit_and_its_emit_resumes_a_worker
         let refused = connect_as(&db, role).batch_execute("SELECT rq_emit('go', '1')");
         assert_eq!(sqlstate(refused), "42501", "{role} may not emit");
     }
-    let resumed: i64 = connect_as(&db, "rq_it_emitter").query_one("SELECT rq_emit('go', '\"now\"')", &[]).unwrap().get(0);
-    assert_eq!(resumed, 1);
+    // an emitter that may not read jobs is not told how many waited
+    let resumed: Option<i64> = connect_as(&db, "rq_it_emitter").query_one("SELECT rq_emit('go', '\"now\"')", &[]).unwrap().get(0);
+    assert_eq!(resumed, None);
     let row = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['w'])", &[]).unwrap();
     assert_eq!(row.get::<_, String>(0), id);
     let payload: String = worker
@@ -613,4 +620,44 @@ fn only_a_role_granted_execute_on_rq_emit_may_emit_and_its_emit_resumes_a_worker
         .unwrap()
         .get(0);
     assert_eq!(payload, r#""now""#);
+}
+
+#[test]
+fn an_emitter_given_a_prefix_emits_only_events_it_begins_and_keeps_them_no_longer_than_the_setting() {
+    let db = fresh_db("rq_it_emit_scope");
+    let mut admin = connect(&db);
+    admin
+        .batch_execute(
+            "DROP ROLE IF EXISTS rq_it_payments; DROP ROLE IF EXISTS rq_it_reader; \
+             CREATE ROLE rq_it_payments LOGIN; CREATE ROLE rq_it_reader LOGIN; \
+             SELECT rq_grant_emitter('rq_it_payments', 'payment:'); SELECT rq_grant_emitter('rq_it_payments', 'refund:'); \
+             SELECT rq_grant_emitter('rq_it_reader'); GRANT SELECT ON jobs TO rq_it_reader",
+        )
+        .unwrap();
+    let emitted = |c: &mut Client| -> i64 { c.query_one("SELECT count(*) FROM emitted_events", &[]).unwrap().get(0) };
+    let before = emitted(&mut admin);
+    let mut payments = connect_as(&db, "rq_it_payments");
+    payments.batch_execute("SELECT rq_emit('payment:42', '1')").unwrap();
+    payments.batch_execute("SELECT rq_emit('refund:7')").unwrap();
+    for outside in ["SELECT rq_emit('shipment:1')", "SELECT rq_emit('payment')", "SELECT rq_emit('x-payment:1')"] {
+        assert_eq!(sqlstate(payments.batch_execute(outside)), "42501", "{outside}");
+    }
+    assert_eq!(emitted(&mut admin), before + 2, "a refused emit keeps nothing");
+    // keep is capped by raquel.max_event_keep (a day by default)
+    assert_eq!(sqlstate(payments.batch_execute("SELECT rq_emit('payment:1', keep => '2 days')")), "22023");
+    payments.batch_execute("SELECT rq_emit('payment:1', keep => '1 day')").unwrap();
+    // a role without prefixes emits any event, and one that may read jobs
+    // is told how many jobs resumed
+    let mut reader = connect_as(&db, "rq_it_reader");
+    let resumed: Option<i64> = reader.query_one("SELECT rq_emit('anything')", &[]).unwrap().get(0);
+    assert_eq!(resumed, Some(0));
+    let told: Option<i64> = payments.query_one("SELECT rq_emit('payment:2')", &[]).unwrap().get(0);
+    assert_eq!(told, None, "a role that may not read jobs learns nothing of who waits");
+    drop((payments, reader));
+    admin
+        .batch_execute(
+            "DELETE FROM event_emitters; DROP OWNED BY rq_it_payments, rq_it_reader; \
+             DROP ROLE rq_it_payments; DROP ROLE rq_it_reader",
+        )
+        .unwrap();
 }

@@ -343,7 +343,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_await", "rq_backoff", "rq_cancel", "rq_channel", "rq_claim", "rq_complete", "rq_complete_and_claim",
     "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed", "rq_emit",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
-    "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_producer", "rq_grant_worker",
+    "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_emitter", "rq_grant_producer", "rq_grant_worker",
     "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
