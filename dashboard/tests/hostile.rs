@@ -549,6 +549,47 @@ fn derive_plants(c: &mut Client, uses: &Uses) -> Vec<Plant> {
     plants
 }
 
+/// For every function of raquel's (public or in raquel_internal) named in
+/// the dashboard's SQL, a look-alike in `public` with the same argument
+/// types and one more defaulted: (what, its CREATE statement).
+fn own_look_alikes(c: &mut Client) -> Vec<(String, String)> {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for literal in sql_strings(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/db.rs")).unwrap()) {
+        let mut rest = literal.as_str();
+        while let Some(at) = rest.find("rq_") {
+            let name: String = rest[at..].chars().take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '_').collect();
+            rest = &rest[at + name.len()..];
+            if rest.starts_with('(') {
+                names.insert(name);
+            }
+        }
+    }
+    let names: Vec<String> = names.into_iter().collect();
+    c.query(
+        "SELECT DISTINCT p.proname::pg_catalog.text, pg_catalog.pg_get_function_identity_arguments(p.oid),
+                pg_catalog.pg_get_function_result(p.oid)
+         FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+         JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+         WHERE e.extname OPERATOR(pg_catalog.=) 'raquel' AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND p.proname OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]::pg_catalog.name[])",
+        &[&names],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| {
+        let (name, args, result): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+        let what = format!("function public.{name}({args}{}integer DEFAULT 0)", if args.is_empty() { "" } else { ", " });
+        let body = if result.starts_with("SETOF ") || result.starts_with("TABLE(") || result == "void" { "RETURN;" } else { "RETURN NULL;" };
+        let sql = format!(
+            "CREATE FUNCTION public.\"{name}\"({args}{}integer DEFAULT 0) RETURNS {result} LANGUAGE plpgsql AS $rqh$ BEGIN {} {body} END $rqh$",
+            if args.is_empty() { "" } else { ", " },
+            evidence(&what)
+        );
+        (what, sql)
+    })
+    .collect()
+}
+
 /// A session whose own statements can never resolve to a look-alike.
 fn pinned(db: &str, role: &str) -> Client {
     let mut c = postgres::Client::connect(&format!("{} dbname={db} user={role}", server_dsn()), postgres::NoTls).unwrap();
@@ -604,6 +645,18 @@ fn nothing_planted_runs_when_a_superuser_dashboard_serves_every_page() {
     // the look-alikes the review found at work, among them
     for must in ["operator public.||(text, integer)", "operator public.*(numeric, integer)", "function public.row_to_json(public.jobs)"] {
         assert!(planted.contains(must), "{must} was not planted; planted: {planted:?}");
+    }
+    // Look-alikes of raquel's own functions that the dashboard calls (the
+    // third review): for each, one with a defaulted argument more, which
+    // makes any call of the name in raquel's schema ambiguous, or runs in
+    // its stead where its argument types fit better. The dashboard calls
+    // raquel_internal's, where nobody but the owner creates (0.6.0).
+    let own = own_look_alikes(&mut hostile);
+    assert!(own.len() >= 5, "only {} look-alikes of raquel's functions: {own:?}", own.len());
+    for (what, sql) in &own {
+        if let Err(e) = hostile.batch_execute(&format!("BEGIN; {sql}; COMMIT")) {
+            panic!("{what} could not be planted: {e}");
+        }
     }
 
     // A dashboard as the server's superuser, read-write: every page, then every action
