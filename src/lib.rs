@@ -167,7 +167,13 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/privileges.sql",
     name = "privileges",
-    requires = ["enqueue", "observe", "duties", "distributed", "metrics", "flow", "history", "workflows", "steps", "waits", worker::rq_worker_wake, errors::rq_refuse]
+    // every part whose functions the grants name: the order of the parts
+    // a part does not require is pgrx's choice, and may change from build
+    // to build
+    requires = [
+        "enqueue", "claim", "events", "observe", "duties", "distributed", "metrics", "flow", "history",
+        "workflows", "schedules", "steps", "waits", worker::rq_worker_wake, errors::rq_refuse
+    ]
 );
 extension_sql_file!(
     "../sql/schedules.sql",

@@ -1008,11 +1008,20 @@ fn plant_statements(plants: &Plants) -> Vec<String> {
 /// The hostile role plants every look-alike in `public` of `db`; returns
 /// how many it planted.
 fn plant(db: &str, planter: &str, plants: &Plants) -> usize {
+    let (planted, _) = plant_all(db, planter, &plant_statements(plants), 20);
+    planted
+}
+
+/// Runs each of `statements` (a look-alike's CREATE) as `planter` in `db`,
+/// each in a transaction of its own; asserts that at most one in
+/// `refused_at_most` could not be made (a look-alike that could not be made
+/// is a hole in the net: it says which). Returns how many were planted, and
+/// the planter's session.
+fn plant_all(db: &str, planter: &str, statements: &[String], refused_at_most: usize) -> (usize, Session) {
     let mut hostile = pinned_session(db, planter);
-    let statements = plant_statements(plants);
     let mut planted = 0;
     let mut refused = Vec::new();
-    for statement in &statements {
+    for statement in statements {
         match hostile.client.batch_execute(&format!("BEGIN; {statement}; COMMIT")) {
             Ok(()) => planted += 1,
             Err(e) => {
@@ -1021,9 +1030,8 @@ fn plant(db: &str, planter: &str, plants: &Plants) -> usize {
             }
         }
     }
-    // A look-alike that could not be made is a hole in the net: say which.
     assert!(
-        refused.len() * 20 <= statements.len(),
+        refused.len() * refused_at_most <= statements.len(),
         "{} of {} look-alikes could not be planted, e.g.:\n{}",
         refused.len(),
         statements.len(),
@@ -1032,7 +1040,7 @@ fn plant(db: &str, planter: &str, plants: &Plants) -> usize {
     for r in refused.iter().take(5) {
         eprintln!("hostile: could not plant: {r}");
     }
-    planted
+    (planted, hostile)
 }
 
 // ---------------------------------------------------------------------------
@@ -2085,27 +2093,11 @@ fn claim(v: &mut Victim, queue: &str, lease: &str) -> (String, String) {
     (row[0].clone().unwrap(), row[1].clone().unwrap())
 }
 
-/// Plants `statements` as `planter` in `db`; returns how many it planted.
+/// Plants `statements` (look-alikes of raquel's functions) as `planter` in
+/// `db`, and checks that the planter may create nothing in raquel_internal;
+/// returns how many it planted.
 fn plant_own(db: &str, planter: &str, statements: &[String]) -> usize {
-    let mut hostile = pinned_session(db, planter);
-    let mut planted = 0;
-    let mut refused = Vec::new();
-    for statement in statements {
-        match hostile.client.batch_execute(&format!("BEGIN; {statement}; COMMIT")) {
-            Ok(()) => planted += 1,
-            Err(e) => {
-                hostile.client.batch_execute("ROLLBACK").unwrap();
-                refused.push(format!("{e}: {}", statement.lines().next().unwrap_or("")));
-            }
-        }
-    }
-    assert!(
-        refused.len() * 10 <= statements.len(),
-        "{} of {} look-alikes of raquel's functions could not be planted, e.g.:\n{}",
-        refused.len(),
-        statements.len(),
-        refused.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
-    );
+    let (planted, mut hostile) = plant_all(db, planter, statements, 10);
     // and nothing in raquel_internal, whatever the role tries
     let refused_there = hostile
         .client
