@@ -74,11 +74,33 @@ fn the_worker_comes_back_after_pg_terminate_backend() {
     let db = fresh_db("rq_it_worker_restart");
     let mut c = connect(&db);
     let first = launcher_pid(&mut c).expect("a launcher runs");
+    let log_start = log_len();
     c.batch_execute(&format!("SELECT pg_terminate_backend({first})")).unwrap();
-    assert!(
-        eventually(30, || launcher_pid(&mut c).is_some_and(|pid| pid != first)),
-        "a new launcher started"
-    );
+    let came_back = eventually(30, || launcher_pid(&mut c).is_some_and(|pid| pid != first));
+    if !came_back {
+        // Seen once in CI on PostgreSQL 18: say what the server saw, so
+        // that the next time leaves the cause behind.
+        let processes: Vec<String> = c
+            .query(
+                "SELECT pid::text || ' ' || coalesce(backend_type, '?') || ' ' || coalesce(state, '') FROM pg_stat_activity
+                 WHERE backend_type NOT IN ('client backend') ORDER BY pid",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let said: Vec<String> = log_since(log_start)
+            .lines()
+            .filter(|l| l.contains("launcher") || l.contains("raquel") || l.contains("background worker"))
+            .map(str::to_string)
+            .collect();
+        panic!(
+            "no new launcher within 30 s of pg_terminate_backend({first}); processes now:\n  {}\nthe server's log since, about workers:\n  {}",
+            processes.join("\n  "),
+            said.join("\n  ")
+        );
+    }
     let id: String = c
         .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '200 ms')", &[])
         .unwrap()
