@@ -1,5 +1,6 @@
 -- rq_step's one statement (src/steps.rs): the step's row, for a job
--- claimed (on attempt $4, when given), whose row stays locked against a
+-- claimed on attempt $4 (NULL, any attempt, only for 0.5.0's declaration
+-- of rq_step until its update: src/compat_0_5.rs), whose row stays locked against a
 -- rescue until this transaction ends (which writes nothing when this
 -- transaction claimed it). $1 id, $2 name, $3 result, $4 attempt, $5 now
 -- in ms. No row when the job is not claimed on that attempt or the step is

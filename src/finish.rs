@@ -207,6 +207,8 @@ impl Ending {
                 ),
                 ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
                 ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
+                // ($2 is NULL only for a declaration older than 0.6.0, not
+                // yet updated: src/compat_0_5.rs; 0.6.0's require it.)
                 (
                     "@was@",
                     if taken { "j.status IN ('queued', 'failed')" } else { "j.status = 'claimed' AND ($2 IS NULL OR j.attempts = $2)" },
