@@ -696,7 +696,6 @@ AS $$
 DECLARE
     holder integer;
 BEGIN
-    PERFORM raquel_internal.rq_require_attempt(rq_hold.id, rq_hold.attempt, verb);
     SELECT j.attempts INTO holder FROM @extschema@.jobs j
     WHERE j.id = rq_hold.id AND j.status = 'claimed' AND j.attempts = rq_hold.attempt
     FOR UPDATE OF j;

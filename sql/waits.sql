@@ -71,8 +71,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 253402300799000::bigint $$;
 
--- The claimed job `id` on `attempt` (required), locked until this
--- transaction ends; its attempt. Raises why not otherwise.
+-- The claimed job `id` on `attempt` (its callers, rq_sleep and
+-- rq_wait_event, refuse a NULL one first), locked until this transaction
+-- ends; its attempt. Raises why not otherwise.
 CREATE FUNCTION raquel_internal.rq_hold(id uuid, attempt integer, verb text) RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -80,7 +81,6 @@ AS $$
 DECLARE
     holder integer;
 BEGIN
-    PERFORM raquel_internal.rq_require_attempt(rq_hold.id, rq_hold.attempt, verb);
     SELECT j.attempts INTO holder FROM @extschema@.jobs j
     WHERE j.id = rq_hold.id AND j.status = 'claimed' AND j.attempts = rq_hold.attempt
     FOR UPDATE OF j;

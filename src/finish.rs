@@ -465,7 +465,7 @@ pub unsafe fn complete_batch_from_args(fcinfo: pg_sys::FunctionCallInfo, results
     if unsafe { limits::datum_bytes(results_datum) } > settings::max_result_size() {
         for (n, r) in results.iter().flatten().enumerate() {
             let size = r.as_ref().map_or(0, |r| r.0.to_string().len());
-            limits::check_size(size, settings::max_result_size(), "raquel.max_result_size", &format!("result {} of the batch", n + 1));
+            limits::check_size(size, settings::max_result_size(), "raquel.max_result_size", || format!("result {} of the batch", n + 1));
         }
     }
     if let Some(results) = results.as_ref().filter(|r| r.len() != ids.len()) {

@@ -98,12 +98,13 @@ pub fn delay_ms(value: Interval, name: &str) -> i64 {
 
 /// Refuses (54000, the limit in DETAIL) a value of `size` bytes larger than
 /// `limit`, the setting `setting`: `what` names the value ("the result of
-/// job …"). Changes nothing: it raises before any write.
-pub fn check_size(size: usize, limit: usize, setting: &str, what: &str) {
+/// job …"), made only for a refusal. Changes nothing: it raises before any
+/// write.
+pub fn check_size(size: usize, limit: usize, setting: &str, what: impl FnOnce() -> String) {
     if size > limit {
         Refusal::new(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{what} is {size} bytes, more than {setting} allows"),
+            format!("{} is {size} bytes, more than {setting} allows", what()),
         )
         .detail(format!("{setting} is {limit} bytes."))
         .hint(format!("Keep large data in a table of its own and put its key here, or raise {setting}."))
@@ -129,9 +130,7 @@ pub unsafe fn datum_bytes(datum: Option<pg_sys::Datum>) -> usize {
 pub unsafe fn check_result(result: Option<pg_sys::Datum>, what: impl FnOnce() -> String) {
     // SAFETY: per the contract above.
     let size = unsafe { datum_bytes(result) };
-    if size > settings::max_result_size() {
-        check_size(size, settings::max_result_size(), "raquel.max_result_size", &what());
-    }
+    check_size(size, settings::max_result_size(), "raquel.max_result_size", what);
 }
 
 /// rq_emit's keep in ms: from 0 to raquel.max_event_keep (22023 beyond;
@@ -155,7 +154,7 @@ fn rq_event_keep_ms(keep: Option<Interval>) -> Option<i64> {
 #[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_check_event_payload(event: Option<&str>, size: Option<i32>) {
     let size = usize::try_from(size.unwrap_or(0)).unwrap_or(0);
-    check_size(size, settings::max_event_size(), "raquel.max_event_size", &format!("the payload of event {}", event.unwrap_or("NULL")));
+    check_size(size, settings::max_event_size(), "raquel.max_event_size", || format!("the payload of event {}", event.unwrap_or("NULL")));
 }
 
 /// `rq_claim`'s and `rq_extend`'s lease when none is given.

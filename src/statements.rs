@@ -330,12 +330,13 @@ pub fn helper_of(schema: pg_sys::Oid, name: &str) -> String {
 /// extension's schema, where that version has it. Asked when a plan is made.
 pub fn own_function(function: pg_sys::Oid, signature: &str) -> String {
     let name = signature.split('(').next().unwrap_or(signature);
-    let internal = helper_of(helper_schema(function), signature);
+    let helpers = helper_schema(function);
+    let internal = helper_of(helpers, signature);
     // SAFETY: to_regprocedure reads the catalog for an exact signature
     // (overloads of other argument types play no part), in a transaction.
     let found = unsafe { pgrx::direct_function_call::<pg_sys::Oid>(pg_sys::to_regprocedure, &[internal.as_str().into_datum()]) };
     if found.is_some_and(|oid| oid != pg_sys::InvalidOid) {
-        helper_of(helper_schema(function), name)
+        helper_of(helpers, name)
     } else {
         in_schema_of(function, name)
     }

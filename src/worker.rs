@@ -547,16 +547,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
 /// server log (sql/warnings.sql); the launcher allows it once an hour.
 fn log_warnings(database: &str, owner: pg_sys::Oid) {
     let warnings = PgTryBuilder::new(|| {
-        BackgroundWorker::transaction(|| {
-            let (mut user, mut context) = (pg_sys::InvalidOid, 0);
-            // SAFETY: as in run_duty: the owner's rights, restored below.
-            unsafe {
-                pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-                pg_sys::SetUserIdAndSecContext(
-                    owner,
-                    context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
-                );
-            }
+        BackgroundWorker::transaction(|| as_owner(owner, || {
             let mut found = Vec::new();
             let _ = Spi::connect(|client| -> Result<(), pgrx::spi::Error> {
                 let rows = client.select(
@@ -571,10 +562,8 @@ fn log_warnings(database: &str, owner: pg_sys::Oid) {
                 }
                 Ok(())
             });
-            // SAFETY: restores what was saved above.
-            unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
             found
-        })
+        }))
     })
     .catch_others(|_| {
         // SAFETY: the transaction failed; abort it (a warning is no duty).
@@ -590,6 +579,27 @@ fn log_warnings(database: &str, owner: pg_sys::Oid) {
             format!("raquel: in database \"{database}\", {warning}. {hint} (The function rq_warnings there lists this.)"),
         );
     }
+}
+
+/// Runs `run` with the rights of `owner` (the extension's owner), as
+/// PostgreSQL's own maintenance commands (vacuum, refresh materialized
+/// view) run code as a table's owner: restored after, or by the abort of
+/// the transaction when `run` raises.
+fn as_owner<T>(owner: pg_sys::Oid, run: impl FnOnce() -> T) -> T {
+    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: the user switch of PostgreSQL's maintenance commands, inside
+    // the caller's transaction.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
+    }
+    let result = run();
+    // SAFETY: restores what was saved above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    result
 }
 
 enum Failed {
@@ -609,23 +619,7 @@ enum Failed {
 /// gone (dropped while this round ran) ends the round quietly.
 fn run_duty(duty: &str, sql: &str, database: &str, owner: pg_sys::Oid) -> Result<Option<i64>, Failed> {
     PgTryBuilder::new(|| {
-        BackgroundWorker::transaction(|| {
-            let (mut user, mut context) = (pg_sys::InvalidOid, 0);
-            // SAFETY: the user switch PostgreSQL's own maintenance commands
-            // make (vacuum, refresh materialized view) to run code as a
-            // table's owner; undone below, or by the abort on error.
-            unsafe {
-                pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-                pg_sys::SetUserIdAndSecContext(
-                    owner,
-                    context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
-                );
-            }
-            let result = Spi::get_one::<i64>(sql);
-            // SAFETY: restores what was saved above.
-            unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
-            Ok(result.ok().flatten())
-        })
+        BackgroundWorker::transaction(|| Ok(as_owner(owner, || Spi::get_one::<i64>(sql)).ok().flatten()))
     })
     .catch_others(|error| {
         // SAFETY: the duty's transaction failed; abort it before the next.

@@ -1218,6 +1218,16 @@ fn fired_in_log(offset: u64, db: &str) -> Vec<String> {
     out
 }
 
+/// Adds to `findings` the planted objects that ran outside a client (the
+/// background worker's): a client's are in its notices already.
+fn add_from_log(findings: &mut Findings, from_log: &[String]) {
+    for line in from_log {
+        if !line.contains("(client backend)") {
+            *findings.fired.entry(format!("{line} (server log)")).or_default() += 1;
+        }
+    }
+}
+
 /// Keeps the background worker out of every database until dropped, so that
 /// the duties the test calls find their rows; undone even when a test fails.
 struct WorkerKeptAway;
@@ -1891,11 +1901,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
     }
     // the log has every planted object that ran, the worker's included
     let from_clients: usize = findings.fired.values().sum();
-    for line in &from_log {
-        if !line.contains("(client backend)") {
-            *findings.fired.entry(format!("{line} (server log)")).or_default() += 1;
-        }
-    }
+    add_from_log(&mut findings, &from_log);
     eprintln!(
         "hostile: derived from the code: functions {:?}; operators {:?}",
         plants.builtin_functions, plants.builtin_operators
@@ -2114,13 +2120,8 @@ fn plant_own(db: &str, planter: &str, statements: &[String]) -> usize {
 /// server log (the background worker's only record), and every statement
 /// that failed with an ambiguity (42725) or otherwise.
 fn own_findings(findings: Findings, log_start: u64, db: &str) -> (Findings, Vec<String>) {
-    let from_log = fired_in_log(log_start, db);
     let mut findings = findings;
-    for line in &from_log {
-        if !line.contains("(client backend)") {
-            *findings.fired.entry(format!("{line} (server log)")).or_default() += 1;
-        }
-    }
+    add_from_log(&mut findings, &fired_in_log(log_start, db));
     let log = server_log_since(log_start);
     let ambiguous: Vec<String> = log
         .lines()
