@@ -1,4 +1,4 @@
--- The priorities that a claim on one queue ($1[1]) looks at, highest
+-- The priorities that a claim on one queue ($1[1]), or on any queue, looks at, highest
 -- first, found by skipping along a ready index: one probe per
 -- priority present, however many jobs each holds. A part of
 -- sql/claim.ready.sql and sql/claim.next_due.sql (src/claim.rs fills it in).

@@ -1,12 +1,14 @@
 -- The claim statement rq_claim (src/claim.rs) prepares once per backend for
--- one queue and each batch size; it is not part of the install script.
--- (Several queues or any: sql/claim.ready_several.sql.)
+-- one queue, or any queue, and each batch size; it is not part of the
+-- install script. (Several queues: sql/claim.ready_several.sql.)
 --   $1 queues text[], $2 worker text, $3 now (ms), $4 lease (ms)
 --   @jobs@          the jobs table, schema-qualified
 --   @ungrouped@     `AND j.group_key IS NULL`: the plain claim leaves grouped
 --                   jobs to sql/flow.sql (nothing on a jobs table older than
 --                   0.3.0, which has no groups)
---   @queue_filter@  `AND j.queue = $1[1]`
+--   @queue_filter@  `AND j.queue = $1[1]`, or for any queue the condition
+--                   that only its statements state, so that they and no
+--                   other walk jobs_ready_idx (sql/schema.sql)
 --   (and the priorities, where the statement says so: sql/claim.priorities.sql)
 --   @batch@         the LIMIT, a constant: with a parameter instead, the
 --                   generic plan would assume a tenth of the table and sort it
@@ -20,7 +22,8 @@
 --                   where some queue keeps no history, $5 those queues)
 --   (the two are written between at signs below; src/claim.rs fills them)
 --
--- Bounded by the claim's own queue and its ready jobs. A ready index
+-- Bounded by the claim's own queue (or for any queue, every queue's) ready
+-- jobs and priorities. A ready index
 -- (sql/schema.sql) lists a queue's jobs by priority, then scheduled time: a
 -- scan in that order would step over every job of a priority that is due
 -- later before reaching a ready one of the next priority, and over a

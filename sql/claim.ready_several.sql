@@ -1,4 +1,5 @@
--- The claim statement for several queues or any queue (src/claim.rs),
+-- The claim statement for several queues (or any queue of a table without
+-- jobs_ready_idx; src/claim.rs),
 -- prepared once per backend for each batch size; not part of the install
 -- script.
 --   @in_queues@ `AND j.queue = ANY ($1)`, nothing for any queue

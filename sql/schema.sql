@@ -137,9 +137,21 @@ COMMENT ON TABLE jobs IS
 CREATE INDEX jobs_ready_by_queue_idx
     ON jobs (queue, priority DESC, scheduled_at, id)
     WHERE status IN ('queued', 'failed') AND group_key IS NULL;
--- A claim on any queue walks this index queue by queue
--- (sql/claim.queues_any.sql): an index of every queue's ready jobs in claim
--- order would cost every job an entry at enqueue.
+-- A claim on any queue takes every queue's ready jobs in claim order from
+-- the index below, which costs every job an entry at enqueue (and at each
+-- retry): about 6 % of an rq_enqueue's instructions and 3 % of a claim and
+-- its complete (docs/src/design/hot-path.md). Walking the index above queue
+-- by queue instead, as 0.5.0 did, cost the claim a probe for every queue
+-- with jobs, ready or not: 0.5 to 1.6 s beside 50,000 queues that each held
+-- one job due later, a slowdown that any role that may enqueue could cause.
+-- Its predicate holds one more condition, true of every row, that only the
+-- any-queue statements state (src/claim.rs QueueFilter::Any): a claim on
+-- one queue, whose statement cannot prove it, cannot pick this index and
+-- walk other queues' jobs in it (the planner's choice between the two was a
+-- guess, and a generic plan once guessed wrong).
+CREATE INDEX jobs_ready_idx
+    ON jobs (priority DESC, scheduled_at, id)
+    WHERE status IN ('queued', 'failed') AND priority >= -2147483648 AND group_key IS NULL;
 
 -- Grouped jobs (sql/flow.sql), which only jobs with a group_key pay for: the
 -- fair claim order (priority, then turn, so the groups take turns), and each

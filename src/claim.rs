@@ -3,7 +3,8 @@
 //! It is a C function because every worker calls it for every job: the
 //! arguments are checked here, and the claim statement is prepared once per
 //! backend for each queue filter and batch size: sql/claim.ready.sql for one
-//! queue, sql/claim.ready_several.sql for several or any. Each skips along
+//! queue or any (from the index of every queue's ready jobs),
+//! sql/claim.ready_several.sql for several. Each skips along
 //! a ready index from priority to priority (sql/claim.priorities*.sql), so
 //! a claim costs what its own queues' ready jobs and priorities cost, not
 //! other queues' backlogs nor jobs scheduled for later. A claim with a
@@ -62,40 +63,59 @@ const POLL_WITHOUT_WAKEUPS_MS: i64 = 100;
 enum QueueFilter {
     One,
     Several,
+    /// Any queue, from the index of every queue's ready jobs (jobs_ready_idx,
+    /// sql/schema.sql), like one queue's claim from its own.
     Any,
+    /// Any queue on a jobs table without that index (one declared by 0.5.0,
+    /// whose update has not run): queue by queue
+    /// (sql/claim.queues_any.sql), a probe for every queue with jobs.
+    AnyQueueByQueue,
 }
+
+/// The condition, true of every row, that only the statements of a claim on
+/// any queue state: it lets them, and no other, use jobs_ready_idx.
+const ANY_QUEUE: &str = "AND j.priority >= -2147483648";
 
 impl QueueFilter {
     /// The condition that picks a queue's jobs out of the ready index.
     fn condition(self) -> &'static str {
         match self {
             QueueFilter::One => "AND j.queue = $1[1]",
-            QueueFilter::Several | QueueFilter::Any => "AND j.queue = p.queue",
+            QueueFilter::Any => ANY_QUEUE,
+            QueueFilter::Several | QueueFilter::AnyQueueByQueue => "AND j.queue = p.queue",
         }
     }
 
     /// The queues of sql/claim.priorities_several.sql, and the condition
     /// that keeps a claimed job in them (sql/claim.ready_several.sql).
     fn queues(self) -> [(&'static str, &'static str); 2] {
-        if self == QueueFilter::Any {
-            [("@queues@", QUEUES_ANY), ("@in_queues@", "")]
-        } else {
-            [("@queues@", QUEUES_NAMED), ("@in_queues@", "AND j.queue = ANY ($1)")]
+        match self {
+            QueueFilter::Any | QueueFilter::AnyQueueByQueue => [("@queues@", QUEUES_ANY), ("@in_queues@", "")],
+            QueueFilter::One | QueueFilter::Several => {
+                [("@queues@", QUEUES_NAMED), ("@in_queues@", "AND j.queue = ANY ($1)")]
+            }
         }
     }
 
-    /// The filter of a claim on this many queues (None: any queue).
-    fn of(queues: Option<usize>) -> QueueFilter {
+    /// The filter of a claim on this many queues (None: any queue), by
+    /// `function` of an install whose jobs table may lack jobs_ready_idx.
+    fn of(queues: Option<usize>, function: pg_sys::Oid) -> QueueFilter {
         match queues {
-            None => QueueFilter::Any,
+            None if statements::jobs_index_exists(function, c"jobs_ready_idx") => QueueFilter::Any,
+            None => QueueFilter::AnyQueueByQueue,
             Some(1) => QueueFilter::One,
             Some(_) => QueueFilter::Several,
         }
     }
 
+    /// The statements' shape: one queue's, or the merge of several.
+    fn single_lane(self) -> bool {
+        matches!(self, QueueFilter::One | QueueFilter::Any)
+    }
+
     /// The priorities the statements look at (sql/claim.priorities*.sql).
     fn priorities(self) -> &'static str {
-        if self == QueueFilter::One { PRIORITIES } else { PRIORITIES_SEVERAL }
+        if self.single_lane() { PRIORITIES } else { PRIORITIES_SEVERAL }
     }
 }
 
@@ -190,7 +210,7 @@ impl Claim {
             let (template, priorities) = match (&lanes, self.filter) {
                 (Some(l), _) if l.lanes.len() == 1 => (LANE, ""),
                 (Some(_), _) => (LANES, ""),
-                (None, QueueFilter::One) => (READY, PRIORITIES),
+                (None, filter) if filter.single_lane() => (READY, PRIORITIES),
                 (None, _) => (READY_SEVERAL, PRIORITIES_SEVERAL),
             };
             let (ready, claimed) = self.mode.statement_parts();
@@ -598,9 +618,9 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
     if let Some(queues) = &queues {
         queues.iter().for_each(limits::check_queue);
     }
-    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()));
     // SAFETY: fcinfo is this call's own.
     let function = unsafe { statements::called_function(fcinfo) };
+    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()), function);
     // SAFETY: arguments first and first + 1 exist.
     let (mut queues_arg, worker_arg) = unsafe { (nullable_arg(fcinfo, first), nullable_arg(fcinfo, first + 1)) };
     if lower_bound.is_some_and(|bound| bound != 1) {
@@ -725,9 +745,9 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
             })
             .collect()
     });
-    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()));
     // SAFETY: fcinfo is this call's own; argument 1 exists.
     let (function, worker_arg) = unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 1)) };
+    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()), function);
     let mut claim = Claim {
         function,
         filter,

@@ -598,19 +598,129 @@ fn pinned(db: &str, role: &str) -> Client {
     c
 }
 
+/// The jobs the pages and actions are about.
+struct Ids {
+    exhausted: String,
+    failed: String,
+    queued: String,
+    blocked: String,
+    parent: String,
+    newest: String,
+}
+
+/// Every page, then (on a read-write dashboard) every action, each with the
+/// session and token of its confirmation page, served by `dashboard`.
+/// What answered otherwise than expected: a page 200, or for a role that
+/// may not read jobs (`reads` false) 200 or 403 (the page that says the
+/// database said no); an action (only when `acts`) 303.
+fn serve_everything(dashboard: &Started, ids: &Ids, reads: bool, acts: bool) -> Vec<String> {
+    let base = dashboard.base.clone();
+    let mut unexpected: Vec<String> = Vec::new();
+    let Ids { exhausted, failed, queued, blocked, parent, newest } = ids;
+    runtime().block_on(async {
+        let pages = [
+            "/".to_string(),
+            "/?range=day".into(),
+            "/?prefix=m".into(),
+            "/?after=limited".into(),
+            "/?before=xss".into(),
+            "/jobs".into(),
+            "/jobs?queue=mail&status=failed&q=boom".into(),
+            format!("/jobs?before={newest}"),
+            format!("/jobs/{failed}"),
+            format!("/jobs/{blocked}"),
+            format!("/jobs/{parent}"),
+            "/schedules".into(),
+            "/schedules?after=a".into(),
+            "/workflows".into(),
+            format!("/workflows?after={blocked}_{parent}"),
+        ];
+        let actions = [
+            format!("/jobs/{exhausted}/retry"),
+            format!("/jobs/{queued}/cancel"),
+            "/queues/pause?queue=mail".to_string(),
+            "/queues/resume?queue=mail".to_string(),
+        ];
+        for path in pages.iter().chain(if acts { actions.iter() } else { [].iter() }) {
+            let response = get(&format!("{base}{path}")).await;
+            if response.status() != 200 && (reads || response.status() != 403) {
+                unexpected.push(format!("GET {path}: {}: {}", response.status(), response.text().await.unwrap()));
+            }
+        }
+        if !acts {
+            return;
+        }
+        for path in &actions {
+            let page = get(&format!("{base}{path}")).await;
+            let cookie = page.headers().get("set-cookie").map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string());
+            let body = page.text().await.unwrap();
+            let token = body.split("name=\"csrf\" value=\"").nth(1).map(|t| t.split('"').next().unwrap().to_string());
+            let (Some(cookie), Some(token)) = (cookie, token) else {
+                unexpected.push(format!("GET {path}: no session or token"));
+                continue;
+            };
+            let response = http()
+                .post(format!("{base}{path}"))
+                .basic_auth(USER, Some(PASSWORD))
+                .header("cookie", cookie)
+                .header("origin", &base)
+                .form(&[("csrf", token)])
+                .send()
+                .await
+                .unwrap();
+            if response.status() != 303 {
+                unexpected.push(format!("POST {path}: {}: {}", response.status(), response.text().await.unwrap()));
+            }
+        }
+    });
+    unexpected
+}
+
+/// The roles of the privilege matrix (docs/src/reliability.md) that a
+/// dashboard may connect as, each made by what the book says grants it
+/// (docs/src/guides/dashboard.md for the viewer and the operator), with
+/// whether it may read jobs and whether its dashboard is read-write and acts.
+const MATRIX: [(&str, &str, bool, bool); 6] = [
+    ("rqh_viewer", "GRANT SELECT ON public.jobs, public.queue_limits, public.schedules, public.job_dependencies, public.metrics TO rqh_viewer", true, false),
+    ("rqh_operator", "SELECT public.rq_grant_worker('rqh_operator'); GRANT SELECT ON public.schedules TO rqh_operator; GRANT INSERT, UPDATE, DELETE ON public.queue_limits TO rqh_operator", true, true),
+    ("rqh_worker", "SELECT public.rq_grant_worker('rqh_worker')", true, false),
+    ("rqh_producer", "SELECT public.rq_grant_producer('rqh_producer')", false, false),
+    ("rqh_emitter", "SELECT public.rq_grant_emitter('rqh_emitter', 'orders.')", false, false),
+    ("rqh_nobody", "SELECT 1", false, false),
+];
+
 #[test]
-fn nothing_planted_runs_when_a_superuser_dashboard_serves_every_page() {
+fn nothing_planted_runs_when_a_dashboard_serves_every_page_as_the_superuser_and_each_role() {
     let db = fill("rq_dashboard_hostile");
     let mut admin = pinned(&db, "postgres");
     // more rows for the pages to show, before anything is planted: an
-    // exhausted job to retry, one to cancel, a failed one and a schedule page
+    // exhausted job to retry, one to cancel, a failed one and a schedule
+    // page; and the operator's own job to retry and one to cancel
     let job = |admin: &mut Client, sql: &str| -> String { admin.query_one(sql, &[]).unwrap().get(0) };
+    let ids = |admin: &mut Client, exhausted: String, queued: String| Ids {
+        exhausted,
+        queued,
+        failed: job(admin, "SELECT id::text FROM public.jobs WHERE status = 'failed' LIMIT 1"),
+        blocked: job(admin, "SELECT id::text FROM public.jobs WHERE status = 'blocked' LIMIT 1"),
+        parent: job(admin, "SELECT parent_id::text FROM public.job_dependencies LIMIT 1"),
+        newest: job(admin, "SELECT enqueued_at::text || '_' || id::text FROM public.jobs ORDER BY enqueued_at DESC, id DESC LIMIT 1"),
+    };
     let exhausted = job(&mut admin, "SELECT id::text FROM public.jobs WHERE status = 'exhausted' LIMIT 1");
-    let failed = job(&mut admin, "SELECT id::text FROM public.jobs WHERE status = 'failed' LIMIT 1");
     let queued = job(&mut admin, "SELECT id::text FROM public.jobs WHERE status = 'queued' AND queue = 'mail' LIMIT 1");
-    let blocked = job(&mut admin, "SELECT id::text FROM public.jobs WHERE status = 'blocked' LIMIT 1");
-    let parent = job(&mut admin, "SELECT parent_id::text FROM public.job_dependencies LIMIT 1");
-    let newest = job(&mut admin, "SELECT enqueued_at::text || '_' || id::text FROM public.jobs ORDER BY enqueued_at DESC, id DESC LIMIT 1");
+    let superuser_ids = ids(&mut admin, exhausted, queued);
+    admin
+        .batch_execute(
+            "SELECT public.rq_enqueue('operated', 'to exhaust', max_retry_count => 0);
+             SELECT public.rq_fail(id, attempts, 'no retry left') FROM public.rq_claim(ARRAY['operated']) j;
+             SELECT public.rq_enqueue('operated', 'to cancel');",
+        )
+        .unwrap();
+    let exhausted = job(&mut admin, "SELECT id::text FROM public.jobs WHERE queue = 'operated' AND status = 'exhausted'");
+    let queued = job(&mut admin, "SELECT id::text FROM public.jobs WHERE queue = 'operated' AND status = 'queued'");
+    let operator_ids = ids(&mut admin, exhausted, queued);
+    for (role, grants, _, _) in MATRIX {
+        admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN; {grants}")).unwrap();
+    }
 
     // the hostile role: CREATE on public, where raquel lives
     admin
@@ -662,68 +772,14 @@ fn nothing_planted_runs_when_a_superuser_dashboard_serves_every_page() {
         }
     }
 
-    // A dashboard as the server's superuser, read-write: every page, then every action
-    let dashboard = Dashboard::on(&db).read_write().start();
-    let base = dashboard.base.clone();
-    // what each request answered: checked after what ran, which is the point
-    let mut unexpected: Vec<String> = Vec::new();
-    runtime().block_on(async {
-        let pages = [
-            "/".to_string(),
-            "/?range=day".into(),
-            "/?prefix=m".into(),
-            "/?after=limited".into(),
-            "/?before=xss".into(),
-            "/jobs".into(),
-            "/jobs?queue=mail&status=failed&q=boom".into(),
-            format!("/jobs?before={newest}"),
-            format!("/jobs/{failed}"),
-            format!("/jobs/{blocked}"),
-            format!("/jobs/{parent}"),
-            "/schedules".into(),
-            "/schedules?after=a".into(),
-            "/workflows".into(),
-            format!("/workflows?after={blocked}_{parent}"),
-            format!("/jobs/{exhausted}/retry"),
-            format!("/jobs/{queued}/cancel"),
-            "/queues/pause?queue=mail".into(),
-            "/queues/resume?queue=reports".into(),
-        ];
-        for path in &pages {
-            let response = get(&format!("{base}{path}")).await;
-            if response.status() != 200 {
-                unexpected.push(format!("GET {path}: {}: {}", response.status(), response.text().await.unwrap()));
-            }
-        }
-        // the actions, each with the session and token of its confirmation page
-        for path in [
-            format!("/jobs/{exhausted}/retry"),
-            format!("/jobs/{queued}/cancel"),
-            "/queues/pause?queue=mail".to_string(),
-            "/queues/resume?queue=mail".to_string(),
-        ] {
-            let page = get(&format!("{base}{path}")).await;
-            let cookie = page.headers().get("set-cookie").map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string());
-            let body = page.text().await.unwrap();
-            let token = body.split("name=\"csrf\" value=\"").nth(1).map(|t| t.split('"').next().unwrap().to_string());
-            let (Some(cookie), Some(token)) = (cookie, token) else {
-                unexpected.push(format!("GET {path}: no session or token"));
-                continue;
-            };
-            let response = http()
-                .post(format!("{base}{path}"))
-                .basic_auth(USER, Some(PASSWORD))
-                .header("cookie", cookie)
-                .header("origin", &base)
-                .form(&[("csrf", token)])
-                .send()
-                .await
-                .unwrap();
-            if response.status() != 303 {
-                unexpected.push(format!("POST {path}: {}: {}", response.status(), response.text().await.unwrap()));
-            }
-        }
-    });
+    // A dashboard as the server's superuser, read-write: every page, then
+    // every action; then one as each role of the privilege matrix.
+    let mut unexpected = serve_everything(&Dashboard::on(&db).read_write().start(), &superuser_ids, true, true);
+    for (role, _, reads, acts) in MATRIX {
+        let dashboard = if acts { Dashboard::on(&db).user(role).read_write() } else { Dashboard::on(&db).user(role) };
+        let ids = if acts { &operator_ids } else { &superuser_ids };
+        unexpected.extend(serve_everything(&dashboard.start(), ids, reads, acts).into_iter().map(|u| format!("as {role}: {u}")));
+    }
 
     // what ran, read without the search_path
     let mut admin = pinned(&db, "postgres");
@@ -735,16 +791,18 @@ fn nothing_planted_runs_when_a_superuser_dashboard_serves_every_page() {
         .collect();
     let ran: Option<i64> = admin.query_one("SELECT pg_catalog.pg_sequence_last_value('public.rqh_ran')", &[]).unwrap().get(0);
     let superuser: bool = admin.query_one("SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1", &[&PLANTER]).unwrap().get(0);
-    let statuses: Vec<String> = [&exhausted, &queued]
+    let statuses: Vec<String> = [&superuser_ids.exhausted, &superuser_ids.queued, &operator_ids.exhausted, &operator_ids.queued]
         .iter()
         .map(|id| admin.query_one("SELECT status FROM public.jobs WHERE id = $1::text::uuid", &[id]).unwrap().get(0))
         .collect();
     drop(admin);
     drop(hostile);
-    drop(dashboard);
     let mut cleanup = sql("postgres");
     cleanup.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
     cleanup.batch_execute(&format!("DROP ROLE IF EXISTS {PLANTER}")).unwrap();
+    for (role, _, _, _) in MATRIX {
+        cleanup.batch_execute(&format!("DROP ROLE IF EXISTS {role}")).unwrap();
+    }
 
     let mut distinct: BTreeMap<String, usize> = BTreeMap::new();
     for (plant, who) in &fired {
@@ -759,5 +817,5 @@ fn nothing_planted_runs_when_a_superuser_dashboard_serves_every_page() {
         distinct.iter().map(|(k, v)| format!("{k} [{v}×]")).collect::<Vec<_>>().join("\n  ")
     );
     assert!(unexpected.is_empty(), "pages and actions that did not answer as they should:\n{}", unexpected.join("\n"));
-    assert_eq!(statuses, ["queued", "cancelled"], "the actions did their work");
+    assert_eq!(statuses, ["queued", "cancelled", "queued", "cancelled"], "the actions did their work, the superuser's and the operator's");
 }

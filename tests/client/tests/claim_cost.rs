@@ -110,3 +110,64 @@ fn a_claim_touches_as_much_index_whatever_other_queues_and_later_jobs_hold() {
         "claims that cost more beside jobs due later (claim, jobs, pages without, pages with): {walks:?}\nall: {costs:?}"
     );
 }
+
+/// A claim on any queue costs what the ready queues hold, not every queue
+/// with jobs: 0.5.0 probed each queue's part of the ready index, so 50,000
+/// queues that each held one job due later (any role that may enqueue can
+/// make them) cost every `rq_claim(NULL)` 0.5 to 1.6 s. Here those queues
+/// would cost a walk 50,000 probes, more than 100,000 index pages; the
+/// index of every queue's ready jobs (jobs_ready_idx) costs it a few.
+#[test]
+fn a_claim_on_any_queue_costs_the_same_beside_fifty_thousand_queues_of_jobs_due_later() {
+    let (plain, loaded) = (fresh_db("rq_it_claim_cost_any_plain"), fresh_db("rq_it_claim_cost_any_loaded"));
+    for db in [&plain, &loaded] {
+        let mut setup = connect(db);
+        setup
+            .batch_execute(
+                "INSERT INTO jobs (queue, payload) SELECT 'ready-' || i, 'p' FROM generate_series(1, 5) i;
+                 INSERT INTO jobs (queue, payload, priority) SELECT 'urgent', 'p', 9 FROM generate_series(1, 3)",
+            )
+            .unwrap();
+        if db == &loaded {
+            // one job due in an hour in each of 50,000 queues, at the highest
+            // priority, ahead of every ready job in claim order
+            setup
+                .batch_execute(
+                    "INSERT INTO jobs (queue, payload, scheduled_at, priority)
+                     SELECT 'later-' || i, 'p', rq_now_ms() + 3600000, 100 FROM generate_series(1, 50000) i",
+                )
+                .unwrap();
+        }
+        setup.batch_execute("VACUUM ANALYZE jobs").unwrap();
+    }
+    let mut costs = Vec::new();
+    for (claim, found, first) in [
+        ("SELECT count(*), min(priority) FROM rq_claim(NULL)", 1, 9),
+        ("SELECT count(*), min(priority) FROM rq_claim(NULL, batch => 5)", 5, 0),
+        ("SELECT count(*), min(priority) FROM rq_take(NULL, batch => 2)", 2, 9),
+    ] {
+        let mut pages = Vec::new();
+        for db in [&plain, &loaded] {
+            let (mut worker, mut observer) = (connect(db), connect(db));
+            worker.batch_execute("BEGIN").unwrap();
+            let row = worker.query_one(claim, &[]).unwrap();
+            worker.batch_execute("ROLLBACK").unwrap();
+            assert_eq!((row.get::<_, i64>(0), row.get::<_, Option<i32>>(1)), (found, Some(first)), "{claim} in {db}");
+            pages.push(pages_of(&mut worker, &mut observer, claim));
+        }
+        costs.push((claim, pages[0], pages[1]));
+    }
+    // The loaded index is a level deeper and its priority 100 is one probe
+    // more; and each job claimed writes entries into the primary key and
+    // the lease index, a level deeper too (measured: 11 pages for 5 jobs
+    // alone, 43 beside the queues). A walk would touch over 100,000.
+    let walks: Vec<_> = costs.iter().zip([1, 5, 2]).filter(|((_, plain, loaded), found)| *loaded > *plain + 30 + 8 * found).collect();
+    assert!(walks.is_empty(), "claims on any queue that cost more beside 50,000 queues of later jobs (claim, pages without, pages with): {walks:?}");
+
+    // And a waiting claim on any queue, which looks for the next job due
+    // later, finds it beside them without a walk too.
+    let (mut worker, mut observer) = (connect(&loaded), connect(&loaded));
+    worker.batch_execute("UPDATE jobs SET status = 'cancelled', finished_at = rq_now_ms() WHERE queue NOT LIKE 'later-%'").unwrap();
+    let pages = pages_of(&mut worker, &mut observer, "SELECT count(*) FROM rq_claim(NULL, wait => '10 ms')");
+    assert!(pages < 60, "a waiting claim on any queue beside 50,000 queues of later jobs touched {pages} index pages");
+}

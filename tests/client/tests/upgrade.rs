@@ -198,6 +198,13 @@ fn updates_in_place_to_what_a_fresh_install_is(from: &str) {
         "SELECT * FROM rq_claim(ARRAY['none'], 'w', 1, '1 minute', '50 milliseconds')"
     };
     assert!(c.query(waiting, &[]).unwrap().is_empty());
+    // A claim on any queue, on a table without 0.6.0's index of every
+    // queue's ready jobs, walks queue by queue (src/claim.rs): it finds the
+    // job a plain INSERT made ready, and gives it back at the rollback.
+    c.batch_execute("BEGIN; INSERT INTO jobs (queue, payload) VALUES ('any', 'for any queue')").unwrap();
+    let any = one(&mut c, "SELECT payload FROM rq_claim(NULL::text[])");
+    c.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(any, "for any queue");
 
     // Jobs in every status, made by the 0.1.0 functions.
     c.batch_execute(

@@ -1,0 +1,4 @@
+BEGIN;
+SELECT id, attempts FROM rq_claim(NULL, worker => 'bench') \gset
+SELECT rq_complete(:id, :attempts);
+COMMIT;
