@@ -7,26 +7,94 @@
 # 12's own server; 17 and 18 are built from Debian's source packages by
 # bin/postgres-major under RAQUEL_PG_PREFIX/MAJOR (Debian's layout below
 # it). RAQUEL_PG_MAJOR (or use_major) picks the one these functions use.
+#
+# Nothing here writes those servers' files: raquel is built against them
+# (their pg_config and headers, read only) and installed into a copy of
+# each, a tree of the project's own under target/pg/PURPOSE/MAJOR, and the
+# servers the scripts start run from that copy. PostgreSQL finds its lib
+# and share directories relative to its binaries, so a copy of Debian's
+# layout is a whole server. Each purpose has its own tree (RAQUEL_TREE:
+# test for bin/test, dev for bin/dev, bench for the benchmarks), so that
+# a test run that installs a new build never replaces the library under a
+# server bin/dev started (a preloaded library replaced in place crashes
+# its server; a new one beside it is loaded by new backends). Other
+# servers on the machine, the system's own among them, are not touched.
 PG_MAJORS=(15 17 18)
 DEFAULT_PG_MAJOR=15
 RAQUEL_PG_PREFIX=${RAQUEL_PG_PREFIX:-/opt/raquel-postgresql}
+RAQUEL_HOME=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RAQUEL_TREES=${RAQUEL_TREES:-$RAQUEL_HOME/target/pg}
+RAQUEL_TREE=${RAQUEL_TREE:-test}
+# pgrx's own configuration (which pg_config each major's `cargo pgrx test`
+# uses: the test tree's) is the project's, not the user's ~/.pgrx.
+export PGRX_HOME=${RAQUEL_PGRX_HOME:-$RAQUEL_HOME/target/pgrx}
 
-# pg_root MAJOR: the directory Debian's layout (usr/lib/postgresql/MAJOR …)
-# is under: / for the system's 15, the prefix's own root for the others.
-pg_root() { if [ "$1" = 15 ]; then echo /; else echo "$RAQUEL_PG_PREFIX/$1"; fi; }
-pg_bin_of() { echo "$(pg_root "$1" | sed 's:/$::')/usr/lib/postgresql/$1/bin"; }
+# pristine_root MAJOR: the directory Debian's layout (usr/lib/postgresql/MAJOR
+# …) of the server raquel builds against is under: / for the system's 15,
+# the prefix's own root for the others. Read, never written.
+pristine_root() { if [ "$1" = 15 ]; then echo /; else echo "$RAQUEL_PG_PREFIX/$1"; fi; }
 
-# use_major MAJOR: PG_MAJOR, PG_BIN and PG_CONFIG for that major.
+# use_major MAJOR: PG_MAJOR; PG_BUILD_CONFIG, the pg_config of the server
+# raquel builds against; PG_TREE, the copy of it for RAQUEL_TREE's purpose,
+# with PG_BIN and PG_CONFIG, its binaries and pg_config (ensure_tree makes it).
 use_major() {
   case " ${PG_MAJORS[*]} " in
     *" $1 "*) ;;
     *) echo "PostgreSQL $1 is not one of raquel's majors (${PG_MAJORS[*]})" >&2; return 2 ;;
   esac
   PG_MAJOR=$1
-  PG_BIN=$(pg_bin_of "$1")
+  PG_PRISTINE=$(pristine_root "$1" | sed 's:/$::')
+  PG_BUILD_CONFIG=$PG_PRISTINE/usr/lib/postgresql/$1/bin/pg_config
+  PG_TREE=$RAQUEL_TREES/$RAQUEL_TREE/$1
+  PG_BIN=$PG_TREE/usr/lib/postgresql/$1/bin
   PG_CONFIG=$PG_BIN/pg_config
 }
 use_major "${RAQUEL_PG_MAJOR:-$DEFAULT_PG_MAJOR}"
+
+# ensure_tree: PG_TREE, made from PG_MAJOR's server on first use and made
+# again when that server changes (a new point release): its binaries,
+# libraries, share directory and headers, and a dpkg database in which the
+# server is installed (the package test installs raquel's .deb into a copy
+# with `dpkg --root`). Extensions installed into the server since (PGQ for
+# the benchmarks, Citus) are added to it; raquel's own files are not.
+ensure_tree() {
+  local from=$PG_PRISTINE postgres=$PG_PRISTINE/usr/lib/postgresql/$PG_MAJOR/bin/postgres want dir f
+  [ -x "$postgres" ] || { echo "PostgreSQL $PG_MAJOR is not installed at ${from:-/} (bin/setup, bin/postgres-major $PG_MAJOR)" >&2; return 1; }
+  want="$("$postgres" --version) $(stat -c '%s %Y' "$postgres")"
+  if [ "$(cat "$PG_TREE/.raquel-tree" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$PG_TREE"
+    for dir in "usr/lib/postgresql/$PG_MAJOR" "usr/share/postgresql/$PG_MAJOR" usr/include/postgresql; do
+      [ -d "$from/$dir" ] || continue
+      mkdir -p "$PG_TREE/$(dirname "$dir")"
+      cp -a "$from/$dir" "$PG_TREE/$dir"
+    done
+    find "$PG_TREE" -name 'raquel*' \( -path '*/lib/*' -o -path '*/extension/*' \) -delete
+    mkdir -p "$PG_TREE/var/lib/dpkg/info" "$PG_TREE/var/lib/dpkg/updates"
+    if [ -n "$from" ]; then
+      # bin/postgres-major's root has a database of its own
+      cp -a "$from/var/lib/dpkg/." "$PG_TREE/var/lib/dpkg/"
+    else
+      # the system's 15: its package's entry from the system's database
+      { dpkg-query -s "postgresql-$PG_MAJOR"; echo; } >"$PG_TREE/var/lib/dpkg/status"
+      : >"$PG_TREE/var/lib/dpkg/available"
+      dpkg-query -L "postgresql-$PG_MAJOR" >"$PG_TREE/var/lib/dpkg/info/postgresql-$PG_MAJOR.list"
+    fi
+    echo "$want" >"$PG_TREE/.raquel-tree"
+  fi
+  for dir in "usr/lib/postgresql/$PG_MAJOR/lib" "usr/share/postgresql/$PG_MAJOR/extension"; do
+    for f in "$from/$dir"/*; do
+      case "${f##*/}" in raquel*) continue ;; esac
+      [ -e "$PG_TREE/$dir/${f##*/}" ] || cp -a "$f" "$PG_TREE/$dir/"
+    done
+  done
+}
+
+# system_fingerprint: the name, size and time of every file of the
+# system's PostgreSQL 15 (its lib and share directories): bin/test checks
+# after every stage that it has not changed.
+system_fingerprint() {
+  find /usr/lib/postgresql /usr/share/postgresql -printf '%p %s %T@\n' 2>/dev/null | sort | sha256sum | cut -c1-16
+}
 
 if [ "$(id -u)" -eq 0 ]; then
   AS_PG=(sudo -u postgres)
@@ -38,42 +106,45 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # A running server that preloaded raquel has its library mapped into memory:
 # a new build copied over that file in place crashes it. Renaming the file
-# away first lets running servers keep the old one (its inode lives on until
-# they exit) while the new build is written to a fresh file.
+# away first lets a running server keep the old one (its inode lives on
+# until it exits) while the new build is written to a fresh file.
 retire_installed_library() {
-  local lib
-  lib="$("$PG_CONFIG" --pkglibdir)/raquel.so"
+  local lib=$PG_TREE/usr/lib/postgresql/$PG_MAJOR/lib/raquel.so
   if [ -e "$lib" ]; then
-    as_root mv -f "$lib" "$lib.retired"
-    as_root rm -f "$lib.retired"
+    mv -f "$lib" "$lib.retired"
+    rm -f "$lib.retired"
   fi
 }
 
-# build_stage: builds the extension (release) for PG_MAJOR into a staging
-# tree, target/release/raquel-stage-MAJOR (the server's own paths under it),
+# build_stage: builds the extension (release) for PG_MAJOR, against its
+# server (PG_BUILD_CONFIG), into a staging tree,
+# target/release/raquel-stage-MAJOR (the server's own paths under it),
 # and prints its path. The install scripts of released versions are added
 # (pgrx copies only the update scripts), so that the upgrade test can create
 # an old version and a package updates from the oldest release.
 # The default major builds in target/, each other one in a target
 # directory of its own (target/pg17 …), so that majors build side by side.
 build_stage() {
-  local stage=target/release/raquel-stage-$PG_MAJOR target=$PWD/target
-  [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ] || target=$PWD/target/pg$PG_MAJOR
+  local stage=$RAQUEL_HOME/target/release/raquel-stage-$PG_MAJOR target=$RAQUEL_HOME/target
+  [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ] || target=$RAQUEL_HOME/target/pg$PG_MAJOR
   rm -rf "$stage" &&
-    CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >&2 &&
-    cp sql/raquel--0.1.0.sql sql/raquel--0.2.0.sql sql/raquel--0.3.0.sql sql/raquel--0.4.0.sql sql/raquel--0.5.0.sql "$stage$("$PG_CONFIG" --sharedir)/extension/" &&
+    (cd "$RAQUEL_HOME" && CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_BUILD_CONFIG" --out-dir "$stage" >&2) &&
+    (cd "$RAQUEL_HOME/sql" && cp raquel--0.1.0.sql raquel--0.2.0.sql raquel--0.3.0.sql raquel--0.4.0.sql raquel--0.5.0.sql \
+      "$stage$("$PG_BUILD_CONFIG" --sharedir)/extension/") &&
     echo "$stage"
 }
 
 # Builds the extension (release) into a staging tree, then installs it into
-# PG_MAJOR's server; the old library is retired only once the new one is
-# built, so servers that are running lose it for no more than a moment.
+# PG_TREE (made first if need be); the old library is retired only once the
+# new one is built, so servers that are running lose it for no more than a
+# moment.
 install_extension() {
-  echo "== building and installing the extension into PostgreSQL $PG_MAJOR"
+  echo "== building and installing the extension into PostgreSQL $PG_MAJOR ($PG_TREE)"
   local stage
   stage=$(build_stage) || return 1
+  ensure_tree || return 1
   retire_installed_library
-  as_root cp -r "$stage"/. /
+  cp -r "$stage$PG_PRISTINE/usr/." "$PG_TREE/usr/"
 }
 
 # start_server DIR PORT [SETTINGS]: a cluster in DIR/data (made on first use)
