@@ -101,7 +101,8 @@ impl QueueFilter {
     /// `function` of an install whose jobs table may lack jobs_ready_idx.
     fn of(queues: Option<usize>, function: pg_sys::Oid) -> QueueFilter {
         match queues {
-            None if statements::jobs_index_exists(function, c"jobs_ready_idx") => QueueFilter::Any,
+            // an index a jobs table declared by an older version lacks
+            None if crate::privileges::table_of(function, "jobs_ready_idx") != pg_sys::InvalidOid => QueueFilter::Any,
             None => QueueFilter::AnyQueueByQueue,
             Some(1) => QueueFilter::One,
             Some(_) => QueueFilter::Several,

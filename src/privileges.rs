@@ -56,9 +56,9 @@ pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
     table_of(function, "jobs")
 }
 
-/// The table named `table` of `function`'s install (in the extension's
-/// schema, src/statements.rs); InvalidOid when there is none.
-fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
+/// The table (or index) named `table` of `function`'s install (in the
+/// extension's schema, src/statements.rs); InvalidOid when there is none.
+pub fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
     let name = std::ffi::CString::new(table).expect("a table name has no NUL");
     // SAFETY: catalog lookups by OID and by name, inside a transaction.
     unsafe { pg_sys::get_relname_relid(name.as_ptr(), crate::statements::extension_schema(function)) }

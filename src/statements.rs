@@ -520,14 +520,6 @@ pub fn jobs_have(function: pg_sys::Oid, column: &CStr) -> bool {
     unsafe { pg_sys::get_attnum(crate::privileges::jobs_of(function), column.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
 }
 
-/// Whether the jobs table of `function`'s install has the index `index`
-/// (by name, in the extension's schema): one a jobs table declared by an
-/// older version may lack.
-pub fn jobs_index_exists(function: pg_sys::Oid, index: &CStr) -> bool {
-    // SAFETY: a catalog lookup by name, inside a transaction.
-    unsafe { pg_sys::get_relname_relid(index.as_ptr(), extension_schema(function)) != pg_sys::InvalidOid }
-}
-
 /// Frees the last SPI result: for a loop that runs statements until one
 /// returns rows, whose empty results would otherwise pile up until `finish`.
 pub fn free_result() {
