@@ -36,10 +36,8 @@ fn every_path(db: &str) -> Vec<String> {
 async fn session_and_token(url: &str) -> (String, String) {
     let page = get(url).await;
     assert_eq!(page.status(), 200, "{url}");
-    let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let body = page.text().await.unwrap();
-    let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
-    (cookie, token)
+    let (cookie, token) = session_and_token_of(page).await;
+    (cookie.expect("a session cookie"), token.expect("a CSRF token"))
 }
 
 fn status_of(db: &str, id: &str) -> String {
@@ -374,28 +372,12 @@ fn every_kind_of_answer_carries_the_security_headers() {
         assert_security_headers("403", &forged, "no-referrer");
         // an action's redirect
         let (cookie, token) = session_and_token(&format!("{base}/jobs/{exhausted}/retry")).await;
-        let done = http()
-            .post(format!("{base}/jobs/{exhausted}/retry"))
-            .basic_auth(USER, Some(PASSWORD))
-            .header("cookie", cookie)
-            .header("origin", &base)
-            .form(&[("csrf", token)])
-            .send()
-            .await
-            .unwrap();
+        let done = post_confirmed(&base, &format!("/jobs/{exhausted}/retry"), &cookie, &token).await;
         assert_eq!(done.status(), 303);
         assert_security_headers("an action's redirect", &done, "no-referrer");
         // a refusal from the database (retrying a queued job): 409
         let (cookie, token) = session_and_token(&format!("{base}/jobs/{exhausted}/retry")).await;
-        let conflict = http()
-            .post(format!("{base}/jobs/{exhausted}/retry"))
-            .basic_auth(USER, Some(PASSWORD))
-            .header("cookie", cookie)
-            .header("origin", &base)
-            .form(&[("csrf", token)])
-            .send()
-            .await
-            .unwrap();
+        let conflict = post_confirmed(&base, &format!("/jobs/{exhausted}/retry"), &cookie, &token).await;
         assert_eq!(conflict.status(), 409);
         assert_security_headers("409", &conflict, "no-referrer");
     });

@@ -121,10 +121,8 @@ fn retry_clicked_in_the_browser_requeues_the_job_and_forged_posts_do_not() {
         let post = || http().post(format!("{base}/jobs/{id}/retry")).basic_auth(USER, Some(PASSWORD));
         let no_token = post().header("origin", &own_origin).form(&[("csrf", "0")]).send().await.unwrap();
         assert_eq!(no_token.status(), 403);
-        let page = get(&format!("{base}/jobs/{id}/retry")).await;
-        let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-        let body = page.text().await.unwrap();
-        let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        let (cookie, token) = session_and_token_of(get(&format!("{base}/jobs/{id}/retry")).await).await;
+        let (cookie, token) = (cookie.expect("a session cookie"), token.expect("a CSRF token"));
         let wrong = post().header("cookie", &cookie).header("origin", &own_origin).form(&[("csrf", "00ff")]).send().await.unwrap();
         assert_eq!(wrong.status(), 403);
         let foreign = post()
@@ -346,10 +344,8 @@ fn a_rebinding_page_gets_nothing_and_changes_nothing() {
         // A POST from the rebinding origin with a real session and token
         // (got from the dashboard's own address, as no page here gives one):
         // refused, and the job is still queued.
-        let confirm = get(&format!("{base}/jobs/{target}/cancel")).await;
-        let cookie = confirm.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-        let body = confirm.text().await.unwrap();
-        let token = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+        let (cookie, token) = session_and_token_of(get(&format!("{base}/jobs/{target}/cancel")).await).await;
+        let (cookie, token) = (cookie.expect("a session cookie"), token.expect("a CSRF token"));
         b.goto(&with_credentials(&format!("{evil}/jobs/{target}/cancel"))).await.unwrap();
         let args = vec![serde_json::json!(format!("{cookie}; path=/")), serde_json::json!(format!("/jobs/{target}/cancel")), serde_json::json!(token)];
         b.execute(POST, args).await.unwrap();

@@ -651,23 +651,11 @@ fn serve_everything(dashboard: &Started, ids: &Ids, reads: bool, acts: bool) -> 
             return;
         }
         for path in &actions {
-            let page = get(&format!("{base}{path}")).await;
-            let cookie = page.headers().get("set-cookie").map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string());
-            let body = page.text().await.unwrap();
-            let token = body.split("name=\"csrf\" value=\"").nth(1).map(|t| t.split('"').next().unwrap().to_string());
-            let (Some(cookie), Some(token)) = (cookie, token) else {
+            let (Some(cookie), Some(token)) = session_and_token_of(get(&format!("{base}{path}")).await).await else {
                 unexpected.push(format!("GET {path}: no session or token"));
                 continue;
             };
-            let response = http()
-                .post(format!("{base}{path}"))
-                .basic_auth(USER, Some(PASSWORD))
-                .header("cookie", cookie)
-                .header("origin", &base)
-                .form(&[("csrf", token)])
-                .send()
-                .await
-                .unwrap();
+            let response = post_confirmed(&base, path, &cookie, &token).await;
             if response.status() != 303 {
                 unexpected.push(format!("POST {path}: {}: {}", response.status(), response.text().await.unwrap()));
             }

@@ -184,6 +184,29 @@ pub async fn get(url: &str) -> reqwest::Response {
     http().get(url).basic_auth(USER, Some(PASSWORD)).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
+/// What a confirmation page hands its form: the session cookie it sets
+/// (`name=value`) and the CSRF token in the form, each if it is there.
+pub async fn session_and_token_of(page: reqwest::Response) -> (Option<String>, Option<String>) {
+    let cookie = page.headers().get("set-cookie").map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string());
+    let body = page.text().await.unwrap();
+    let token = body.split("name=\"csrf\" value=\"").nth(1).map(|t| t.split('"').next().unwrap().to_string());
+    (cookie, token)
+}
+
+/// The confirmation form of `base``path` sent as the dashboard's own page
+/// sends it: logged in, with the session and token, from its own origin.
+pub async fn post_confirmed(base: &str, path: &str, cookie: &str, token: &str) -> reqwest::Response {
+    http()
+        .post(format!("{base}{path}"))
+        .basic_auth(USER, Some(PASSWORD))
+        .header("cookie", cookie)
+        .header("origin", base)
+        .form(&[("csrf", token)])
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Headless Chromium through chromedriver, with `extra` switches.
 pub async fn browser_with(extra: &[&str]) -> (Running, Client) {
     let port = free_port();
