@@ -116,21 +116,70 @@ retire_installed_library() {
   fi
 }
 
-# build_stage: builds the extension (release) for PG_MAJOR, against its
-# server (PG_BUILD_CONFIG), into a staging tree,
-# target/release/raquel-stage-MAJOR (the server's own paths under it),
-# and prints its path. The install scripts of released versions are added
-# (pgrx copies only the update scripts), so that the upgrade test can create
-# an old version and a package updates from the oldest release.
-# The default major builds in target/, each other one in a target
-# directory of its own (target/pg17 …), so that majors build side by side.
+# raquel_version: the version being built (Cargo.toml's).
+raquel_version() { sed -nE '0,/^version *= *"(.*)"/s//\1/p' "$RAQUEL_HOME/Cargo.toml"; }
+
+# register_pgrx MAJOR PG_CONFIG: names PG_CONFIG as MAJOR's server in
+# pgrx's config.toml (PGRX_HOME), which pgrx-pg-sys's build reads for the
+# headers it binds to: the line `cargo pgrx init --pgMAJOR PG_CONFIG`
+# writes, written here so that building needs no cargo-pgrx. The file is
+# rewritten only when the line changes: pgrx-pg-sys rebuilds after every
+# change to it.
+register_pgrx() {
+  local major=$1 config=$2 file=$PGRX_HOME/config.toml
+  grep -qsx "pg$major = \"$config\"" "$file" && return 0
+  mkdir -p "$PGRX_HOME"
+  { echo "[configs]"
+    grep -s '^pg[0-9]* = ' "$file" | grep -v "^pg$major = "
+    echo "pg$major = \"$config\""
+  } >"$file.new"
+  mv "$file.new" "$file"
+}
+
+# register_test_tree: the test tree of PG_MAJOR made, and registered with
+# pgrx: builds bind to its headers (the server's own, copied), and `cargo
+# pgrx test` installs into it (the server pgrx knows by that major).
+register_test_tree() {
+  (RAQUEL_TREE=test && use_major "$PG_MAJOR" && ensure_tree && register_pgrx "$PG_MAJOR" "$PG_CONFIG")
+}
+
+# target_of_major: the target directory PG_MAJOR builds in: target/ for
+# the default major, target/pgMAJOR for each other one, so that majors
+# build side by side.
+target_of_major() {
+  if [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ]; then echo "$RAQUEL_HOME/target"; else echo "$RAQUEL_HOME/target/pg$PG_MAJOR"; fi
+}
+
+# build_library: the extension's library for PG_MAJOR, a release build
+# (target_of_major/release/libraquel.so), with pgrx bound to the test tree's
+# headers.
+build_library() {
+  register_test_tree &&
+    (cd "$RAQUEL_HOME" && CARGO_TARGET_DIR=$(target_of_major) cargo build --lib --release --no-default-features --features "pg$PG_MAJOR" >&2)
+}
+
+# build_stage: builds the extension (release) for PG_MAJOR with plain
+# cargo (no cargo-pgrx: a user who only runs raquel needs Rust, clang and
+# the server's headers) into a staging tree,
+# target/release/raquel-stage-MAJOR (the server's own paths under it), and
+# prints its path. The staging tree is what `cargo pgrx package` makes: the
+# library, the control file with its version, and from sql/ every install
+# script (the released ones, and this version's, which bin/schema writes
+# from pgrx's schema of the library and bin/test checks) and every update
+# script.
 build_stage() {
-  local stage=$RAQUEL_HOME/target/release/raquel-stage-$PG_MAJOR target=$RAQUEL_HOME/target
-  [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ] || target=$RAQUEL_HOME/target/pg$PG_MAJOR
+  local stage=$RAQUEL_HOME/target/release/raquel-stage-$PG_MAJOR version lib ext
+  version=$(raquel_version)
+  [ -f "$RAQUEL_HOME/sql/raquel--$version.sql" ] ||
+    { echo "sql/raquel--$version.sql is missing: bin/schema writes it" >&2; return 1; }
+  lib=$stage$("$PG_BUILD_CONFIG" --pkglibdir)
+  ext=$stage$("$PG_BUILD_CONFIG" --sharedir)/extension
   rm -rf "$stage" &&
-    (cd "$RAQUEL_HOME" && CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_BUILD_CONFIG" --out-dir "$stage" >&2) &&
-    (cd "$RAQUEL_HOME/sql" && cp raquel--0.1.0.sql raquel--0.2.0.sql raquel--0.3.0.sql raquel--0.4.0.sql raquel--0.5.0.sql \
-      "$stage$("$PG_BUILD_CONFIG" --sharedir)/extension/") &&
+    build_library &&
+    mkdir -p "$lib" "$ext" &&
+    cp "$(target_of_major)/release/libraquel.so" "$lib/raquel.so" &&
+    sed "s/@CARGO_VERSION@/$version/" "$RAQUEL_HOME/raquel.control" >"$ext/raquel.control" &&
+    cp "$RAQUEL_HOME"/sql/raquel--*.sql "$ext/" &&
     echo "$stage"
 }
 
