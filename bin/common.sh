@@ -130,7 +130,7 @@ register_pgrx() {
   grep -qsx "pg$major = \"$config\"" "$file" && return 0
   mkdir -p "$PGRX_HOME"
   { echo "[configs]"
-    grep -s '^pg[0-9]* = ' "$file" | grep -v "^pg$major = "
+    { grep -s '^pg[0-9]* = ' "$file" || true; } | { grep -v "^pg$major = " || true; }
     echo "pg$major = \"$config\""
   } >"$file.new"
   mv "$file.new" "$file"
