@@ -177,9 +177,10 @@ build_stage() {
   rm -rf "$stage" &&
     build_library &&
     mkdir -p "$lib" "$ext" &&
-    cp "$(target_of_major)/release/libraquel.so" "$lib/raquel.so" &&
+    install -m 755 "$(target_of_major)/release/libraquel.so" "$lib/raquel.so" &&
     sed "s/@CARGO_VERSION@/$version/" "$RAQUEL_HOME/raquel.control" >"$ext/raquel.control" &&
-    cp "$RAQUEL_HOME"/sql/raquel--*.sql "$ext/" &&
+    chmod 644 "$ext/raquel.control" &&
+    install -m 644 "$RAQUEL_HOME"/sql/raquel--*.sql "$ext/" &&
     echo "$stage"
 }
 
@@ -193,6 +194,7 @@ install_extension() {
   stage=$(build_stage) || return 1
   ensure_tree || return 1
   retire_installed_library
+  rm -f "$PG_TREE/usr/share/postgresql/$PG_MAJOR/extension"/raquel*
   cp -r "$stage$PG_PRISTINE/usr/." "$PG_TREE/usr/"
 }
 
