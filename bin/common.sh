@@ -14,7 +14,8 @@
 # servers the scripts start run from that copy. PostgreSQL finds its lib
 # and share directories relative to its binaries, so a copy of Debian's
 # layout is a whole server. Each purpose has its own tree (RAQUEL_TREE:
-# test for bin/test, dev for bin/dev, bench for the benchmarks), so that
+# test for bin/test's servers, unit for its `cargo pgrx test`, dev for
+# bin/dev, bench for the benchmarks), so that
 # a test run that installs a new build never replaces the library under a
 # server bin/dev started (a preloaded library replaced in place crashes
 # its server; a new one beside it is loaded by new backends). Other
@@ -26,7 +27,7 @@ RAQUEL_HOME=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RAQUEL_TREES=${RAQUEL_TREES:-$RAQUEL_HOME/target/pg}
 RAQUEL_TREE=${RAQUEL_TREE:-test}
 # pgrx's own configuration (which pg_config each major's `cargo pgrx test`
-# uses: the test tree's) is the project's, not the user's ~/.pgrx.
+# uses: the unit tree's) is the project's, not the user's ~/.pgrx.
 export PGRX_HOME=${RAQUEL_PGRX_HOME:-$RAQUEL_HOME/target/pgrx}
 
 # pristine_root MAJOR: the directory Debian's layout (usr/lib/postgresql/MAJOR
@@ -136,11 +137,13 @@ register_pgrx() {
   mv "$file.new" "$file"
 }
 
-# register_test_tree: the test tree of PG_MAJOR made, and registered with
-# pgrx: builds bind to its headers (the server's own, copied), and `cargo
-# pgrx test` installs into it (the server pgrx knows by that major).
-register_test_tree() {
-  (RAQUEL_TREE=test && use_major "$PG_MAJOR" && ensure_tree && register_pgrx "$PG_MAJOR" "$PG_CONFIG")
+# register_unit_tree: the unit tree of PG_MAJOR (target/pg/unit/MAJOR)
+# made, and registered with pgrx: builds bind to its headers (the server's
+# own, copied), and `cargo pgrx test` installs its test build into it (the
+# server pgrx knows by that major), a tree of its own, so that the unit
+# tests can run beside the test servers of the test tree.
+register_unit_tree() {
+  (RAQUEL_TREE=unit && use_major "$PG_MAJOR" && ensure_tree && register_pgrx "$PG_MAJOR" "$PG_CONFIG")
 }
 
 # target_of_major: the target directory PG_MAJOR builds in: target/ for
@@ -151,10 +154,10 @@ target_of_major() {
 }
 
 # build_library: the extension's library for PG_MAJOR, a release build
-# (target_of_major/release/libraquel.so), with pgrx bound to the test tree's
+# (target_of_major/release/libraquel.so), with pgrx bound to the unit tree's
 # headers.
 build_library() {
-  register_test_tree &&
+  register_unit_tree &&
     (cd "$RAQUEL_HOME" && CARGO_TARGET_DIR=$(target_of_major) cargo build --lib --release --no-default-features --features "pg$PG_MAJOR" >&2)
 }
 
