@@ -116,7 +116,8 @@ DECLARE
     q       text;
     changed bigint := 0;
     more    bigint;
-    held    uuid[];
+    ended   uuid[];
+    sets_off boolean[];
 BEGIN
     IF NOT citus_is_coordinator() THEN
         RETURN 0;
@@ -140,11 +141,11 @@ BEGIN
             FROM due WHERE j.queue = q AND j.id = due.id
             RETURNING j.id, j.key_period IS NOT NULL AS sets_off
         )
-        SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off) INTO more, held FROM expired e;
+        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
         changed := changed + more;
-        PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM generate_series(1, more);
-        -- a key enqueued with a key_period stays held (sql/finish.sql)
-        PERFORM raquel_internal.rq_job_ended(h.id) FROM unnest(held) h (id);
+        -- what follows their ends (src/ended.rs): counted, their awaiters
+        -- woken, a key enqueued with a key_period held (sql/finish.sql)
+        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
     END LOOP;
     RETURN changed;
 END

@@ -16,9 +16,9 @@ AS $$
 DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     changed bigint;
-    parents uuid[];
     queues  text[];
     ended   uuid[];
+    sets_off boolean[];
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     IF raquel_internal.rq_distributed() THEN
@@ -36,14 +36,12 @@ BEGIN
         FROM due WHERE j.id = due.id
         RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue), array_agg(e.id)
-    INTO changed, parents, queues, ended
+    SELECT count(*), array_agg(e.id), array_agg(e.queue), array_agg(e.sets_off)
+    INTO changed, ended, queues, sets_off
     FROM expired e;
-    PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
-    -- their awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(ended);
-    -- what their ends set off (sql/finish.sql)
-    PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    -- what follows their ends (src/ended.rs): counted, their awaiters
+    -- woken, what their ends set off (sql/finish.sql)
+    PERFORM raquel_internal.rq_ended(ended, queues, 'expired', false, sets_off);
     RETURN changed;
 END
 $$;

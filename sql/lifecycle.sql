@@ -135,14 +135,10 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
-    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
-    PERFORM raquel_internal.rq_claim_ended(job.queue);
-    -- its awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(ARRAY[job.id]);
-    IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
-        -- what its end sets off (sql/finish.sql)
-        PERFORM raquel_internal.rq_job_ended(job.id);
-    END IF;
+    -- what follows its end (src/ended.rs): its awaiters woken, a slot it
+    -- may have held freed, what its end sets off (sql/finish.sql)
+    PERFORM raquel_internal.rq_ended(ARRAY[job.id], ARRAY[job.queue], 'cancelled', true,
+        ARRAY[job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id)]);
     RETURN job;
 END
 $$;

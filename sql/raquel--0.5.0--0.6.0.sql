@@ -127,6 +127,26 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
 
+-- What follows a job's end is one function for the paths in SQL
+-- (src/ended.rs): rq_ended takes the queues, the outcome and what the ends
+-- set off, and does what rq_jobs_ended, rq_claim_ended and rq_note_metric
+-- did for them (and what rq_expire on Citus left out: waking awaiters); it
+-- is for roles that may update jobs.
+DROP FUNCTION raquel_internal.rq_jobs_ended(uuid[]);
+DROP FUNCTION raquel_internal.rq_claim_ended(text);
+-- new: raquel_internal.rq_ended(uuid[], text[], text, boolean, boolean[])
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+
 -- new: raquel_internal.rq_cancel(uuid)
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
@@ -147,14 +167,10 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
     END IF;
-    -- when it was claimed, a slot freed under a concurrency limit (src/flow.rs)
-    PERFORM raquel_internal.rq_claim_ended(job.queue);
-    -- its awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(ARRAY[job.id]);
-    IF job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id) THEN
-        -- what its end sets off (sql/finish.sql)
-        PERFORM raquel_internal.rq_job_ended(job.id);
-    END IF;
+    -- what follows its end (src/ended.rs): its awaiters woken, a slot it
+    -- may have held freed, what its end sets off (sql/finish.sql)
+    PERFORM raquel_internal.rq_ended(ARRAY[job.id], ARRAY[job.queue], 'cancelled', true,
+        ARRAY[job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id)]);
     RETURN job;
 END
 $$;
@@ -581,9 +597,9 @@ AS $$
 DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     changed bigint;
-    parents uuid[];
     queues  text[];
     ended   uuid[];
+    sets_off boolean[];
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
     IF raquel_internal.rq_distributed() THEN
@@ -601,14 +617,12 @@ BEGIN
         FROM due WHERE j.id = due.id
         RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
     )
-    SELECT count(*), array_agg(e.id) FILTER (WHERE e.sets_off), array_agg(e.queue), array_agg(e.id)
-    INTO changed, parents, queues, ended
+    SELECT count(*), array_agg(e.id), array_agg(e.queue), array_agg(e.sets_off)
+    INTO changed, ended, queues, sets_off
     FROM expired e;
-    PERFORM raquel_internal.rq_note_metric(q, 'expired', NULL) FROM unnest(queues) q;
-    -- their awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(ended);
-    -- what their ends set off (sql/finish.sql)
-    PERFORM raquel_internal.rq_job_ended(p.id) FROM unnest(parents) p (id);
+    -- what follows their ends (src/ended.rs): counted, their awaiters
+    -- woken, what their ends set off (sql/finish.sql)
+    PERFORM raquel_internal.rq_ended(ended, queues, 'expired', false, sets_off);
     RETURN changed;
 END
 $$;
@@ -685,6 +699,51 @@ BEGIN
         END;
     END LOOP;
     RETURN enqueued;
+END
+$$;
+
+-- changed: raquel_internal.rq_expire_distributed(integer, bigint): what
+-- follows the ends is src/ended.rs's (it wakes awaiters now)
+CREATE OR REPLACE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    ended   uuid[];
+    sets_off boolean[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
+        changed := changed + more;
+        -- what follows their ends (src/ended.rs): counted, their awaiters
+        -- woken, a key enqueued with a key_period held (sql/finish.sql)
+        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
+    END LOOP;
+    RETURN changed;
 END
 $$;
 
@@ -850,6 +909,8 @@ DECLARE
     ended    record;
     released record;
     cancelled_ids uuid[];
+    cancelled_queues text[];
+    cancelled_sets_off boolean[];
 BEGIN
     SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
     IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
@@ -881,14 +942,16 @@ BEGIN
         SET status = 'cancelled', finished_at = now_ms,
             error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
         FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
-        RETURNING c.id
+        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
     ), gone AS (
         DELETE FROM @extschema@.job_dependencies d
         WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
     )
-    SELECT array_agg(c.id) INTO cancelled_ids FROM cancelled c;
-    -- their awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(cancelled_ids);
+    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
+    FROM cancelled c;
+    -- what follows their ends (src/ended.rs): their awaiters woken, a key
+    -- enqueued with a key_period held (their own children are among them)
+    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
 END
 $$;
 

@@ -121,6 +121,8 @@ DECLARE
     ended    record;
     released record;
     cancelled_ids uuid[];
+    cancelled_queues text[];
+    cancelled_sets_off boolean[];
 BEGIN
     SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
     IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
@@ -152,14 +154,16 @@ BEGIN
         SET status = 'cancelled', finished_at = now_ms,
             error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
         FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
-        RETURNING c.id
+        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
     ), gone AS (
         DELETE FROM @extschema@.job_dependencies d
         WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
     )
-    SELECT array_agg(c.id) INTO cancelled_ids FROM cancelled c;
-    -- their awaiters (rq_await) are woken at commit (src/results.rs)
-    PERFORM raquel_internal.rq_jobs_ended(cancelled_ids);
+    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
+    FROM cancelled c;
+    -- what follows their ends (src/ended.rs): their awaiters woken, a key
+    -- enqueued with a key_period held (their own children are among them)
+    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
 END
 $$;
 

@@ -101,3 +101,41 @@ pub unsafe extern "C-unwind" fn rq_step_c(fcinfo: pg_sys::FunctionCallInfo) -> p
     // SAFETY: id, name, result, attempt.
     unsafe { steps::step_from_args(fcinfo, false) }
 }
+
+// raquel_internal.rq_claim_ended(queue text), which 0.3.0 to 0.5.0 declare
+// (0.6.0: what follows a job's end is src/ended.rs's, rq_ended): a job of
+// `queue` stopped being claimed, for a role that may update jobs.
+function_info_v1!(pg_finfo_rq_claim_ended_wrapper);
+
+/// # Safety
+/// Called by the function manager with the argument 0.5.0 (or older) declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_claim_ended_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is this call's own; argument 0 is a text.
+    let (function, queue) = unsafe { (crate::statements::called_function(fcinfo), pgrx::fcinfo::pg_getarg::<String>(fcinfo, 0)) };
+    crate::privileges::require_update(function, "rq_claim_ended");
+    if let Some(queue) = queue {
+        crate::statements::connect();
+        if crate::flow::some_queue_counts_claims(function) {
+            crate::flow::claim_ended(&queue);
+        }
+        crate::statements::finish();
+    }
+    pg_sys::Datum::from(0)
+}
+
+// raquel_internal.rq_jobs_ended(ids uuid[]), which 0.5.0 declares: wakes
+// the awaiters of the jobs `ids` at commit.
+function_info_v1!(pg_finfo_rq_jobs_ended_wrapper);
+
+/// # Safety
+/// Called by the function manager with the argument 0.5.0 declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_jobs_ended_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: argument 0 is a uuid[].
+    let ids = unsafe { pgrx::fcinfo::pg_getarg::<pgrx::Array<pgrx::Uuid>>(fcinfo, 0) };
+    ids.into_iter().flat_map(|ids| ids.iter().collect::<Vec<_>>()).flatten().for_each(|id| crate::waiters::note_ended(&id));
+    pg_sys::Datum::from(0)
+}

@@ -6,14 +6,14 @@
 //! job this transaction took (src/take.rs) with one UPDATE that also writes
 //! the claim it never wrote (its attempt, worker and time). Each is one kept
 //! plan (sql/finish.complete.sql, sql/finish.fail.sql); only when it matches
-//! nothing does the verb look at the job to say why (src/errors.rs). What a
-//! job's end sets off is here too: the metrics, a waiting claim woken for a
-//! retry or a freed slot, and rq_job_ended (children waiting, a key held for
-//! a period).
+//! nothing does the verb look at the job to say why (src/errors.rs). A
+//! failed job to be retried is counted failed here and wakes a waiting
+//! claim when it is due; what follows a job's end is src/ended.rs's.
 
 use crate::clock::now_ms;
 use crate::distributed;
 use crate::errors::{self, Refusal};
+use crate::ended::{self, Ended, Outcome};
 use crate::events;
 use crate::flow;
 use crate::limits;
@@ -28,8 +28,6 @@ use pgrx::Array;
 const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
 const COMPLETE_DELETING: &str = include_str!("../sql/finish.complete_deleting.sql");
 const FAIL: &str = include_str!("../sql/finish.fail.sql");
-/// A completed job whose end sets something off (sql/finish.sql).
-const JOB_ENDED: &str = "SELECT @rq_job_ended@($1)";
 
 /// The parameters of sql/finish.complete.sql and sql/finish.fail.sql (and,
 /// with a tenth, the queues without history, of
@@ -98,17 +96,6 @@ fn kept_rows_gone(function: pg_sys::Oid, condition: impl Fn(&str) -> String) -> 
     } else {
         String::new()
     }
-}
-
-/// Runs rq_job_ended (sql/finish.sql) for job `id`, whose end sets
-/// something off. Replaces the last SPI result.
-pub fn job_ended(function: pg_sys::Oid, id: Option<pg_sys::Datum>) {
-    // a plan per schema of the helpers (src/statements.rs helper_schema)
-    let helpers = statements::helper_schema(function);
-    let text = || statements::fill(JOB_ENDED, &[("@rq_job_ended@", &statements::helper_of(helpers, "rq_job_ended"))]);
-    let shape = Shape { name: "job_ended", variant: i64::from(helpers.to_u32()) };
-    let released = Statement { shape, text: &text, types: &[pg_sys::UUIDOID] };
-    statements::run(function, &released, &[id]);
 }
 
 /// How a job comes to its end.
@@ -253,37 +240,30 @@ impl Ending {
         // then the columns its statement names, in that order.
         let queue = unsafe { statements::value::<String>(0, 2) }.unwrap_or_default();
         let run_ms = unsafe { statements::value::<i64>(0, 3) }.map(|claimed_at| now_ms() - claimed_at);
-        let (retried, sets_off_column) = match self.end {
-            End::Complete => {
-                metrics::note(&queue, Event::Succeeded, run_ms);
-                (false, 4)
-            }
+        let (outcome, sets_off_column) = match self.end {
+            End::Complete => (Some(Outcome::Succeeded), 4),
             End::Fail => {
-                metrics::note(&queue, Event::Failed, run_ms);
-                let retried = unsafe { statements::value::<String>(0, 4) }.as_deref() == Some("failed");
-                if retried {
-                    // to be retried: wake a waiting claim when it is due
+                if unsafe { statements::value::<String>(0, 4) }.as_deref() == Some("failed") {
+                    // to be retried: counted failed, and a waiting claim
+                    // woken when it is due
+                    metrics::note(&queue, Event::Failed, run_ms);
                     let (due, max_age, priority) =
                         unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6), statements::value::<i32>(0, 7)) };
                     let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, Some(self.id)));
                     events::ready(crate::privileges::jobs_of(self.function), &queue, due, max_age, lane);
+                    take::finished(&self.id);
+                    (None, 8)
+                } else {
+                    (Some(Outcome::Exhausted), 8)
                 }
-                (retried, 8)
             }
         };
-        if !retried && frees_slots {
-            flow::claim_ended(&queue);
-        }
-        if !retried {
-            crate::waiters::note_ended(&self.id);
-        }
-        if self.taken.is_some() {
-            take::finished(&self.id);
-        }
+        let sets_off = self.workflows && unsafe { statements::value::<bool>(0, sets_off_column) } == Some(true);
         // SAFETY: as above.
         let row = unsafe { statements::first_row_copied() };
-        if !retried && self.workflows && unsafe { statements::value::<bool>(0, sets_off_column) } == Some(true) {
-            job_ended(self.function, self.args[0]);
+        if let Some(outcome) = outcome {
+            let ended = Ended { id: self.id, queue, outcome, run_ms, was_claimed: self.taken.is_none(), sets_off };
+            ended::jobs_ended(self.function, frees_slots, &[ended]);
         }
         Some(row)
     }
@@ -516,11 +496,13 @@ unsafe fn complete_batch(
         }
     }
     let now = now_ms();
-    let (mut done, mut queues, mut sets_off_ids) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut done, mut ended) = (Vec::new(), Vec::new());
     for (queue, members) in &groups {
         let taken: Vec<Option<take::Taken>> =
             members.iter().map(|&n| ids[n].filter(|_| take::any()).and_then(|id| take::taken(&id))).collect();
         let any_taken = taken.iter().any(Option::is_some);
+        // (a job this transaction took was never claimed: it held no slot)
+        let taken_ids: Vec<pgrx::Uuid> = members.iter().zip(&taken).filter(|(_, t)| t.is_some()).filter_map(|(&n, _)| ids[n]).collect();
         let text = || {
             let (was, taken_set) = if any_taken {
                 (
@@ -588,12 +570,10 @@ unsafe fn complete_batch(
         let mut each_row = |row: &mut statements::Row| {
             let (id, queue) = (row.get::<pgrx::Uuid>(c"id"), row.get::<String>(c"queue").unwrap_or_default());
             let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);
-            metrics::note(&queue, Event::Succeeded, run_ms);
-            if workflows && row.get::<bool>(c"sets_off") == Some(true) {
-                sets_off_ids.push(id);
-            }
-            if !queues.contains(&queue) {
-                queues.push(queue);
+            let sets_off = workflows && row.get::<bool>(c"sets_off") == Some(true);
+            if let Some(id) = id {
+                let was_claimed = taken_ids.iter().all(|t| *t != id);
+                ended.push(Ended { id, queue, outcome: Outcome::Succeeded, run_ms, was_claimed, sets_off });
             }
             done.push(id);
         };
@@ -612,14 +592,5 @@ unsafe fn complete_batch(
     if let Some(n) = (0..ids.len()).find(|&n| ids[n].is_none() || !done.contains(&ids[n])) {
         errors::raise_cannot(function, ids[n], tokens[n], "complete", &["claimed"])
     }
-    for id in done.iter().flatten() {
-        take::finished(id);
-        crate::waiters::note_ended(id);
-    }
-    if frees_slots {
-        queues.iter().for_each(|queue| flow::claim_ended(queue));
-    }
-    for id in sets_off_ids.into_iter().flatten() {
-        job_ended(function, id.into_datum());
-    }
+    ended::jobs_ended(function, frees_slots, &ended);
 }

@@ -157,24 +157,6 @@ pub fn claim_ended(queue: &str) {
     }
 }
 
-/// For the SQL verbs that end a claim (sql/finish.sql, sql/lifecycle.sql,
-/// sql/duties.sql): what `claim_ended` does for rq_complete. Only for a role
-/// that may update jobs, which could have ended the claim itself.
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_claim_ended(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
-    // SAFETY: fcinfo is this call's own.
-    let function = unsafe { statements::called_function(fcinfo) };
-    privileges::require_update(function, "rq_claim_ended");
-    if let Some(queue) = queue {
-        statements::connect();
-        if some_queue_counts_claims(function) {
-            claim_ended(queue);
-        }
-        statements::finish();
-    }
-}
-
 /// Wakes, at commit, every waiting claim of `queue`: rq_resume's, and
 /// rq_set_limits' when it raises or removes a limit.
 #[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]

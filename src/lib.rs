@@ -36,6 +36,7 @@ mod compat_0_5;
 mod deadlines;
 mod distributed;
 mod durations;
+mod ended;
 mod enqueue;
 mod errors;
 mod events;
@@ -108,8 +109,7 @@ extension_sql_file!(
         errors::rq_raise_cannot,
         errors::rq_refuse,
         limits::rq_check_arrays,
-        events::rq_job_ready_in_lane,
-        flow::rq_claim_ended
+        events::rq_job_ready_in_lane
     ]
 );
 extension_sql_file!(

@@ -97,12 +97,3 @@ pub unsafe extern "C-unwind" fn rq_await_c(fcinfo: pg_sys::FunctionCallInfo) -> 
         }
     }
 }
-
-/// For the verbs and duties written in SQL that end jobs (rq_cancel,
-/// rq_expire, a workflow's cancelled children): notes their ends, so that
-/// their awaiters are woken at commit (src/waiters.rs).
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_jobs_ended(ids: Option<Vec<Option<pgrx::Uuid>>>) {
-    ids.into_iter().flatten().flatten().for_each(|id| waiters::note_ended(&id));
-}

@@ -103,12 +103,12 @@ pub unsafe fn return_taken_rows(fcinfo: pg_sys::FunctionCallInfo, worker: Option
 
 /// Hands back the rows rq_take(complete => true) completed (the last SPI
 /// result: each jobs row, then whether its end sets something off), counts
-/// each claimed and succeeded, and runs what their ends set off.
+/// each claimed, and then runs what follows their ends (src/ended.rs).
 ///
 /// # Safety
 /// As `return_taken_rows`.
 pub unsafe fn return_completed_rows(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::Oid) {
-    let mut sets_off = Vec::new();
+    let mut ended = Vec::new();
     // SAFETY: per the contract above.
     unsafe {
         crate::statements::return_rows_changed(fcinfo, |row| {
@@ -118,13 +118,14 @@ pub unsafe fn return_completed_rows(fcinfo: pg_sys::FunctionCallInfo, function: 
                 _ => None,
             };
             crate::metrics::note(&queue, crate::metrics::Event::Claimed, wait);
-            crate::metrics::note(&queue, crate::metrics::Event::Succeeded, Some(0));
-            if row.get::<bool>(c"sets_off") == Some(true) {
-                sets_off.push(row.get::<pgrx::Uuid>(c"id"));
+            if let Some(id) = row.get::<pgrx::Uuid>(c"id") {
+                let sets_off = row.get::<bool>(c"sets_off") == Some(true);
+                // (claimed and completed at one instant; never claimed
+                // under a lease, so it held no slot)
+                let outcome = crate::ended::Outcome::Succeeded;
+                ended.push(crate::ended::Ended { id, queue, outcome, run_ms: Some(0), was_claimed: false, sets_off });
             }
         })
     };
-    for id in sets_off.into_iter().flatten() {
-        crate::finish::job_ended(function, id.into_datum());
-    }
+    crate::ended::jobs_ended(function, false, &ended);
 }

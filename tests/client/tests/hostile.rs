@@ -1732,7 +1732,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_refuse", "SELECT raquel_internal.rq_refuse('ids_null', '{}')", "22023"),
         ("rq_raise_cannot", "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')", "P0002"),
         ("rq_caller_may_read", "SELECT raquel_internal.rq_caller_may_read('jobs'::regclass)", "00000"),
-        ("rq_jobs_ended", "SELECT raquel_internal.rq_jobs_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])", "00000"),
+        ("rq_ended", "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['hq'], 'cancelled', true, NULL)", "00000"),
+        ("rq_ended", "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['hq'], 'lost', true, NULL)", "22023"),
         ("rq_next_duty_ms", "SELECT raquel_internal.rq_next_duty_ms('1 day')", "00000"),
         ("rq_job_events", "SELECT raquel_internal.rq_job_events()", "*"),
         ("rq_job_values", "SELECT raquel_internal.rq_job_values()", "*"),
@@ -1746,7 +1747,6 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_tidy_queue_limits", "SELECT raquel_internal.rq_tidy_queue_limits('hq-none', NULL)", "00000"),
         ("rq_set_history", "SELECT rq_set_history('hq-gone', false)", "00000"),
         ("rq_set_history", "SELECT rq_set_history('hq-gone', true)", "00000"),
-        ("rq_claim_ended", "SELECT raquel_internal.rq_claim_ended('hq-limits')", "00000"),
         ("rq_wake_claims", "SELECT raquel_internal.rq_wake_claims('hq-limits')", "00000"),
         // the flow claim's parts run only inside rq_claim (the claims of
         // the '-flow' queues above run them); called directly, they refuse

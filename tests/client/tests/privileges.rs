@@ -202,8 +202,10 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_look_in_at_commit()",                    No,  No,  Yes, "SELECT raquel_internal.rq_look_in_at_commit()"),
     ("raquel_internal.rq_deliver(emitted_events)",                No,  No,  No,  "SELECT raquel_internal.rq_deliver(e) FROM emitted_events e"),
     ("raquel_internal.rq_settle_waits(int)",                      No,  No,  No,  "SELECT raquel_internal.rq_settle_waits(10)"),
-    // it only wakes the backends awaiting those jobs, which look again
-    ("raquel_internal.rq_jobs_ended(uuid[])",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_jobs_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
+    // what follows jobs' ends (src/ended.rs): counts them in the metrics,
+    // wakes their awaiters and claims of a limited queue; for the roles
+    // that could have ended them (0.6.0: before, any role could wake)
+    ("raquel_internal.rq_ended(uuid[],text[],text,boolean,boolean[])", No, No, Yes, "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['m'], 'cancelled', false, NULL)"),
     ("raquel_internal.rq_raise_cannot(uuid,int,text,text[])",     No,  No,  Yes, "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
     ("rq_stats()",                                                No,  No,  Yes, "SELECT * FROM rq_stats()"),
     ("rq_queues()",                                               No,  No,  Yes, "SELECT * FROM rq_queues()"),
@@ -263,7 +265,6 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_job_ready_again(text,bigint,bigint,int,uuid)", No,  No,  Yes, "SELECT raquel_internal.rq_job_ready_again('m', 0, NULL)"),
     ("raquel_internal.rq_shard_queue(uuid)",                      Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queue('00000000-0000-7000-8000-000000000000')"),
     ("raquel_internal.rq_shard_queues(uuid[])",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
-    ("raquel_internal.rq_claim_ended(text)",                      No,  No,  Yes, "SELECT raquel_internal.rq_claim_ended('m')"),
     ("raquel_internal.rq_job_ended(uuid)",                        No,  No,  Yes, "SELECT raquel_internal.rq_job_ended((SELECT id FROM jobs LIMIT 1))"),
     ("raquel_internal.rq_parent_ended(uuid)",                     No,  No,  Yes, "SELECT raquel_internal.rq_parent_ended((SELECT id FROM jobs LIMIT 1))"),
     ("raquel_internal.rq_wake_claims(text)",                      No,  No,  Yes, "SELECT raquel_internal.rq_wake_claims('m')"),
