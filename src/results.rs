@@ -26,7 +26,9 @@ pub const ENDED: [&str; 4] = ["success", "exhausted", "cancelled", "expired"];
 const LOOK_AGAIN_MS: i64 = 5000;
 const LOOK_AGAIN_WITHOUT_WAKEUPS_MS: i64 = 100;
 
-const JOB: &str = "SELECT j, j.status FROM @jobs@ j WHERE j.id = $1";
+/// (On Citus the row is ROW(j.*)::jobs: a whole-row reference to a
+/// distributed table does not plan: src/distributed.rs whole_row.)
+const JOB: &str = "SELECT @row@, j.status FROM @jobs@ j WHERE j.id = $1";
 
 // rq_await(id uuid, timeout interval) RETURNS jobs. See sql/results.sql.
 function_info_v1!(pg_finfo_rq_await_c);
@@ -51,8 +53,11 @@ pub unsafe extern "C-unwind" fn rq_await_c(fcinfo: pg_sys::FunctionCallInfo) -> 
             .raise()
     }
     statements::connect();
+    // the mode first: on Citus the statement is planned for each look, and
+    // its row built as the table's type (src/distributed.rs)
+    crate::distributed::is_distributed(function);
     let jobs = statements::in_schema_of(function, "jobs");
-    let text = || statements::fill(JOB, &[("@jobs@", &jobs)]);
+    let text = || statements::fill(JOB, &[("@jobs@", &jobs), ("@row@", &crate::distributed::whole_row(function))]);
     let statement = Statement { shape: Shape { name: "await", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };
     let deadline = now_ms() + timeout_ms;
     let mut seen = false;
