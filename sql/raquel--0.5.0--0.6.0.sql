@@ -147,6 +147,20 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 
+-- new: raquel_internal.rq_kept_plans(): this backend's kept plans (src/statements.rs)
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+
 -- new: raquel_internal.rq_cancel(uuid)
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE

@@ -851,4 +851,24 @@ mod tests {
             r#"text 0/0 | {"n": 0}/0 | text 1/0 | {"n": 1}/1 | text 2/0 | {"n": 2}/2"#
         );
     }
+
+    #[pg_test]
+    fn the_kept_plans_are_bounded_and_the_least_recent_goes() {
+        // a claim keeps a plan per batch size: more sizes than the bound
+        let before: i64 = one("SELECT evicted FROM raquel_internal.rq_kept_plans()");
+        let max: i32 = one("SELECT max_kept FROM raquel_internal.rq_kept_plans()");
+        enqueue("'plans', 'p'");
+        for batch in 1..=(max + 10) {
+            run(&format!("SELECT count(*) FROM rq_claim(ARRAY['none of these'], batch => {batch})"));
+        }
+        let (kept, evicted): (i32, i64) = (
+            one("SELECT kept FROM raquel_internal.rq_kept_plans()"),
+            one("SELECT evicted FROM raquel_internal.rq_kept_plans()"),
+        );
+        assert_eq!(kept, max, "the backend keeps as many plans as the bound");
+        assert!(evicted - before >= 10, "{} plans evicted for {} new ones past the bound", evicted - before, max + 10);
+        // the verbs still work, and a plan used again is kept again
+        assert_eq!(claim_one("plans").is_some(), true);
+        assert!(one::<i32>("SELECT kept FROM raquel_internal.rq_kept_plans()") <= max);
+    }
 }

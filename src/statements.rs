@@ -16,8 +16,11 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
 
 /// The most plans a backend keeps: a worker needs a few (its queue filter
-/// and batch size, complete, enqueue). Past this, calls plan every time.
-const MAX_KEPT_PLANS: usize = 32;
+/// and batch size, complete, enqueue). Past this, the plan used least
+/// recently goes to make room (counted: raquel_internal.rq_kept_plans()),
+/// unless every kept plan is running (a verb inside a verb): then the call
+/// plans for itself once.
+const MAX_KEPT_PLANS: usize = 64;
 
 /// The most arguments a statement takes (the enqueue's 13).
 const MAX_ARGS: usize = 13;
@@ -42,11 +45,57 @@ struct KeptPlan {
     function: pg_sys::Oid,
     shape: Shape,
     plan: pg_sys::SPIPlanPtr,
+    /// When it last ran (a count of the backend's runs of kept plans).
+    last_used: u64,
+    /// Runs of it under way: a plan that runs is never freed.
+    running: u32,
+}
+
+/// What the backend's kept plans did since it started (rq_kept_plans).
+#[derive(Clone, Copy, Default)]
+struct PlanCounts {
+    /// Runs of a kept plan.
+    runs: u64,
+    /// Plans made and kept.
+    kept: u64,
+    /// Kept plans freed to make room for another.
+    evicted: u64,
+    /// Calls that planned for themselves once: every kept plan was running.
+    planned_once: u64,
 }
 
 thread_local! {
     // A backend is one thread: a thread_local needs no lock.
     static KEPT_PLANS: RefCell<Vec<KeptPlan>> = const { RefCell::new(Vec::new()) };
+    static COUNTS: std::cell::Cell<PlanCounts> = const { std::cell::Cell::new(PlanCounts { runs: 0, kept: 0, evicted: 0, planned_once: 0 }) };
+}
+
+fn count(change: impl FnOnce(&mut PlanCounts)) {
+    COUNTS.with(|c| {
+        let mut counts = c.get();
+        change(&mut counts);
+        c.set(counts);
+    });
+}
+
+/// Marks a kept plan running while it lives (an error unwinds through it
+/// too: pgrx turns an ERROR into a panic that runs Rust's drops).
+struct Running(pg_sys::SPIPlanPtr);
+
+impl Running {
+    fn mark(plan: pg_sys::SPIPlanPtr, by: i32) {
+        KEPT_PLANS.with_borrow_mut(|kept| {
+            if let Some(k) = kept.iter_mut().find(|k| k.plan == plan) {
+                k.running = k.running.saturating_add_signed(by);
+            }
+        });
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        Running::mark(self.0, -1);
+    }
 }
 
 /// Connects to SPI; every call is paired with `finish`.
@@ -77,8 +126,15 @@ fn check(code: i32, expected: i32, call: &str) {
 /// `SPI_tuptable` until `finish`.
 pub fn run(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
     match kept_plan(function, statement) {
-        Some(plan) => execute(plan, args),
-        None => run_once(statement, args),
+        Some(plan) => {
+            Running::mark(plan, 1);
+            let _running = Running(plan);
+            execute(plan, args)
+        }
+        None => {
+            count(|c| c.planned_once += 1);
+            run_once(statement, args)
+        }
     }
 }
 
@@ -93,8 +149,13 @@ pub fn run_once(statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
 }
 
 fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPIPlanPtr> {
+    let mut counts = COUNTS.with(|c| c.get());
+    counts.runs += 1;
+    COUNTS.with(|c| c.set(counts));
+    let now = counts.runs;
     KEPT_PLANS.with_borrow_mut(|kept| {
-        if let Some(k) = kept.iter().find(|k| k.function == function && k.shape == statement.shape) {
+        if let Some(k) = kept.iter_mut().find(|k| k.function == function && k.shape == statement.shape) {
+            k.last_used = now;
             return Some(k.plan);
         }
         if !kept.iter().any(|k| k.function == function) {
@@ -110,15 +171,45 @@ fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPI
             });
         }
         if kept.len() >= MAX_KEPT_PLANS {
-            return None;
+            // the plan used least recently that is not running goes
+            let (n, _) = kept.iter().enumerate().filter(|(_, k)| k.running == 0).min_by_key(|(_, k)| k.last_used)?;
+            let gone = kept.swap_remove(n);
+            // SAFETY: a kept plan, owned by this list alone, not running.
+            check(unsafe { pg_sys::SPI_freeplan(gone.plan) }, 0, "SPI_freeplan");
+            count(|c| c.evicted += 1);
         }
         let plan = prepare(statement);
         // SAFETY: a plan just made in this SPI session; keeping moves it to a
         // context that lives as long as the backend.
         check(unsafe { pg_sys::SPI_keepplan(plan) }, 0, "SPI_keepplan");
-        kept.push(KeptPlan { function, shape: statement.shape, plan });
+        kept.push(KeptPlan { function, shape: statement.shape, plan, last_used: now, running: 0 });
+        count(|c| c.kept += 1);
         Some(plan)
     })
+}
+
+/// This backend's kept plans (src/statements.rs): how many it keeps now and
+/// at most, and since it started, the runs of a kept plan, the plans made
+/// and kept, those freed to make room, and the calls that planned for
+/// themselves once. For a contributor or an operator who wonders whether
+/// a worker's statements are planned once.
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_kept_plans() -> TableIterator<
+    'static,
+    (
+        name!(kept, i32),
+        name!(max_kept, i32),
+        name!(runs, i64),
+        name!(made, i64),
+        name!(evicted, i64),
+        name!(planned_once, i64),
+    ),
+> {
+    let now = KEPT_PLANS.with_borrow(|kept| kept.len()) as i32;
+    let c = COUNTS.with(|c| c.get());
+    let big = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    TableIterator::once((now, MAX_KEPT_PLANS as i32, big(c.runs), big(c.kept), big(c.evicted), big(c.planned_once)))
 }
 
 /// Frees every kept plan: the statements change with the mode
@@ -126,8 +217,12 @@ fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPI
 pub fn forget_kept_plans() {
     KEPT_PLANS.with_borrow_mut(|kept| {
         for k in kept.drain(..) {
-            // SAFETY: a kept plan, owned by this list alone.
-            check(unsafe { pg_sys::SPI_freeplan(k.plan) }, 0, "SPI_freeplan");
+            // (a plan running under this call is left to the backend's end:
+            // freeing it would pull it from under its executor)
+            if k.running == 0 {
+                // SAFETY: a kept plan, owned by this list alone, not running.
+                check(unsafe { pg_sys::SPI_freeplan(k.plan) }, 0, "SPI_freeplan");
+            }
         }
     });
 }
