@@ -136,6 +136,8 @@ function_info_v1!(pg_finfo_rq_jobs_ended_wrapper);
 pub unsafe extern "C-unwind" fn rq_jobs_ended_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: argument 0 is a uuid[].
     let ids = unsafe { pgrx::fcinfo::pg_getarg::<pgrx::Array<pgrx::Uuid>>(fcinfo, 0) };
-    ids.into_iter().flat_map(|ids| ids.iter().collect::<Vec<_>>()).flatten().for_each(|id| crate::waiters::note_ended(&id));
+    for id in ids.iter().flat_map(|ids| ids.iter()).flatten() {
+        crate::waiters::note_ended(&id);
+    }
     pg_sys::Datum::from(0)
 }

@@ -501,8 +501,6 @@ unsafe fn complete_batch(
         let taken: Vec<Option<take::Taken>> =
             members.iter().map(|&n| ids[n].filter(|_| take::any()).and_then(|id| take::taken(&id))).collect();
         let any_taken = taken.iter().any(Option::is_some);
-        // (a job this transaction took was never claimed: it held no slot)
-        let taken_ids: Vec<pgrx::Uuid> = members.iter().zip(&taken).filter(|(_, t)| t.is_some()).filter_map(|(&n, _)| ids[n]).collect();
         let text = || {
             let (was, taken_set) = if any_taken {
                 (
@@ -572,7 +570,8 @@ unsafe fn complete_batch(
             let run_ms = row.get::<i64>(c"claimed_at").map(|at| now - at);
             let sets_off = workflows && row.get::<bool>(c"sets_off") == Some(true);
             if let Some(id) = id {
-                let was_claimed = taken_ids.iter().all(|t| *t != id);
+                // (a job this transaction took was never claimed: it held no slot)
+                let was_claimed = !any_taken || take::taken(&id).is_none();
                 ended.push(Ended { id, queue, outcome: Outcome::Succeeded, run_ms, was_claimed, sets_off });
             }
             done.push(id);

@@ -45,7 +45,7 @@ struct KeptPlan {
     function: pg_sys::Oid,
     shape: Shape,
     plan: pg_sys::SPIPlanPtr,
-    /// When it last ran (a count of the backend's runs of kept plans).
+    /// When it last ran (`PlanCounts::runs` then).
     last_used: u64,
     /// Runs of it under way: a plan that runs is never freed.
     running: u32,
@@ -78,23 +78,18 @@ fn count(change: impl FnOnce(&mut PlanCounts)) {
     });
 }
 
-/// Marks a kept plan running while it lives (an error unwinds through it
-/// too: pgrx turns an ERROR into a panic that runs Rust's drops).
+/// A kept plan marked running (by `kept_plan`) until this is dropped (an
+/// error unwinds through it too: pgrx turns an ERROR into a panic that
+/// runs Rust's drops).
 struct Running(pg_sys::SPIPlanPtr);
-
-impl Running {
-    fn mark(plan: pg_sys::SPIPlanPtr, by: i32) {
-        KEPT_PLANS.with_borrow_mut(|kept| {
-            if let Some(k) = kept.iter_mut().find(|k| k.plan == plan) {
-                k.running = k.running.saturating_add_signed(by);
-            }
-        });
-    }
-}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        Running::mark(self.0, -1);
+        KEPT_PLANS.with_borrow_mut(|kept| {
+            if let Some(k) = kept.iter_mut().find(|k| k.plan == self.0) {
+                k.running = k.running.saturating_sub(1);
+            }
+        });
     }
 }
 
@@ -126,11 +121,7 @@ fn check(code: i32, expected: i32, call: &str) {
 /// `SPI_tuptable` until `finish`.
 pub fn run(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
     match kept_plan(function, statement) {
-        Some(plan) => {
-            Running::mark(plan, 1);
-            let _running = Running(plan);
-            execute(plan, args)
-        }
+        Some(running) => execute(running.0, args),
         None => {
             count(|c| c.planned_once += 1);
             run_once(statement, args)
@@ -148,14 +139,16 @@ pub fn run_once(statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
     rows
 }
 
-fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPIPlanPtr> {
-    let mut counts = COUNTS.with(|c| c.get());
-    counts.runs += 1;
-    COUNTS.with(|c| c.set(counts));
-    let now = counts.runs;
-    KEPT_PLANS.with_borrow_mut(|kept| {
+/// The kept plan of `statement` (made and kept on first use), marked
+/// running; None when the backend keeps as many as it may and every one
+/// is running.
+fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<Running> {
+    // this run's turn, for the least recently used
+    let now = COUNTS.with(|c| c.get().runs) + 1;
+    let plan = KEPT_PLANS.with_borrow_mut(|kept| {
         if let Some(k) = kept.iter_mut().find(|k| k.function == function && k.shape == statement.shape) {
             k.last_used = now;
+            k.running += 1;
             return Some(k.plan);
         }
         if !kept.iter().any(|k| k.function == function) {
@@ -182,10 +175,12 @@ fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<pg_sys::SPI
         // SAFETY: a plan just made in this SPI session; keeping moves it to a
         // context that lives as long as the backend.
         check(unsafe { pg_sys::SPI_keepplan(plan) }, 0, "SPI_keepplan");
-        kept.push(KeptPlan { function, shape: statement.shape, plan, last_used: now, running: 0 });
+        kept.push(KeptPlan { function, shape: statement.shape, plan, last_used: now, running: 1 });
         count(|c| c.kept += 1);
         Some(plan)
-    })
+    })?;
+    count(|c| c.runs += 1);
+    Some(Running(plan))
 }
 
 /// This backend's kept plans (src/statements.rs): how many it keeps now and

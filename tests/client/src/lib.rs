@@ -104,21 +104,28 @@ pub fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
 /// Waits until `n` sessions sleep in a waiting claim (an rq_claim called
 /// with `wait =>`), at most 10 seconds.
 pub fn wait_for_sleepers(db: &str, n: i64) {
+    wait_for_sleeping(db, "%wait =>%", n, "waiting claims")
+}
+
+/// Waits until `n` sessions of `db` whose query is LIKE `query` sleep on
+/// their latch in raquel (wait_event_type Extension), at most 10 seconds;
+/// `what` names them in the failure.
+pub fn wait_for_sleeping(db: &str, query: &str, n: i64, what: &str) {
     let mut c = connect(db);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let sleeping: i64 = c
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                 AND wait_event_type = 'Extension' AND query LIKE '%wait =>%'",
-                &[],
+                 AND wait_event_type = 'Extension' AND query LIKE $1",
+                &[&query],
             )
             .unwrap()
             .get(0);
         if sleeping >= n {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "{n} waiting claims did not start");
+        assert!(std::time::Instant::now() < deadline, "{n} {what} did not start");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -9,7 +9,7 @@
 //! Citus). The Citus stage of bin/test runs this file on a distributed
 //! table too, with the paths Citus has.
 
-use raquel_client_tests::{citus_ports, connect, fresh_db, reset_server, set_server};
+use raquel_client_tests::{citus_ports, connect, fresh_db, reset_server, set_server, wait_for_sleeping};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -138,26 +138,6 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Waits until a session of `db` sleeps in rq_await, at most 10 seconds.
-fn wait_for_awaiter(c: &mut postgres::Client) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let sleeping: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                 AND wait_event_type = 'Extension' AND query LIKE '%rq_await%' AND pid <> pg_backend_pid()",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        if sleeping >= 1 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the awaiter did not start waiting");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn every_path_that_ends_a_job_wakes_its_awaiters_at_its_commit() {
     let db = fresh_db("raquel_endings");
@@ -179,7 +159,7 @@ fn every_path_that_ends_a_job_wakes_its_awaiters_at_its_commit() {
                 row.get::<_, Option<String>>(0)
             })
         };
-        wait_for_awaiter(&mut c);
+        wait_for_sleeping(&db, "%rq_await%", 1, "awaiters");
         // (a lapsed lease: its lease of 1 ms has run out by now)
         let mut tx = c.transaction().unwrap();
         tx.batch_execute(&case.end.replace("{id}", &id).replace("{attempt}", &attempt.to_string())).unwrap();
