@@ -115,20 +115,26 @@ fn sighup_changes_the_interval() {
     // Only this database: another one's planned visit would wake the
     // launcher, which then also reads what was noted here.
     set_server(&[("raquel.databases", &db), ("raquel.worker_interval", "1min")]);
-    // The reload wakes the launcher, which may still be in a round that an
-    // earlier test's reload started; once it has been idle for a while, it
-    // sleeps a minute.
+    // Every round already asked for must be over before the job below is
+    // enqueued, or that round takes its note: the reload's (at once) and the
+    // CREATE EXTENSION's, which starts at most a second (MIN_ROUND_GAP)
+    // after the round before it. So the launcher must have slept, with no
+    // housekeeping worker, for longer than that; then it sleeps a minute.
     let mut admin = connect("postgres");
     let mut idle_since = std::time::Instant::now();
     assert!(eventually(20, || {
         let busy: i64 = admin
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'raquel worker'", &[])
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'raquel worker' \
+                 OR (backend_type = 'raquel launcher' AND wait_event IS DISTINCT FROM 'Extension')",
+                &[],
+            )
             .unwrap()
             .get(0);
         if busy > 0 {
             idle_since = std::time::Instant::now();
         }
-        idle_since.elapsed() > Duration::from_millis(700)
+        idle_since.elapsed() > Duration::from_millis(1500)
     }));
     let id: String = c
         .query_one("SELECT id::text FROM rq_enqueue('q', 'x', max_age => '100 ms')", &[])
