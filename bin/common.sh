@@ -153,12 +153,26 @@ target_of_major() {
   if [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ]; then echo "$RAQUEL_HOME/target"; else echo "$RAQUEL_HOME/target/pg$PG_MAJOR"; fi
 }
 
+# major_cargo ARGS…: cargo for PG_MAJOR, its artifacts in target_of_major.
+# The other majors also share one build directory (target/majors): most of
+# a build is crates that do not depend on the major, compiled once for
+# both (a fresh clone's release build for 18 took 65 s after 17's instead
+# of 108). Its cost: the library itself is rebuilt when the major changes
+# (29 s), as the two majors' builds share its intermediate file.
+major_cargo() {
+  if [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ]; then
+    CARGO_TARGET_DIR=$(target_of_major) cargo "$@"
+  else
+    CARGO_TARGET_DIR=$(target_of_major) CARGO_BUILD_BUILD_DIR=$RAQUEL_HOME/target/majors cargo "$@"
+  fi
+}
+
 # build_library: the extension's library for PG_MAJOR, a release build
 # (target_of_major/release/libraquel.so), with pgrx bound to the unit tree's
 # headers.
 build_library() {
   register_unit_tree &&
-    (cd "$RAQUEL_HOME" && CARGO_TARGET_DIR=$(target_of_major) cargo build --lib --release --no-default-features --features "pg$PG_MAJOR" >&2)
+    (cd "$RAQUEL_HOME" && major_cargo build --lib --release --no-default-features --features "pg$PG_MAJOR" >&2)
 }
 
 # build_stage: builds the extension (release) for PG_MAJOR with plain

@@ -18,20 +18,28 @@ fn index_pages(observer: &mut postgres::Client) -> i64 {
         .get(0)
 }
 
-/// The index pages one `claim` touches in `worker`'s session (its second
-/// call, with the plan kept from the first), rolled back so the table stays
-/// as it was.
+/// The index pages one `claim` touches in `worker`'s session (with the
+/// plan kept from the calls before), rolled back so the table stays as it
+/// was: the fewest of three calls. The figure counts every session's
+/// touches of the database's indexes, and under load a housekeeping visit
+/// or autovacuum can fall into one call's (a waiting claim on PostgreSQL
+/// 15 read 75 pages once, beside the 17 and 18 builds, against at most 33
+/// allowed); a claim that walks the index walks it in every call.
 fn pages_of(worker: &mut postgres::Client, observer: &mut postgres::Client, claim: &str) -> i64 {
     for _ in 0..2 {
         worker.batch_execute(&format!("BEGIN; {claim}; ROLLBACK")).unwrap();
     }
-    worker.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
-    worker.batch_execute("SELECT 1").unwrap();
-    let before = index_pages(observer);
-    worker.batch_execute(&format!("BEGIN; {claim}; ROLLBACK")).unwrap();
-    worker.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
-    worker.batch_execute("SELECT 1").unwrap();
-    index_pages(observer) - before
+    let mut fewest = i64::MAX;
+    for _ in 0..3 {
+        worker.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+        worker.batch_execute("SELECT 1").unwrap();
+        let before = index_pages(observer);
+        worker.batch_execute(&format!("BEGIN; {claim}; ROLLBACK")).unwrap();
+        worker.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+        worker.batch_execute("SELECT 1").unwrap();
+        fewest = fewest.min(index_pages(observer) - before);
+    }
+    fewest
 }
 
 /// A database with 'small' (5 ready jobs), 'big' (50000 ready, all due
