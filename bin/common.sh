@@ -205,10 +205,18 @@ build_stage() {
 # PG_TREE (made first if need be); the old library is retired only once the
 # new one is built, so servers that are running lose it for no more than a
 # moment.
+# With RAQUEL_STAGE_BUILT set (bin/test, after its background build of the
+# major), the staging tree that build made is installed as it is.
 install_extension() {
-  echo "== building and installing the extension into PostgreSQL $PG_MAJOR ($PG_TREE)"
   local stage
-  stage=$(build_stage) || return 1
+  if [ -n "${RAQUEL_STAGE_BUILT:-}" ]; then
+    echo "== installing the extension into PostgreSQL $PG_MAJOR ($PG_TREE), as built in the background"
+    stage=$RAQUEL_HOME/target/release/raquel-stage-$PG_MAJOR
+    [ -f "$stage$("$PG_BUILD_CONFIG" --pkglibdir)/raquel.so" ] || { echo "no staging tree in $stage" >&2; return 1; }
+  else
+    echo "== building and installing the extension into PostgreSQL $PG_MAJOR ($PG_TREE)"
+    stage=$(build_stage) || return 1
+  fi
   ensure_tree || return 1
   retire_installed_library
   rm -f "$PG_TREE/usr/share/postgresql/$PG_MAJOR/extension"/raquel*
