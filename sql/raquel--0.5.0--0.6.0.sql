@@ -161,6 +161,22 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
 
+-- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
+CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
+	"claims_with_cursors" bigint,  /* i64 */
+	"claims_without_cursors" bigint,  /* i64 */
+	"long_names" bigint,  /* i64 */
+	"too_many_priorities" bigint,  /* i64 */
+	"places_given_up" bigint,  /* i64 */
+	"places" INT,  /* i32 */
+	"max_name_bytes" INT,  /* i32 */
+	"max_priorities" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
+
 -- new: raquel_internal.rq_cancel(uuid)
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
@@ -1882,6 +1898,14 @@ BEGIN
         UNION ALL
         SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
                          raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
     ) x;
     -- the jobs parked for an event (sql/waits.sql), for a role that may read
     -- them: a role given only jobs and metrics keeps its series

@@ -47,16 +47,29 @@
 //! LANES priorities, or one whose lanes a verb could not name, is claimed
 //! without cursors. One-queue claims use cursors (src/claim.rs); claims of
 //! several queues or any queue walk the index from its start, as before.
-//! Shared memory holds QUEUES queues of all databases; past that, the queue
-//! used least recently gives up its place.
+//! Shared memory holds PARTITIONS × PER_PARTITION (512) queues of all
+//! databases, in PARTITIONS parts
+//! by a hash of (database, table, queue), each under a lock of its own: a
+//! claim, a commit's note and the rewind of one queue lock only its part,
+//! so claims of different queues seldom wait for each other (0.5.0 kept
+//! one lock for every queue, taken exclusively at least twice a claim).
+//! Past a part's places, its queue used least recently gives up its place.
+//! What goes without cursors is counted (rq_cursor_counts, and
+//! rq_prometheus's raquel_cursor_* series): a claim of a name longer than
+//! NAME, of a queue with more than LANES priorities, and the places given
+//! up, so that an operator sees when the limits are too small.
 
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSubXactCallbackEvent, PgXactCallbackEvent};
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock, PgSubXactCallbackEvent, PgXactCallbackEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Queues with cursors, of all databases.
-const QUEUES: usize = 256;
+/// Parts of the cursors' shared memory, each under its own lock.
+const PARTITIONS: usize = 16;
+/// Queues with cursors in one part.
+const PER_PARTITION: usize = 32;
 /// Priorities with cursors in one queue.
 pub const LANES: usize = 8;
 /// The longest queue name kept (longer names have no cursors).
@@ -206,28 +219,124 @@ impl Entry {
     }
 }
 
+/// One part of the cursors: the queues whose hash falls in it.
 #[derive(Clone, Copy)]
 pub struct Cursors {
-    entries: [Entry; QUEUES],
+    /// Which part this is (in the places it hands out).
+    partition: usize,
+    entries: [Entry; PER_PARTITION],
     next_epoch: u64,
     clock: u64,
 }
 
 impl Default for Cursors {
     fn default() -> Self {
-        Cursors { entries: [FREE; QUEUES], next_epoch: 1, clock: 0 }
+        Cursors { partition: 0, entries: [FREE; PER_PARTITION], next_epoch: 1, clock: 0 }
     }
 }
 
-// SAFETY: plain data (no pointers), shared under the PgLwLock below.
+// SAFETY: plain data (no pointers), shared under the PgLwLocks below.
 unsafe impl PGRXSharedMemory for Cursors {}
 
-// SAFETY: the name is unique to this lock, and pg_shmem_init! in init() sets it up.
-static CURSORS: PgLwLock<Cursors> = unsafe { PgLwLock::new(c"raquel_cursors") };
+/// The parts, each a lock of its own (a named LWLock tranche each: pgrx
+/// keeps one lock per shared value).
+macro_rules! partitions {
+    ($($index:literal: $name:ident = $tranche:literal),* $(,)?) => {
+        // SAFETY: each name is unique to its lock, and init() sets each up
+        // with pg_shmem_init!.
+        $(static $name: PgLwLock<Cursors> = unsafe { PgLwLock::new($tranche) };)*
+        static PARTS: [&PgLwLock<Cursors>; PARTITIONS] = [$(&$name),*];
+        fn init_partitions() {
+            $(pg_shmem_init!($name = Cursors { partition: $index, ..Cursors::default() });)*
+        }
+    };
+}
+
+partitions!(
+    0: CURSORS_0 = c"raquel_cursors_0", 1: CURSORS_1 = c"raquel_cursors_1", 2: CURSORS_2 = c"raquel_cursors_2",
+    3: CURSORS_3 = c"raquel_cursors_3", 4: CURSORS_4 = c"raquel_cursors_4", 5: CURSORS_5 = c"raquel_cursors_5",
+    6: CURSORS_6 = c"raquel_cursors_6", 7: CURSORS_7 = c"raquel_cursors_7", 8: CURSORS_8 = c"raquel_cursors_8",
+    9: CURSORS_9 = c"raquel_cursors_9", 10: CURSORS_10 = c"raquel_cursors_10", 11: CURSORS_11 = c"raquel_cursors_11",
+    12: CURSORS_12 = c"raquel_cursors_12", 13: CURSORS_13 = c"raquel_cursors_13", 14: CURSORS_14 = c"raquel_cursors_14",
+    15: CURSORS_15 = c"raquel_cursors_15",
+);
+
+/// What went without cursors since the server started (rq_cursor_counts).
+#[derive(Default)]
+struct Counts {
+    /// One-queue claims that used a queue's lanes.
+    with_cursors: AtomicU64,
+    /// One-queue claims that walked from the start: the lanes being found
+    /// by another claim, too many priorities, a name too long.
+    without_cursors: AtomicU64,
+    /// Of those: a queue name longer than NAME bytes.
+    long_names: AtomicU64,
+    /// Queues found with more than LANES priorities.
+    too_many_priorities: AtomicU64,
+    /// Places given to another queue while theirs was in use.
+    places_given_up: AtomicU64,
+}
+
+// SAFETY: atomics only.
+unsafe impl PGRXSharedMemory for Counts {}
+
+// SAFETY: the name is unique to this value, and init() sets it up.
+static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_cursor_counts") };
 
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
-    pg_shmem_init!(CURSORS);
+    init_partitions();
+    pg_shmem_init!(COUNTS);
+}
+
+fn count(which: impl FnOnce(&Counts) -> &AtomicU64) {
+    if crate::preloaded() {
+        which(COUNTS.get()).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the claim cursors did since the server started, for an operator
+/// who wonders whether the limits (a name's bytes, a queue's priorities,
+/// the places) are too small: one-queue claims that used a queue's cursors
+/// and those that walked from the start, and of the causes, claims of a
+/// name too long, queues found with too many priorities, and places given
+/// to another queue. Zeros without the preloaded library.
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_cursor_counts() -> TableIterator<
+    'static,
+    (
+        name!(claims_with_cursors, i64),
+        name!(claims_without_cursors, i64),
+        name!(long_names, i64),
+        name!(too_many_priorities, i64),
+        name!(places_given_up, i64),
+        name!(places, i32),
+        name!(max_name_bytes, i32),
+        name!(max_priorities, i32),
+    ),
+> {
+    let read = |which: fn(&Counts) -> &AtomicU64| {
+        if crate::preloaded() { i64::try_from(which(COUNTS.get()).load(Ordering::Relaxed)).unwrap_or(i64::MAX) } else { 0 }
+    };
+    TableIterator::once((
+        read(|c| &c.with_cursors),
+        read(|c| &c.without_cursors),
+        read(|c| &c.long_names),
+        read(|c| &c.too_many_priorities),
+        read(|c| &c.places_given_up),
+        (PARTITIONS * PER_PARTITION) as i32,
+        NAME as i32,
+        LANES as i32,
+    ))
+}
+
+/// The part of queue `queue` of table `table` in database `database`.
+fn partition_of(database: pg_sys::Oid, table: pg_sys::Oid, queue: &str) -> usize {
+    // the same in every backend: DefaultHasher::new() has fixed keys
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (database.to_u32(), table.to_u32(), queue).hash(&mut hasher);
+    (hasher.finish() % PARTITIONS as u64) as usize
 }
 
 /// What a claim of one queue found.
@@ -246,6 +355,7 @@ pub enum Found {
 /// A queue's place, as a claim read it.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct Place {
+    partition: usize,
     index: usize,
     epoch: u64,
 }
@@ -265,6 +375,7 @@ impl Cursors {
     fn lookup(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
         let name = queue.as_bytes();
         if name.len() > NAME {
+            count(|c| &c.long_names);
             return Found::None;
         }
         self.clock += 1;
@@ -286,17 +397,16 @@ impl Cursors {
                         entry.lanes.iter_mut().for_each(|l| l.cursor = START);
                         entry.notes = [NO_NOTES; LANES];
                     }
-                    let place = Place { index: i, epoch: entry.epoch };
+                    let place = Place { partition: self.partition, index: i, epoch: entry.epoch };
                     return Found::Lanes(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() });
                 }
             }
         }
         // a free place, or the one used least recently
-        let i = self
-            .entries
-            .iter()
-            .position(|e| e.database == pg_sys::InvalidOid)
-            .unwrap_or_else(|| (0..QUEUES).min_by_key(|&i| self.entries[i].used).expect("QUEUES > 0"));
+        let i = self.entries.iter().position(|e| e.database == pg_sys::InvalidOid).unwrap_or_else(|| {
+            count(|c| &c.places_given_up);
+            (0..PER_PARTITION).min_by_key(|&i| self.entries[i].used).expect("PER_PARTITION > 0")
+        });
         let epoch = self.next_epoch;
         self.next_epoch += 1;
         let mut entry = FREE;
@@ -308,7 +418,7 @@ impl Cursors {
         entry.rewound_ms = now_ms;
         entry.used = clock;
         self.entries[i] = entry;
-        Found::Unknown(Place { index: i, epoch })
+        Found::Unknown(Place { partition: self.partition, index: i, epoch })
     }
 
     fn discovered(&mut self, place: Place, priorities: &[i32]) -> Option<Lanes> {
@@ -318,6 +428,7 @@ impl Cursors {
         }
         // lanes that commits added meanwhile stay, with their cursors
         if !priorities.iter().all(|&p| entry.lower(p, START).is_some()) {
+            count(|c| &c.too_many_priorities);
             entry.state = State::TooMany;
             return None;
         }
@@ -350,6 +461,7 @@ impl Cursors {
         match priority.map(|priority| entry.lower(priority, key)) {
             Some(Some(lane)) => entry.notes[lane].note(generation, key),
             Some(None) => {
+                count(|c| &c.too_many_priorities);
                 entry.state = State::TooMany;
                 entry.barrier = generation;
             }
@@ -371,7 +483,12 @@ pub fn lookup(table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
     }
     // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let database = unsafe { pg_sys::MyDatabaseId };
-    let found = CURSORS.exclusive().lookup(database, table, queue, now_ms);
+    let found = PARTS[partition_of(database, table, queue)].exclusive().lookup(database, table, queue, now_ms);
+    match found {
+        Found::Lanes(_) => count(|c| &c.with_cursors),
+        // (a claim that finds the lanes walks from the start too)
+        Found::None | Found::Unknown(_) => count(|c| &c.without_cursors),
+    }
     if let Found::Unknown(place) = found {
         // a claim that fails before it fills the place gives it up
         FILLING.with_borrow_mut(|f| f.push(place));
@@ -385,13 +502,13 @@ pub fn lookup(table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
 /// too many priorities.
 pub fn discovered(place: Place, priorities: &[i32]) -> Option<Lanes> {
     FILLING.with_borrow_mut(|f| f.retain(|p| *p != place));
-    CURSORS.exclusive().discovered(place, priorities)
+    PARTS[place.partition].exclusive().discovered(place, priorities)
 }
 
 /// Moves the lanes forward to the last job the claim took in each.
 pub fn advance(read: &Lanes, claimed: &[(i32, Key)]) {
     if !claimed.is_empty() {
-        CURSORS.exclusive().advance(read, claimed);
+        PARTS[read.place.partition].exclusive().advance(read, claimed);
     }
 }
 
@@ -488,9 +605,8 @@ fn on_transaction_end() {
 /// Places a claim of this transaction took but did not fill go free.
 fn forget_filling() {
     let filling = FILLING.with_borrow_mut(std::mem::take);
-    if !filling.is_empty() {
-        let mut cursors = CURSORS.exclusive();
-        filling.into_iter().for_each(|place| cursors.forget(place));
+    for place in filling {
+        PARTS[place.partition].exclusive().forget(place);
     }
 }
 
@@ -514,10 +630,9 @@ fn apply_keeping(pending: &'static std::thread::LocalKey<RefCell<Pending>>) {
         }
         // SAFETY: MyDatabaseId is this backend's, set once it connected.
         let database = unsafe { pg_sys::MyDatabaseId };
-        let mut cursors = CURSORS.exclusive();
         for (queue, lanes) in pending {
             for &(table, priority, key) in lanes {
-                cursors.lower(database, table, queue, priority, key);
+                PARTS[partition_of(database, table, queue)].exclusive().lower(database, table, queue, priority, key);
             }
         }
     });
@@ -716,7 +831,7 @@ mod tests {
     #[test]
     fn a_full_table_gives_the_least_used_place() {
         let mut c = Cursors::default();
-        for n in 0..QUEUES {
+        for n in 0..PER_PARTITION {
             known(&mut c, &format!("q{n}"), &[0]);
         }
         lanes(&mut c, "q0"); // used again: not the least recent

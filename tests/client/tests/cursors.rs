@@ -243,3 +243,70 @@ fn producers_of_jobs_due_in_the_past_lose_none_to_four_workers() {
     assert_eq!(left, 0, "jobs left ready behind the cursors (claimed {} of {})", done.len(), 2 * PER_PRODUCER);
     assert_eq!(done.len() as i64, 2 * PER_PRODUCER);
 }
+
+/// The server's cursor counts (raquel_internal.rq_cursor_counts()): claims
+/// that used cursors, that walked, long names, queues with too many
+/// priorities, places given up.
+fn counts(c: &mut postgres::Client) -> [i64; 5] {
+    let row = c
+        .query_one(
+            "SELECT claims_with_cursors, claims_without_cursors, long_names, too_many_priorities, places_given_up \
+             FROM raquel_internal.rq_cursor_counts()",
+            &[],
+        )
+        .unwrap();
+    [row.get(0), row.get(1), row.get(2), row.get(3), row.get(4)]
+}
+
+/// Each limit of the cursors, exceeded, is counted, and the claims beyond
+/// it still take the right job: a name over 64 bytes, a queue with more
+/// than 8 priorities, more queues than the 512 places (every part of the
+/// shared memory then gives places up).
+#[test]
+fn claims_beyond_the_cursors_limits_are_counted_and_still_take_the_right_job() {
+    let db = fresh_db("rq_it_cursor_limits");
+    let mut c = connect(&db);
+    let before = counts(&mut c);
+    // a plain queue: the first claim finds its lanes (a walk), the next
+    // ones use them
+    c.batch_execute("SELECT rq_enqueue('plain', i::text) FROM generate_series(1, 3) i").unwrap();
+    for expected in ["1", "2", "3"] {
+        assert_eq!(next(&mut c, "plain").as_deref(), Some(expected));
+    }
+    let plain = counts(&mut c);
+    assert_eq!(plain[1] - before[1], 1, "the first claim walked: {before:?} then {plain:?}");
+    assert_eq!(plain[0] - before[0], 2, "the next two used the cursors: {before:?} then {plain:?}");
+
+    let long = "l".repeat(65);
+    c.execute("SELECT rq_enqueue($1, 'long')", &[&long]).unwrap();
+    assert_eq!(next(&mut c, &long).as_deref(), Some("long"));
+    let after_long = counts(&mut c);
+    assert_eq!(after_long[2] - plain[2], 1, "a name over 64 bytes: {after_long:?}");
+
+    // nine priorities, the highest enqueued first: it is claimed first
+    c.batch_execute(
+        "SELECT rq_enqueue('many', 'p' || p, priority => p) FROM generate_series(0, 8) p;
+         SELECT rq_enqueue('many', 'top', priority => 100)",
+    )
+    .unwrap();
+    assert_eq!(next(&mut c, "many").as_deref(), Some("top"));
+    for p in (0..=8).rev() {
+        assert_eq!(next(&mut c, "many"), Some(format!("p{p}")), "highest priority first");
+    }
+    let after_many = counts(&mut c);
+    assert!(after_many[3] > after_long[3], "a queue with ten priorities: {after_long:?} then {after_many:?}");
+
+    // 600 queues of one job, each claimed once and then once more: every
+    // job claimed once, and the places given up counted
+    c.batch_execute("SELECT rq_enqueue('many-' || i, i::text) FROM generate_series(1, 600) i").unwrap();
+    for i in 1..=600 {
+        assert_eq!(next(&mut c, &format!("many-{i}")), Some(i.to_string()), "queue many-{i}");
+    }
+    for i in 1..=600 {
+        assert_eq!(next(&mut c, &format!("many-{i}")), None, "queue many-{i} again");
+    }
+    let after_places = counts(&mut c);
+    assert!(after_places[4] >= 600 - 512, "600 queues in 512 places: {after_many:?} then {after_places:?}");
+    let unclaimed: i64 = one(&mut c, "SELECT count(*) FROM jobs WHERE status <> 'success'");
+    assert_eq!(unclaimed, 0, "every job claimed and completed once");
+}

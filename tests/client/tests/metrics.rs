@@ -282,6 +282,12 @@ fn rq_prometheus_and_the_backlog_stay_bounded_with_many_queues() {
     assert!(text.lines().any(|l| l == format!("raquel_jobs_all{{status=\"queued\"}} {total}")), "the totals cover every queue");
     assert!(text.lines().any(|l| l == format!("raquel_queues {queues}")));
     assert!(text.lines().any(|l| l.starts_with("raquel_metrics_lost_total ")));
+    // the claim cursors' counts, as rq_cursor_counts() has them
+    let cursors = c.query_one("SELECT claims_with_cursors, places_given_up FROM raquel_internal.rq_cursor_counts()", &[]).unwrap();
+    let (used, given_up): (i64, i64) = (cursors.get(0), cursors.get(1));
+    let line = |name: &str| text.lines().find(|l| l.starts_with(name)).and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok());
+    assert!(line("raquel_cursor_claims_total{cursors=\"used\"} ").is_some_and(|n| n <= used), "{text}");
+    assert!(line("raquel_cursor_limits_total{limit=\"places\"} ").is_some_and(|n| n <= given_up), "{text}");
     let shown: i64 = text.lines().filter(|l| l.starts_with("raquel_jobs{")).count() as i64;
     let all: String = c.query_one("SELECT rq_prometheus(100000)", &[]).unwrap().get(0);
     assert_eq!(all.lines().filter(|l| l.starts_with("raquel_jobs{")).count() as i32, queues, "max_queues shows more");

@@ -208,6 +208,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_ended(uuid[],text[],text,boolean,boolean[])", No, No, Yes, "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['m'], 'cancelled', false, NULL)"),
     // this backend's own kept plans (src/statements.rs)
     ("raquel_internal.rq_kept_plans()",                           Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_plans()"),
+    // the server's claim cursors' counts (src/cursors.rs), for an operator
+    ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_raise_cannot(uuid,int,text,text[])",     No,  No,  Yes, "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
     ("rq_stats()",                                                No,  No,  Yes, "SELECT * FROM rq_stats()"),
     ("rq_queues()",                                               No,  No,  Yes, "SELECT * FROM rq_queues()"),
