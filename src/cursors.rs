@@ -461,7 +461,10 @@ impl Cursors {
         match priority.map(|priority| entry.lower(priority, key)) {
             Some(Some(lane)) => entry.notes[lane].note(generation, key),
             Some(None) => {
-                count(|c| &c.too_many_priorities);
+                // a queue counts once, when it is found with too many
+                if entry.state != State::TooMany {
+                    count(|c| &c.too_many_priorities);
+                }
                 entry.state = State::TooMany;
                 entry.barrier = generation;
             }

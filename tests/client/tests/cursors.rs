@@ -299,6 +299,12 @@ fn claims_beyond_the_cursors_limits_are_counted_and_still_take_the_right_job() {
     }
     let after_many = counts(&mut c);
     assert!(after_many[3] > after_long[3], "a queue with ten priorities: {after_long:?} then {after_many:?}");
+    // more priorities in it are the same queue, not counted again
+    c.batch_execute("SELECT rq_enqueue('many', 'q' || p, priority => p) FROM generate_series(50, 52) p").unwrap();
+    assert_eq!(counts(&mut c)[3], after_many[3], "the queue with too many priorities counts once");
+    for p in (50..=52).rev() {
+        assert_eq!(next(&mut c, "many"), Some(format!("q{p}")), "highest priority first");
+    }
 
     // 600 queues of one job, each claimed once and then once more: every
     // job claimed once, and the places given up counted
