@@ -621,6 +621,16 @@ fn end() {
     CALLBACKS.set(false);
 }
 
+/// Moves the cursors back for the jobs this transaction made ready, now:
+/// the commit's wake-up (src/waiters.rs) calls it before it wakes a waiting
+/// claim, which would otherwise look at lanes that do not have the job yet
+/// (the order of the two commit callbacks is the order they were first
+/// registered in the transaction) and sleep again with the job ready.
+/// The cursors' own commit callback then finds nothing left to apply.
+pub fn apply_commit_notes() {
+    apply(&AT_COMMIT);
+}
+
 fn apply(pending: &'static std::thread::LocalKey<RefCell<Pending>>) {
     apply_keeping(pending);
     pending.with_borrow_mut(HashMap::clear);

@@ -351,6 +351,8 @@ fn wake_at_commit() {
 /// only marks slots and sets latches.
 fn wake_waiters() {
     WAKE_AT_COMMIT.set(false);
+    // the woken claim must find the jobs in its cursors' lanes
+    crate::cursors::apply_commit_notes();
     let enqueued = ENQUEUED.with(|m| std::mem::take(&mut *m.borrow_mut()));
     let ended = ENDED.with(|ended| std::mem::take(&mut *ended.borrow_mut()));
     if REGISTERED.get().load(Ordering::SeqCst) == 0 {

@@ -33,6 +33,45 @@ fn a_commit_wakes_a_waiting_claim() {
     assert!(took < Duration::from_secs(10), "woken, not timed out ({took:?})");
 }
 
+/// A queue's first claim finds its lanes (none: the queue is empty) and
+/// waits; the first job's commit must put the job in a lane before it wakes
+/// the claim. Until 0.6.0 the wake-up could come first: the woken claim
+/// looked at no lanes, found nothing and slept to the end of its wait (about
+/// one round in forty with one queue, a CI failure of
+/// `a_commit_wakes_a_waiting_claim`). Four queues' first jobs in one commit
+/// widen the window between the two.
+#[test]
+fn a_queues_first_job_wakes_its_first_waiting_claim_every_time() {
+    let db = fresh_db("rq_it_wait_first");
+    let mut producer = connect(&db);
+    for round in 0..20 {
+        let queues: Vec<String> = (0..4).map(|q| format!("first_{round}_{q}")).collect();
+        let waiters: Vec<_> = queues
+            .iter()
+            .map(|queue| {
+                let (db, queue) = (db.clone(), queue.clone());
+                thread::spawn(move || {
+                    let started = Instant::now();
+                    let row = connect(&db)
+                        .query_opt("SELECT id::text FROM rq_claim(ARRAY[$1], wait => '5 seconds')", &[&queue])
+                        .unwrap();
+                    (row.map(|r| r.get::<_, String>(0)), started.elapsed())
+                })
+            })
+            .collect();
+        wait_for_sleepers(&db, 4);
+        let mut tx = producer.transaction().unwrap();
+        let ids: Vec<String> =
+            queues.iter().map(|q| tx.query_one("SELECT id::text FROM rq_enqueue($1, 'x')", &[q]).unwrap().get(0)).collect();
+        tx.commit().unwrap();
+        for (waiter, id) in waiters.into_iter().zip(ids) {
+            let (got, took) = waiter.join().unwrap();
+            assert_eq!(got, Some(id), "round {round}");
+            assert!(took < Duration::from_secs(4), "round {round}: woken at the commit, not at the end of the wait ({took:?})");
+        }
+    }
+}
+
 #[test]
 fn an_uncommitted_or_other_queues_job_does_not_end_the_wait() {
     let db = fresh_db("rq_it_wait_other");
