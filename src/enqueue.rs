@@ -8,6 +8,7 @@
 //! that job back (sql/enqueue.key_holder.sql).
 
 use crate::clock::now_ms;
+use crate::direct;
 use crate::distributed;
 use crate::durations::{due_ms, interval_ms_within};
 use crate::errors::{self, Refusal};
@@ -158,7 +159,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     } else {
         None
     };
-    let (payload_type, keyed, args) = unsafe {
+    let (payload_type, keyed, args, direct) = unsafe {
         let options = check(
             pg_getarg::<&str>(fcinfo, 0),
             pg_getarg(fcinfo, 2),
@@ -188,7 +189,21 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
             if grouped { nullable_arg(fcinfo, 11) } else { None },
             key_period_ms.and_then(|ms| ms.into_datum()),
         ];
-        (payload_type, !pg_arg_is_null(fcinfo, 10), args)
+        // a job with no key, group or parents may be written directly
+        let plain = args[10].is_none() && args[11].is_none() && after.is_none() && key_period_ms.is_none();
+        let direct = args[0].filter(|_| plain).map(|queue| direct::NewJob {
+            queue,
+            payload: args[1],
+            max_age_ms: options.max_age_ms,
+            max_retry_count: pg_getarg::<i32>(fcinfo, 5),
+            min_retry_delay_ms: options.min_retry_delay_ms,
+            max_retry_delay_ms: options.max_retry_delay_ms,
+            backoff_base_ms: options.backoff_base_ms,
+            now_ms: options.now_ms,
+            due_ms: options.due_ms,
+            priority: pg_getarg::<i32>(fcinfo, 9).unwrap_or(0),
+        });
+        (payload_type, !pg_arg_is_null(fcinfo, 10), args, direct)
     };
     if key_period_ms.is_some() && !keyed {
         Refusal::invalid_parameter("key_period needs a key")
@@ -205,6 +220,22 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     let distributed = distributed::is_distributed(function);
     if distributed && (after.is_some() || args[11].is_some()) {
         distributed::refuse("a workflow (after) or a fair group (group_key)")
+    }
+    if let Some(mut job) = direct.filter(|_| !distributed) {
+        if jsonb {
+            // stored as its text, as the statement's `::text` does
+            // SAFETY: jsonb_out takes one jsonb; cstring_to_text its cstring.
+            job.payload = job.payload.map(|payload| unsafe {
+                let text = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(payload)]).expect("jsonb_out of a jsonb");
+                pg_sys::Datum::from(pg_sys::cstring_to_text(text.cast_mut_ptr()))
+            });
+        }
+        if let Some(row) = direct::insert(privileges::jobs_of(function), &job) {
+            // SAFETY: a composite datum, copied out of SPI's memory before it is freed.
+            let row = unsafe { pg_sys::SPI_datumTransfer(row, false, -1) };
+            statements::finish();
+            return row;
+        }
     }
     // The new row whole: `j`, or on Citus `ROW(j.*)::jobs` (src/distributed.rs).
     let row = || distributed::whole_row(function);

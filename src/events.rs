@@ -54,14 +54,30 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
         if !per_row_insert || !text_column(desc, c"queue") || !text_column(desc, c"payload") {
             misused()
         }
-        let tuple = (*trigger).tg_trigtuple;
+        inserted((*(*trigger).tg_relation).rd_id, (*trigger).tg_trigtuple, desc);
+        pg_sys::Datum::from(0)
+    }
+}
+
+/// What follows a new row of the jobs table `table` (descriptor `desc`): a
+/// job that can be claimed has its payload's size checked, wakes a waiting
+/// claim at commit, moves its lane's cursor back and is counted. The insert
+/// trigger calls it, and so does the direct insert (src/direct.rs), which
+/// runs no trigger.
+///
+/// # Safety
+/// `tuple` is a valid row of `desc`, the descriptor of a table with text
+/// columns queue and payload.
+pub unsafe fn inserted(table: pg_sys::Oid, tuple: pg_sys::HeapTuple, desc: pg_sys::TupleDesc) {
+    // SAFETY: per the contract above.
+    unsafe {
         // Only a job that can be claimed counts and wakes anyone. This test
         // is here rather than in the trigger's WHEN: PostgreSQL reads and
         // plans a WHEN anew for every statement, which cost each
         // rq_enqueue more than the rest of this trigger (callgrind).
         let status = column(tuple, desc, c"status").and_then(|d| <&str>::from_datum(d, false));
         if !matches!(status, Some("queued" | "failed")) {
-            return pg_sys::Datum::from(0);
+            return;
         }
         let int8 = |name| column(tuple, desc, name).and_then(|d| i64::from_datum(d, false));
         let queue = column(tuple, desc, c"queue").and_then(|q| <&str>::from_datum(q, false));
@@ -77,14 +93,12 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
             let int4 = |name| column(tuple, desc, name).and_then(|d| i32::from_datum(d, false));
             let id = || column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false));
             let lane = int4(c"priority").filter(|_| ungrouped && uuid_column(desc, c"id")).map(|p| (p, id()));
-            let table = (*(*trigger).tg_relation).rd_id;
             ready(table, queue, int8(c"scheduled_at"), int8(c"max_age"), lane.map_or(Lane::None, |(p, id)| Lane::Of(p, id)));
             crate::metrics::note(queue, crate::metrics::Event::Enqueued, None);
             if settings::notify() {
                 notify(queue);
             }
         }
-        pg_sys::Datum::from(0)
     }
 }
 

@@ -34,6 +34,7 @@ mod compat_0_1;
 mod compat_0_4;
 mod compat_0_5;
 mod deadlines;
+mod direct;
 mod distributed;
 mod durations;
 mod ended;

@@ -13,6 +13,7 @@ static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static NOTIFY: GucSetting<bool> = GucSetting::<bool>::new(false);
 static METRICS: GucSetting<bool> = GucSetting::<bool>::new(true);
+static DIRECT_WRITES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_RESULT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
@@ -63,6 +64,15 @@ pub fn define() {
         c"Off by default: a NOTIFY takes a database-wide lock at commit, which lets one enqueuing \
           transaction commit at a time. Waiting claims are woken at commit without it.",
         &NOTIFY,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"raquel.direct_writes",
+        c"Whether rq_enqueue writes the jobs table directly, without a planned statement (src/direct.rs).",
+        c"On by default; it does only while the table is as raquel made it (no trigger, policy or \
+          constraint of a user). Off runs the planned statement every time.",
+        &DIRECT_WRITES,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -144,6 +154,10 @@ pub fn batch_size() -> i32 {
 
 pub fn notify() -> bool {
     NOTIFY.get()
+}
+
+pub fn direct_writes() -> bool {
+    DIRECT_WRITES.get()
 }
 
 pub fn metrics() -> bool {

@@ -1,0 +1,432 @@
+//! The direct path: a hot verb writes the jobs table without a statement.
+//!
+//! Why: a verb that runs a kept plan through SPI pays the executor's set-up
+//! of that plan on every call (docs/src/design/hot-path.md: ExecutorStart
+//! and the plan's nodes cost more than the row the verb writes). Here the
+//! row is written the way PostgreSQL's logical-replication apply writes one
+//! (execReplication.c): the table opened, a small executor state, the tuple
+//! formed from the verb's checked values, `simple_table_tuple_insert` (heap
+//! WAL, statistics, logical decoding as for any INSERT), the index entries
+//! by `ExecInsertIndexTuples` (every index, a user's too, with its
+//! predicate), and what raquel's row triggers would do, called here.
+//!
+//! Only while the table is as raquel made it: a plain heap table, no row
+//! security, no CHECK constraint or generated column of a user, no trigger
+//! but raquel's own three (enabled, as they are made), no deferred or
+//! exclusion constraint among its indexes, and the columns raquel made with
+//! their base types. Otherwise, or with `raquel.direct_writes` off, under
+//! `session_replication_role = replica`, for a distributed table, or when
+//! the role the verb runs as may not insert, the verb runs its planned
+//! statement, which does all of that as PostgreSQL does for any INSERT.
+//! What the table is like is read once per backend, and forgotten when its
+//! relcache entry is invalidated (CREATE TRIGGER, CREATE INDEX, ALTER TABLE,
+//! CREATE POLICY all invalidate it: src/invalidation.rs).
+//!
+//! The values are the verb's, checked before (src/enqueue.rs): a domain's
+//! CHECK of the table's columns (rq_max_age_ms, rq_delay_ms, rq_nonnegative)
+//! holds by those checks, and rq_job_values's (min_retry_delay <=
+//! max_retry_delay, requeues <= attempts) too.
+
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+
+/// The jobs table's columns that raquel made, with their base types.
+const COLUMNS: [(&str, pg_sys::Oid); 26] = [
+    ("id", pg_sys::UUIDOID),
+    ("queue", pg_sys::TEXTOID),
+    ("payload", pg_sys::TEXTOID),
+    ("status", pg_sys::TEXTOID),
+    ("max_age", pg_sys::INT8OID),
+    ("max_retry_count", pg_sys::INT4OID),
+    ("min_retry_delay", pg_sys::INT4OID),
+    ("max_retry_delay", pg_sys::INT4OID),
+    ("backoff_base", pg_sys::INT4OID),
+    ("enqueued_at", pg_sys::INT8OID),
+    ("scheduled_at", pg_sys::INT8OID),
+    ("attempts", pg_sys::INT4OID),
+    ("error", pg_sys::TEXTOID),
+    ("error_trace", pg_sys::TEXTOID),
+    ("claimed_by", pg_sys::TEXTOID),
+    ("claimed_at", pg_sys::INT8OID),
+    ("finished_at", pg_sys::INT8OID),
+    ("priority", pg_sys::INT4OID),
+    ("lease_expires_at", pg_sys::INT8OID),
+    ("requeues", pg_sys::INT4OID),
+    ("key", pg_sys::TEXTOID),
+    ("group_key", pg_sys::TEXTOID),
+    ("turn", pg_sys::INT8OID),
+    ("blocked_by", pg_sys::INT4OID),
+    ("key_period", pg_sys::INT8OID),
+    ("result", pg_sys::JSONBOID),
+];
+
+/// Column indexes into COLUMNS.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum Col {
+    Id = 0,
+    Queue = 1,
+    Payload = 2,
+    Status = 3,
+    MaxAge = 4,
+    MaxRetryCount = 5,
+    MinRetryDelay = 6,
+    MaxRetryDelay = 7,
+    BackoffBase = 8,
+    EnqueuedAt = 9,
+    ScheduledAt = 10,
+    Attempts = 11,
+    Priority = 17,
+    Requeues = 19,
+    BlockedBy = 23,
+}
+
+/// The columns NOT NULL in raquel's table: a direct write sets each.
+const NOT_NULL: [Col; 9] =
+    [Col::Id, Col::Queue, Col::Status, Col::EnqueuedAt, Col::ScheduledAt, Col::Attempts, Col::Priority, Col::Requeues, Col::BlockedBy];
+
+/// raquel's row triggers on the jobs table, by name and function.
+const TRIGGERS: [(&str, &str); 3] =
+    [("jobs_values", "rq_job_values"), ("jobs_grouped", "rq_job_turn"), ("jobs_enqueued", "rq_job_events")];
+
+/// Where each of COLUMNS is in the table's rows (attribute number - 1).
+#[derive(Clone, Copy)]
+struct Layout {
+    at: [usize; COLUMNS.len()],
+}
+
+/// What a backend keeps of a jobs table for its direct writes.
+struct Known {
+    table: pg_sys::Oid,
+    /// None: not as raquel made it.
+    layout: Option<Layout>,
+    /// Its indexes, each with its IndexInfo: built once, with the
+    /// predicate and expressions prepared (in `memory`), where an INSERT's
+    /// executor builds and prepares them again for every statement (a
+    /// third of what a direct insert cost, callgrind).
+    indexes: Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>,
+    memory: pg_sys::MemoryContext,
+}
+
+thread_local! {
+    static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
+    /// Bumped whenever KNOWN is forgotten: an insert that read it before
+    /// does not use what it read.
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
+    /// Memory of what was forgotten: freed by the next look at the table,
+    /// never while an insert may still use it (an invalidation can come in
+    /// the middle of one, when a lock is taken).
+    static STALE: RefCell<Vec<pg_sys::MemoryContext>> = const { RefCell::new(Vec::new()) };
+}
+
+fn forget() {
+    if let Some(known) = KNOWN.take() {
+        if !known.memory.is_null() {
+            STALE.with_borrow_mut(|stale| stale.push(known.memory));
+        }
+    }
+    GENERATION.set(GENERATION.get() + 1);
+}
+
+/// What an insert needs of the table, read once (see the module's comment).
+type Read = (Layout, Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>, u64);
+
+/// # Safety
+/// `rel` is open.
+unsafe fn read(rel: pg_sys::Relation) -> Option<Read> {
+    // SAFETY: `rel` is open.
+    let table = unsafe { (*rel).rd_id };
+    let known = KNOWN.with_borrow(|k| {
+        k.as_ref().filter(|k| k.table == table).map(|k| k.layout.map(|layout| (layout, k.indexes.clone())))
+    });
+    let found = match known {
+        Some(found) => found,
+        None => {
+            // nothing reads the stale memory now: no insert is under way
+            for memory in STALE.take() {
+                // SAFETY: a context this module made, no longer referenced.
+                unsafe { pg_sys::MemoryContextDelete(memory) };
+            }
+            let before = GENERATION.get();
+            // SAFETY: `rel` is open.
+            let known = unsafe { look_at(rel) };
+            if GENERATION.get() != before {
+                // invalidated while it looked (it opens the indexes): again next call
+                if !known.memory.is_null() {
+                    STALE.with_borrow_mut(|stale| stale.push(known.memory));
+                }
+                return None;
+            }
+            let mut relations = vec![table];
+            relations.extend(known.indexes.iter().map(|(oid, _)| *oid));
+            crate::invalidation::forget_when_any_changed("direct", relations, forget);
+            let found = known.layout.map(|layout| (layout, known.indexes.clone()));
+            KNOWN.set(Some(known));
+            found
+        }
+    };
+    found.map(|(layout, indexes)| (layout, indexes, GENERATION.get()))
+}
+
+/// Reads what the table is like, and builds its indexes' IndexInfos.
+///
+/// # Safety
+/// `rel` is open.
+unsafe fn look_at(rel: pg_sys::Relation) -> Known {
+    // SAFETY: `rel` is open.
+    let table = unsafe { (*rel).rd_id };
+    let not_as_made = Known { table, layout: None, indexes: Vec::new(), memory: std::ptr::null_mut() };
+    // SAFETY: `rel` is open.
+    let Some(layout) = (unsafe { read_layout(rel) }) else { return not_as_made };
+    // SAFETY: a catalog read of an open relation's indexes; each is opened
+    // and closed keeping its lock, as the executor does; the infos and
+    // their prepared expressions are made in a context of their own, under
+    // CacheMemoryContext, freed when forgotten.
+    unsafe {
+        let memory = pg_sys::AllocSetContextCreateExtended(
+            pg_sys::CacheMemoryContext,
+            c"raquel direct writes".as_ptr(),
+            pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+            pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+            pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+        );
+        let old = pg_sys::MemoryContextSwitchTo(memory);
+        let list = pg_sys::RelationGetIndexList(rel);
+        let count = if list.is_null() { 0 } else { (*list).length as usize };
+        let mut indexes = Vec::with_capacity(count);
+        let mut as_made = true;
+        for i in 0..count {
+            let oid = (*(*list).elements.add(i)).oid_value;
+            let index = pg_sys::index_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let form = (*index).rd_index;
+            // a B-tree index, checked at once (no deferred unique, no
+            // exclusion): other access methods keep state of their own
+            // between inserts (ii_AmCache)
+            if (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID || !(*form).indimmediate || (*form).indisexclusion {
+                as_made = false;
+            } else {
+                let info = pg_sys::BuildIndexInfo(index);
+                if !(*info).ii_Predicate.is_null() {
+                    let predicate = pg_sys::expression_planner((*info).ii_Predicate.cast()).cast::<pg_sys::List>();
+                    (*info).ii_PredicateState = pg_sys::ExecInitQual(predicate, std::ptr::null_mut());
+                }
+                let expressions = (*info).ii_Expressions;
+                if !expressions.is_null() {
+                    let mut states: *mut pg_sys::List = std::ptr::null_mut();
+                    for e in 0..(*expressions).length as usize {
+                        let expression = (*(*expressions).elements.add(e)).ptr_value.cast::<pg_sys::Expr>();
+                        let state = pg_sys::ExecInitExpr(pg_sys::expression_planner(expression), std::ptr::null_mut());
+                        states = pg_sys::lappend(states, state.cast());
+                    }
+                    (*info).ii_ExpressionsState = states;
+                }
+                indexes.push((oid, info));
+            }
+            pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+        pg_sys::MemoryContextSwitchTo(old);
+        if !as_made {
+            pg_sys::MemoryContextDelete(memory);
+            return not_as_made;
+        }
+        Known { table, layout: Some(layout), indexes, memory }
+    }
+}
+
+/// # Safety
+/// `rel` is open.
+unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
+    // SAFETY: the relation's cache entry, its descriptor and trigger
+    // descriptor are valid while it is open; catalog lookups by OID.
+    unsafe {
+        let form = (*rel).rd_rel;
+        if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
+            || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
+            || (*form).relrowsecurity
+        {
+            return None;
+        }
+        let desc = (*rel).rd_att;
+        let constr = (*desc).constr;
+        if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
+            return None;
+        }
+        // the columns: raquel's, each once, with its base type
+        let mut at = [usize::MAX; COLUMNS.len()];
+        let attributes = pgrx::PgTupleDesc::from_pg_unchecked(desc);
+        for (i, attr) in attributes.iter().enumerate() {
+            if attr.attisdropped {
+                continue;
+            }
+            let name = std::ffi::CStr::from_ptr(attr.attname.data.as_ptr()).to_str().ok()?;
+            let c = COLUMNS.iter().position(|(n, _)| *n == name)?;
+            if at[c] != usize::MAX || pg_sys::getBaseType(attr.atttypid) != COLUMNS[c].1 {
+                return None;
+            }
+            if attr.attnotnull && !NOT_NULL.iter().any(|&n| n as usize == c) {
+                return None;
+            }
+            at[c] = i;
+        }
+        if at.contains(&usize::MAX) {
+            return None;
+        }
+        // the triggers: raquel's three, enabled as made
+        let triggers = (*rel).trigdesc;
+        let count = if triggers.is_null() { 0 } else { (*triggers).numtriggers as usize };
+        if count != TRIGGERS.len() {
+            return None;
+        }
+        for i in 0..count {
+            let trigger = (*triggers).triggers.add(i);
+            let name = std::ffi::CStr::from_ptr((*trigger).tgname).to_str().ok()?;
+            let function = pg_sys::get_func_name((*trigger).tgfoid);
+            if function.is_null() || (*trigger).tgenabled != pg_sys::TRIGGER_FIRES_ON_ORIGIN as std::ffi::c_char {
+                return None;
+            }
+            let function = std::ffi::CStr::from_ptr(function).to_str().ok()?;
+            if !TRIGGERS.contains(&(name, function)) || pg_sys::get_func_namespace((*trigger).tgfoid) != raquel_internal()? {
+                return None;
+            }
+        }
+        Some(Layout { at })
+    }
+}
+
+/// The raquel_internal schema.
+fn raquel_internal() -> Option<pg_sys::Oid> {
+    // SAFETY: a catalog lookup by name.
+    let oid = unsafe { pg_sys::get_namespace_oid(c"raquel_internal".as_ptr(), true) };
+    (oid != pg_sys::InvalidOid).then_some(oid)
+}
+
+/// A new job, as rq_enqueue checked it (src/enqueue.rs).
+pub struct NewJob {
+    /// text, not null
+    pub queue: pg_sys::Datum,
+    /// text or None
+    pub payload: Option<pg_sys::Datum>,
+    pub max_age_ms: Option<i64>,
+    pub max_retry_count: Option<i32>,
+    pub min_retry_delay_ms: i32,
+    pub max_retry_delay_ms: i32,
+    pub backoff_base_ms: i32,
+    pub now_ms: i64,
+    pub due_ms: i64,
+    pub priority: i32,
+}
+
+/// Whether the direct path may be tried at all in this call.
+fn allowed() -> bool {
+    // SAFETY: a backend global.
+    crate::settings::direct_writes()
+        && unsafe { pg_sys::SessionReplicationRole } != pg_sys::SESSION_REPLICATION_ROLE_REPLICA as i32
+}
+
+/// Inserts `job` into the jobs table `table` and returns its row (a
+/// composite datum in the current memory context), or None when the table
+/// is not as raquel made it: the caller runs its statement instead.
+pub fn insert(table: pg_sys::Oid, job: &NewJob) -> Option<pg_sys::Datum> {
+    if !allowed() || table == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: inside a transaction, in a function call; every pointer comes
+    // from PostgreSQL for this call, and an error anywhere below is a
+    // PostgreSQL ERROR whose abort releases the relation, the index
+    // relations, their locks, buffer pins and the executor state's memory
+    // (a child of the current context).
+    unsafe {
+        // SECURITY DEFINER: the role the verb runs as, as its statement would
+        if pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), pg_sys::ACL_INSERT as pg_sys::AclMode)
+            != pg_sys::AclResult::ACLCHECK_OK
+        {
+            return None;
+        }
+        let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        let Some((layout, indexes, generation)) = read(rel) else {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return None;
+        };
+        // opening an index may take in invalidations (a lock is taken):
+        // what was read stays in memory, but is used only if still current
+        let opened: Vec<pg_sys::Relation> =
+            indexes.iter().map(|(oid, _)| pg_sys::index_open(*oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)).collect();
+        let close = |rel: pg_sys::Relation, opened: &[pg_sys::Relation]| {
+            for index in opened {
+                pg_sys::index_close(*index, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        };
+        if GENERATION.get() != generation {
+            close(rel, &opened);
+            return None;
+        }
+        let caller_context = pg_sys::CurrentMemoryContext;
+        let estate = pg_sys::CreateExecutorState();
+        pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+        let info = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()) as *mut pg_sys::ResultRelInfo;
+        (*info).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+        pg_sys::InitResultRelInfo(info, rel, 1, std::ptr::null_mut(), 0);
+        (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
+        // the indexes as ExecOpenIndices would set them, with the kept infos
+        let n = opened.len();
+        (*info).ri_NumIndices = n as i32;
+        let descs = pg_sys::palloc(n.max(1) * std::mem::size_of::<pg_sys::Relation>()) as *mut pg_sys::Relation;
+        let infos = pg_sys::palloc(n.max(1) * std::mem::size_of::<*mut pg_sys::IndexInfo>()) as *mut *mut pg_sys::IndexInfo;
+        for (i, (index, (_, index_info))) in opened.iter().zip(&indexes).enumerate() {
+            *descs.add(i) = *index;
+            *infos.add(i) = *index_info;
+        }
+        (*info).ri_IndexRelationDescs = descs;
+        (*info).ri_IndexRelationInfo = infos;
+        let slot = pg_sys::table_slot_create(rel, &mut (*estate).es_tupleTable);
+        let natts = (*(*rel).rd_att).natts as usize;
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+        let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+        nulls.fill(true);
+        let mut set = |c: Col, value: Option<pg_sys::Datum>| {
+            let i = layout.at[c as usize];
+            (values[i], nulls[i]) = match value {
+                Some(v) => (v, false),
+                None => (pg_sys::Datum::from(0), true),
+            };
+        };
+        set(Col::Id, pgrx::Uuid::from_bytes(*uuid::Uuid::now_v7().as_bytes()).into_datum());
+        set(Col::Queue, Some(job.queue));
+        set(Col::Payload, job.payload);
+        set(Col::Status, "queued".into_datum());
+        set(Col::MaxAge, job.max_age_ms.into_datum());
+        set(Col::MaxRetryCount, job.max_retry_count.into_datum());
+        set(Col::MinRetryDelay, job.min_retry_delay_ms.into_datum());
+        set(Col::MaxRetryDelay, job.max_retry_delay_ms.into_datum());
+        set(Col::BackoffBase, job.backoff_base_ms.into_datum());
+        set(Col::EnqueuedAt, job.now_ms.into_datum());
+        set(Col::ScheduledAt, job.due_ms.into_datum());
+        set(Col::Attempts, 0i32.into_datum());
+        set(Col::Priority, job.priority.into_datum());
+        set(Col::Requeues, 0i32.into_datum());
+        set(Col::BlockedBy, 0i32.into_datum());
+        pg_sys::ExecStoreVirtualTuple(slot);
+        pg_sys::simple_table_tuple_insert(rel, slot);
+        #[cfg(feature = "pg15")]
+        let recheck = pg_sys::ExecInsertIndexTuples(info, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+        #[cfg(not(feature = "pg15"))]
+        let recheck =
+            pg_sys::ExecInsertIndexTuples(info, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), false);
+        pg_sys::list_free(recheck);
+        let mut free = false;
+        let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut free);
+        pg_sys::MemoryContextSwitchTo(caller_context);
+        let row = pg_sys::heap_copy_tuple_as_datum(tuple, (*rel).rd_att);
+        // what the insert trigger does (raquel's BEFORE triggers have
+        // nothing to do for such a row: see the module's comment)
+        crate::events::inserted(table, tuple, (*rel).rd_att);
+        pg_sys::ExecResetTupleTable((*estate).es_tupleTable, false);
+        pg_sys::FreeExecutorState(estate);
+        close(rel, &opened);
+        // as SPI does after a statement that wrote: later statements of
+        // this transaction see the row
+        pg_sys::CommandCounterIncrement();
+        Some(row)
+    }
+}

@@ -1,0 +1,247 @@
+//! The direct path (src/direct.rs): rq_enqueue writes a plain job into the
+//! jobs table without a statement while the table is as raquel made it, and
+//! runs its statement otherwise. What a session ran through SPI is in
+//! `raquel_internal.rq_kept_plans().runs`: a direct enqueue runs nothing.
+
+use postgres::Client;
+use raquel_client_tests::{connect, fresh_db, sqlstate};
+use std::thread;
+
+/// Statements this session ran through SPI so far.
+fn runs(c: &mut Client) -> i64 {
+    c.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
+}
+
+/// Enqueues one job and says whether it ran a statement to do it.
+fn enqueue_ran_a_statement(c: &mut Client, call: &str) -> bool {
+    let before = runs(c);
+    c.batch_execute(call).unwrap();
+    runs(c) > before
+}
+
+/// Every index of the jobs table passes amcheck's heap-all-indexed check:
+/// each row has its entry in each index whose predicate it meets, and no
+/// entry is corrupt.
+fn every_index_checks(c: &mut Client) -> usize {
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck").unwrap();
+    let indexes: Vec<String> = c
+        .query("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'jobs'::regclass", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for index in &indexes {
+        c.batch_execute(&format!("SELECT bt_index_check('{index}'::regclass, true)"))
+            .unwrap_or_else(|e| panic!("amcheck of {index}: {e}"));
+    }
+    indexes.len()
+}
+
+#[test]
+fn a_direct_enqueue_writes_the_row_its_statement_writes() {
+    let db = fresh_db("rq_it_direct_row");
+    let mut c = connect(&db);
+    let calls = [
+        "SELECT rq_enqueue('q', 'text payload')",
+        "SELECT rq_enqueue('q', '{\"a\": [1, 2]}'::jsonb, priority => 7, max_age => '1 hour', max_retry_count => 3, \
+         min_retry_delay => '2 seconds', max_retry_delay => '1 minute', backoff_base => '3 seconds')",
+        "SELECT rq_enqueue('q', NULL, delay => '1 day')",
+    ];
+    // the columns that do not depend on when or by which path
+    let row = "SELECT queue, payload, status, max_age, max_retry_count, min_retry_delay, max_retry_delay, backoff_base, \
+               scheduled_at - enqueued_at > 86000000, attempts, error, error_trace, claimed_by, claimed_at, finished_at, \
+               priority, lease_expires_at, requeues, key, group_key, turn, blocked_by, key_period, result \
+               FROM jobs ORDER BY enqueued_at DESC, id DESC LIMIT 1";
+    for call in calls {
+        c.batch_execute("SET raquel.direct_writes = on").unwrap();
+        assert!(!enqueue_ran_a_statement(&mut c, call), "{call} is written directly");
+        let direct = format!("{:?}", c.query_one(row, &[]).unwrap());
+        c.batch_execute("SET raquel.direct_writes = off").unwrap();
+        assert!(enqueue_ran_a_statement(&mut c, call), "{call} runs its statement with direct_writes off");
+        let planned = format!("{:?}", c.query_one(row, &[]).unwrap());
+        assert_eq!(direct, planned, "{call}");
+    }
+    // the row rq_enqueue returns is the row in the table
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    let returned = c.query_one("SELECT e::text, e.id::text FROM rq_enqueue('q', 'x') e", &[]).unwrap();
+    let (returned, id): (String, String) = (returned.get(0), returned.get(1));
+    let stored: String = c.query_one("SELECT j::text FROM jobs j WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    let same = returned == stored;
+    assert!(same, "the returned row is the stored row");
+    // a job with a key, a group or parents runs its statement
+    assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue('q', 'x', key => 'k')"));
+    assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue('q', 'x', group_key => 'g')"));
+    // rolled back, a direct enqueue leaves nothing
+    c.batch_execute("BEGIN; SELECT rq_enqueue('gone', 'x'); ROLLBACK").unwrap();
+    let gone: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'gone'", &[]).unwrap().get(0);
+    assert_eq!(gone, 0);
+    assert_eq!(every_index_checks(&mut c), 9, "raquel's nine indexes, with the primary key");
+}
+
+#[test]
+fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
+    let db = fresh_db("rq_it_direct_fallback");
+    let mut c = connect(&db);
+    let enqueue = "SELECT rq_enqueue('q', 'x')";
+    assert!(!enqueue_ran_a_statement(&mut c, enqueue), "direct at first");
+
+    // a user's trigger: the statement runs, and the trigger fires
+    c.batch_execute(
+        "CREATE TABLE seen (id uuid); \
+         CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
+         CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()",
+    )
+    .unwrap();
+    assert!(enqueue_ran_a_statement(&mut c, enqueue), "a user trigger: the statement");
+    let seen: i64 = c.query_one("SELECT count(*) FROM seen JOIN jobs USING (id)", &[]).unwrap().get(0);
+    assert_eq!(seen, 1, "the user's trigger fired");
+    c.batch_execute("DROP TRIGGER note_job ON jobs").unwrap();
+    assert!(!enqueue_ran_a_statement(&mut c, enqueue), "direct again once it is dropped");
+
+    // raquel's own trigger disabled: the statement, which then runs without it
+    c.batch_execute("ALTER TABLE jobs DISABLE TRIGGER jobs_enqueued").unwrap();
+    assert!(enqueue_ran_a_statement(&mut c, enqueue), "a disabled trigger: the statement");
+    c.batch_execute("ALTER TABLE jobs ENABLE TRIGGER jobs_enqueued").unwrap();
+
+    // row security
+    c.batch_execute("ALTER TABLE jobs ENABLE ROW LEVEL SECURITY").unwrap();
+    assert!(enqueue_ran_a_statement(&mut c, enqueue), "row security: the statement");
+    c.batch_execute("ALTER TABLE jobs DISABLE ROW LEVEL SECURITY").unwrap();
+    assert!(!enqueue_ran_a_statement(&mut c, enqueue));
+
+    // a user's CHECK constraint holds
+    c.batch_execute("ALTER TABLE jobs ADD CONSTRAINT not_bad CHECK (queue <> 'bad')").unwrap();
+    assert_eq!(sqlstate(c.query("SELECT rq_enqueue('bad', 'x')", &[])), "23514");
+    assert!(enqueue_ran_a_statement(&mut c, enqueue), "a CHECK: the statement");
+    c.batch_execute("ALTER TABLE jobs DROP CONSTRAINT not_bad").unwrap();
+
+    // session_replication_role = replica: the statement (whose triggers do not fire)
+    c.batch_execute("SET session_replication_role = replica").unwrap();
+    assert!(enqueue_ran_a_statement(&mut c, enqueue));
+    c.batch_execute("RESET session_replication_role").unwrap();
+    assert!(!enqueue_ran_a_statement(&mut c, enqueue));
+    assert_eq!(every_index_checks(&mut c), 9);
+}
+
+/// What another session changes on the table reaches a session that has
+/// written directly before: a new index gets its rows, a new trigger fires.
+#[test]
+fn another_sessions_index_or_trigger_holds_for_the_next_direct_write() {
+    let db = fresh_db("rq_it_direct_other");
+    let mut writer = connect(&db);
+    let mut admin = connect(&db);
+    assert!(!enqueue_ran_a_statement(&mut writer, "SELECT rq_enqueue('q', 'x')"));
+    admin
+        .batch_execute(
+            "CREATE INDEX jobs_by_payload ON jobs (payload) WHERE priority > 5; \
+             CREATE INDEX jobs_by_lower_queue ON jobs (lower(queue))",
+        )
+        .unwrap();
+    // B-tree indexes of a user keep the path direct, and get their entries
+    for p in 0..10 {
+        assert!(!enqueue_ran_a_statement(&mut writer, &format!("SELECT rq_enqueue('Q{p}', 'p{p}', priority => {p})")));
+    }
+    assert_eq!(every_index_checks(&mut admin), 11);
+    admin.batch_execute("SET enable_seqscan = off").unwrap();
+    let found: i64 = admin.query_one("SELECT count(*) FROM jobs WHERE priority > 5 AND payload >= 'p'", &[]).unwrap().get(0);
+    assert_eq!(found, 4, "the partial index has the rows of its predicate");
+    // a user's hash index: the statement
+    admin.batch_execute("CREATE INDEX jobs_by_hash ON jobs USING hash (queue)").unwrap();
+    assert!(enqueue_ran_a_statement(&mut writer, "SELECT rq_enqueue('q', 'x')"), "a hash index: the statement");
+    admin.batch_execute("DROP INDEX jobs_by_hash").unwrap();
+    admin
+        .batch_execute(
+            "CREATE TABLE seen (id uuid); \
+             CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
+             CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()",
+        )
+        .unwrap();
+    writer.batch_execute("SELECT rq_enqueue('q', 'after the trigger')").unwrap();
+    let seen: i64 = admin
+        .query_one("SELECT count(*) FROM seen JOIN jobs USING (id) WHERE payload = 'after the trigger'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seen, 1, "the trigger made in another session fired");
+}
+
+/// Eight sessions enqueue directly while four claim and complete: every job
+/// is there once, done once, and every index checks.
+#[test]
+fn eight_sessions_enqueue_directly_and_every_job_is_done_once() {
+    let db = fresh_db("rq_it_direct_many");
+    connect(&db).batch_execute("CREATE INDEX jobs_by_payload ON jobs (payload)").unwrap();
+    let producers: Vec<_> = (0..8)
+        .map(|p| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                for i in 0..250 {
+                    c.batch_execute(&format!("SELECT rq_enqueue('q', 'p{p}-{i}', priority => {})", i % 3)).unwrap();
+                }
+            })
+        })
+        .collect();
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            thread::spawn(move || {
+                let mut c = connect(&db);
+                let mut done = Vec::new();
+                let mut idle = 0;
+                while idle < 20 {
+                    let rows = c.query("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], batch => 10)", &[]).unwrap();
+                    if rows.is_empty() {
+                        idle += 1;
+                        thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
+                    }
+                    idle = 0;
+                    for r in rows {
+                        let (id, attempt): (String, i32) = (r.get(0), r.get(1));
+                        c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+                        done.push(id);
+                    }
+                }
+                done
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut done: Vec<String> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let mut c = connect(&db);
+    // what the workers left (they stop after a second without a job)
+    for r in c.query("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], batch => 2000)", &[]).unwrap() {
+        let (id, attempt): (String, i32) = (r.get(0), r.get(1));
+        c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+        done.push(id);
+    }
+    let all = done.len();
+    done.sort();
+    done.dedup();
+    assert_eq!(done.len(), all, "no job done twice");
+    assert_eq!(all, 2000, "every job done");
+    let rows: i64 = c.query_one("SELECT count(DISTINCT payload) FROM jobs WHERE status = 'success'", &[]).unwrap().get(0);
+    assert_eq!(rows, 2000);
+    assert_eq!(every_index_checks(&mut c), 10);
+}
+
+/// An error after the row is written (a payload over
+/// raquel.max_payload_size is refused by what follows the insert) rolls
+/// the row back and leaves the session able to go on.
+#[test]
+fn an_error_after_the_direct_write_leaves_nothing_behind() {
+    let db = fresh_db("rq_it_direct_error");
+    let mut c = connect(&db);
+    c.batch_execute("SET raquel.max_payload_size = 10").unwrap();
+    assert_eq!(sqlstate(c.query("SELECT rq_enqueue('q', repeat('x', 100))", &[])), "54000");
+    let mut tx = c.transaction().unwrap();
+    tx.batch_execute("SELECT rq_enqueue('q', 'kept')").unwrap();
+    assert_eq!(sqlstate(tx.query("SELECT rq_enqueue('q', repeat('y', 100))", &[])), "54000");
+    tx.rollback().unwrap();
+    assert!(!enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue('q', 'after')"), "direct still");
+    let payloads: Vec<String> = c.query("SELECT payload FROM jobs", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(payloads, vec!["after".to_string()]);
+    assert_eq!(every_index_checks(&mut c), 9);
+}
