@@ -21,8 +21,16 @@ fn enqueue_ran_a_statement(c: &mut Client, call: &str) -> bool {
 
 /// Every index of the jobs table passes amcheck's heap-all-indexed check:
 /// each row has its entry in each index whose predicate it meets, and no
-/// entry is corrupt.
-fn every_index_checks(c: &mut Client) -> usize {
+/// entry is corrupt. Returns how many indexes it checked, or None on a
+/// server without amcheck (bin/test's PostgreSQL 17 and 18 are built without
+/// contrib: there the check runs on 15 only, and says so).
+fn every_index_checks(c: &mut Client) -> Option<usize> {
+    let available: bool =
+        c.query_one("SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'amcheck')", &[]).unwrap().get(0);
+    if !available {
+        eprintln!("direct: amcheck is not installed on this server; the indexes are not checked here");
+        return None;
+    }
     c.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck").unwrap();
     let indexes: Vec<String> = c
         .query("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'jobs'::regclass", &[])
@@ -34,7 +42,14 @@ fn every_index_checks(c: &mut Client) -> usize {
         c.batch_execute(&format!("SELECT bt_index_check('{index}'::regclass, true)"))
             .unwrap_or_else(|e| panic!("amcheck of {index}: {e}"));
     }
-    indexes.len()
+    Some(indexes.len())
+}
+
+/// Asserts that `every_index_checks` checked `n` indexes, where amcheck is.
+fn assert_indexes_check(c: &mut Client, n: usize) {
+    if let Some(checked) = every_index_checks(c) {
+        assert_eq!(checked, n, "indexes checked");
+    }
 }
 
 #[test]
@@ -75,7 +90,7 @@ fn a_direct_enqueue_writes_the_row_its_statement_writes() {
     c.batch_execute("BEGIN; SELECT rq_enqueue('gone', 'x'); ROLLBACK").unwrap();
     let gone: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'gone'", &[]).unwrap().get(0);
     assert_eq!(gone, 0);
-    assert_eq!(every_index_checks(&mut c), 9, "raquel's nine indexes, with the primary key");
+    assert_indexes_check(&mut c, 9); // raquel's nine, with the primary key
 }
 
 #[test]
@@ -120,7 +135,7 @@ fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
     assert!(enqueue_ran_a_statement(&mut c, enqueue));
     c.batch_execute("RESET session_replication_role").unwrap();
     assert!(!enqueue_ran_a_statement(&mut c, enqueue));
-    assert_eq!(every_index_checks(&mut c), 9);
+    assert_indexes_check(&mut c, 9);
 }
 
 /// What another session changes on the table reaches a session that has
@@ -141,7 +156,7 @@ fn another_sessions_index_or_trigger_holds_for_the_next_direct_write() {
     for p in 0..10 {
         assert!(!enqueue_ran_a_statement(&mut writer, &format!("SELECT rq_enqueue('Q{p}', 'p{p}', priority => {p})")));
     }
-    assert_eq!(every_index_checks(&mut admin), 11);
+    assert_indexes_check(&mut admin, 11);
     admin.batch_execute("SET enable_seqscan = off").unwrap();
     let found: i64 = admin.query_one("SELECT count(*) FROM jobs WHERE priority > 5 AND payload >= 'p'", &[]).unwrap().get(0);
     assert_eq!(found, 4, "the partial index has the rows of its predicate");
@@ -224,7 +239,7 @@ fn eight_sessions_enqueue_directly_and_every_job_is_done_once() {
     assert_eq!(all, 2000, "every job done");
     let rows: i64 = c.query_one("SELECT count(DISTINCT payload) FROM jobs WHERE status = 'success'", &[]).unwrap().get(0);
     assert_eq!(rows, 2000);
-    assert_eq!(every_index_checks(&mut c), 10);
+    assert_indexes_check(&mut c, 10);
 }
 
 /// An error after the row is written (a payload over
@@ -243,5 +258,5 @@ fn an_error_after_the_direct_write_leaves_nothing_behind() {
     assert!(!enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue('q', 'after')"), "direct still");
     let payloads: Vec<String> = c.query("SELECT payload FROM jobs", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(payloads, vec!["after".to_string()]);
-    assert_eq!(every_index_checks(&mut c), 9);
+    assert_indexes_check(&mut c, 9);
 }
