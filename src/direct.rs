@@ -277,6 +277,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
         if count != TRIGGERS.len() {
             return None;
         }
+        let internal = raquel_internal()?;
         for i in 0..count {
             let trigger = (*triggers).triggers.add(i);
             let name = std::ffi::CStr::from_ptr((*trigger).tgname).to_str().ok()?;
@@ -285,7 +286,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
                 return None;
             }
             let function = std::ffi::CStr::from_ptr(function).to_str().ok()?;
-            if !TRIGGERS.contains(&(name, function)) || pg_sys::get_func_namespace((*trigger).tgfoid) != raquel_internal()? {
+            if !TRIGGERS.contains(&(name, function)) || pg_sys::get_func_namespace((*trigger).tgfoid) != internal {
                 return None;
             }
         }
@@ -391,7 +392,7 @@ pub fn insert(table: pg_sys::Oid, job: &NewJob) -> Option<pg_sys::Datum> {
                 None => (pg_sys::Datum::from(0), true),
             };
         };
-        set(Col::Id, pgrx::Uuid::from_bytes(*uuid::Uuid::now_v7().as_bytes()).into_datum());
+        set(Col::Id, crate::ids::new_id().into_datum());
         set(Col::Queue, Some(job.queue));
         set(Col::Payload, job.payload);
         set(Col::Status, "queued".into_datum());

@@ -7,6 +7,12 @@ use postgres::Client;
 use raquel_client_tests::{connect, fresh_db, sqlstate};
 use std::thread;
 
+/// A user's AFTER INSERT trigger on jobs that notes each new job's id in
+/// `seen` (schema-qualified: it runs under rq_enqueue's pinned search_path).
+const NOTE_JOBS: &str = "CREATE TABLE seen (id uuid); \
+    CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
+    CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()";
+
 /// Statements this session ran through SPI so far.
 fn runs(c: &mut Client) -> i64 {
     c.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
@@ -101,12 +107,7 @@ fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
     assert!(!enqueue_ran_a_statement(&mut c, enqueue), "direct at first");
 
     // a user's trigger: the statement runs, and the trigger fires
-    c.batch_execute(
-        "CREATE TABLE seen (id uuid); \
-         CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
-         CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()",
-    )
-    .unwrap();
+    c.batch_execute(NOTE_JOBS).unwrap();
     assert!(enqueue_ran_a_statement(&mut c, enqueue), "a user trigger: the statement");
     let seen: i64 = c.query_one("SELECT count(*) FROM seen JOIN jobs USING (id)", &[]).unwrap().get(0);
     assert_eq!(seen, 1, "the user's trigger fired");
@@ -165,11 +166,7 @@ fn another_sessions_index_or_trigger_holds_for_the_next_direct_write() {
     assert!(enqueue_ran_a_statement(&mut writer, "SELECT rq_enqueue('q', 'x')"), "a hash index: the statement");
     admin.batch_execute("DROP INDEX jobs_by_hash").unwrap();
     admin
-        .batch_execute(
-            "CREATE TABLE seen (id uuid); \
-             CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
-             CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()",
-        )
+        .batch_execute(NOTE_JOBS)
         .unwrap();
     writer.batch_execute("SELECT rq_enqueue('q', 'after the trigger')").unwrap();
     let seen: i64 = admin
