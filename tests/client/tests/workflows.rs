@@ -159,10 +159,16 @@ fn a_parent_that_fails_for_good_cancels_its_descendants() {
     ] {
         let q = format!("root_{end}");
         let max_age = if end == "expired" { ", max_age => '10 milliseconds'" } else { "" };
+        // One transaction: the background worker's expire duty cannot end
+        // the root (10 ms old) before its descendants are enqueued; if it
+        // did, the child would be cancelled at its enqueue and the
+        // grandchild's error would name the child (seen once in CI).
+        c.batch_execute("BEGIN").unwrap();
         let root = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('{q}', 'r', max_retry_count => 0{max_age})"));
         let other = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('other_{end}', 'o')"));
         let child = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('kids', 'c', after => ARRAY['{root}', '{other}']::uuid[])"));
         let grandchild = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('kids', 'g', after => ARRAY['{child}']::uuid[])"));
+        c.batch_execute("COMMIT").unwrap();
         c.batch_execute(&verb.replace("{q}", &q)).unwrap();
         assert_eq!(status(&mut c, &root), end);
         for id in [&child, &grandchild] {
