@@ -1,6 +1,7 @@
--- Producing jobs. A batch of thousands is one INSERT … SELECT in
--- rq_enqueue_batch; rq_enqueue, one job, is written in Rust (src/enqueue.rs)
--- around a kept plan of one INSERT (sql/enqueue.insert.sql). Both check and
+-- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
+-- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
+-- written directly (src/direct.rs), and the rest by a kept plan of one
+-- INSERT (sql/enqueue.insert.sql) or rq_enqueue_batch_planned below. Both check and
 -- convert the options in one place, src/enqueue.rs (rq_job_options here),
 -- and both run with the extension owner's rights: a producer needs EXECUTE
 -- on them and no privilege on the table (see rq_grant_producer).
@@ -8,7 +9,13 @@
 -- A retry delay left NULL is the table's default (1 second, 12 hours and
 -- 1 second: src/limits.rs).
 
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+-- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
+-- keys, group keys or parents, and plain ones when the table is not as
+-- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
+-- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
+-- the pinned search_path keeps a caller's objects from standing in for ours
+-- (every reference in the body is qualified too).
+CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
     queue           text,
     payloads        text[],
     at              timestamptz DEFAULT NULL,
@@ -24,10 +31,7 @@ CREATE FUNCTION raquel_internal.rq_enqueue_batch(
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
--- A producer needs no privilege on the table, only EXECUTE on this function
--- (see rq_grant_producer); the pinned search_path keeps a caller's objects
--- from standing in for ours (every reference in the body is qualified too).
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -36,9 +40,9 @@ DECLARE
     missing  text;
     may_read boolean;
 BEGIN
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
-        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
-        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
+        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
+        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
     IF payloads IS NULL THEN
         PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
     END IF;
@@ -57,9 +61,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
         FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
@@ -72,9 +76,9 @@ BEGIN
             INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                    min_retry_delay, max_retry_delay, backoff_base,
                                    enqueued_at, scheduled_at, priority, group_key)
-            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                    o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
             FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
             ORDER BY p.n
             RETURNING j.id
@@ -98,9 +102,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, key, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
         FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
         ORDER BY p.n
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
@@ -121,23 +125,25 @@ BEGIN
                  ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
             END).*
     FROM @extschema@.jobs j
-    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
       AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
 
     SELECT k.key INTO missing FROM unnest(keys) AS k (key)
     WHERE k.key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM @extschema@.jobs j
-        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
           AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
     END IF;
 END
 $$;
 
--- The name users call: raquel's own code calls raquel_internal.rq_enqueue_batch
--- (sql/privileges.sql says why).
+-- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned above
+-- for the rest. A producer needs no privilege on the table, only EXECUTE on
+-- it (see rq_grant_producer): it runs as the extension's owner.
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
     payloads        text[],
@@ -153,10 +159,31 @@ CREATE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) $$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+-- The same C function by the name raquel's own code calls: sql/schema.sql
+-- says why.
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
+-- The same with JSON payloads, each stored as its text.
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
     payloads        jsonb[],
@@ -172,13 +199,9 @@ CREATE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
-END
-$$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
 -- One job: one INSERT. With a key that an unfinished job of the queue
 -- holds, that job comes back instead of a new one. A group_key puts the job

@@ -52,6 +52,7 @@ REVOKE EXECUTE ON FUNCTION
     rq_enqueue_trigger(), raquel_internal.rq_job_events(), raquel_internal.rq_job_values(), raquel_internal.rq_drop_started(),
     raquel_internal.rq_job_turn(), raquel_internal.rq_queue_limits_changed(),
     raquel_internal.rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_fire_schedules(integer),
     rq_distribute(integer), raquel_internal.rq_lapsed(integer, bigint), raquel_internal.rq_expire_distributed(integer, bigint),
     raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),

@@ -489,8 +489,8 @@ LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_enqueue_c';
 
--- new: raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+-- new: raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
     queue           text,
     payloads        text[],
     at              timestamptz DEFAULT NULL,
@@ -506,10 +506,7 @@ CREATE FUNCTION raquel_internal.rq_enqueue_batch(
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
--- A producer needs no privilege on the table, only EXECUTE on this function
--- (see rq_grant_producer); the pinned search_path keeps a caller's objects
--- from standing in for ours (every reference in the body is qualified too).
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -518,9 +515,9 @@ DECLARE
     missing  text;
     may_read boolean;
 BEGIN
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
-        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
-        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
+        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
+        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
     IF payloads IS NULL THEN
         PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
     END IF;
@@ -539,9 +536,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
         FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
@@ -554,9 +551,9 @@ BEGIN
             INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                    min_retry_delay, max_retry_delay, backoff_base,
                                    enqueued_at, scheduled_at, priority, group_key)
-            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                    o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
             FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
             ORDER BY p.n
             RETURNING j.id
@@ -580,9 +577,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, key, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
         FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
         ORDER BY p.n
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
@@ -603,20 +600,40 @@ BEGIN
                  ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
             END).*
     FROM @extschema@.jobs j
-    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
       AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
 
     SELECT k.key INTO missing FROM unnest(keys) AS k (key)
     WHERE k.key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM @extschema@.jobs j
-        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
           AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
     END IF;
 END
 $$;
+
+-- new: raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
 -- new: raquel_internal.rq_expire(integer)
 CREATE FUNCTION raquel_internal.rq_expire(batch integer DEFAULT 1000) RETURNS bigint
@@ -1564,13 +1581,9 @@ CREATE OR REPLACE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
-END
-$$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
 -- changed: rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
 CREATE OR REPLACE FUNCTION rq_enqueue_batch(
@@ -1588,9 +1601,9 @@ CREATE OR REPLACE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) $$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
 -- changed: rq_enqueue_trigger()
 CREATE OR REPLACE FUNCTION rq_enqueue_trigger() RETURNS trigger
@@ -2292,7 +2305,9 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
     raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
-    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake()
+    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake(),
+    -- rq_enqueue_batch's planned path runs as the owner rq_enqueue_batch runs as
+    raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
 FROM PUBLIC;
 
 -- The roles given rq_enqueue or rq_enqueue_batch (rq_grant_producer, or a

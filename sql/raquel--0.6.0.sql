@@ -11,11 +11,11 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -32,6 +32,33 @@ STRICT VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_within_ms
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -53,30 +80,35 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
-) RETURNS void
+-- raquel::distributed::rq_shard_queues
+CREATE  FUNCTION raquel_internal."rq_shard_queues"(
+	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
+) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -88,6 +120,14 @@ CREATE  FUNCTION raquel_internal."rq_due_ms"(
 VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -104,41 +144,14 @@ AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
 ) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_within_ms
-CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -151,19 +164,6 @@ IMMUTABLE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -187,14 +187,6 @@ AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::steps::rq_check_step_name
 CREATE  FUNCTION raquel_internal."rq_check_step_name"(
 	"id" uuid, /* Option < pgrx :: Uuid > */
@@ -205,6 +197,128 @@ STABLE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -220,101 +334,6 @@ AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::schedules::rq_schedule_slots
 CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
 	"cron" TEXT, /* Option < & str > */
@@ -326,209 +345,6 @@ CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
-CREATE  FUNCTION raquel_internal."rq_shard_queues"(
-	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
-) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::enqueue::rq_job_options
-CREATE  FUNCTION raquel_internal."rq_job_options"(
-	"queue" TEXT, /* Option < & str > */
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"max_age" interval, /* Option < Interval > */
-	"max_retry_count" INT, /* Option < i32 > */
-	"min_retry_delay" interval, /* Option < Interval > */
-	"max_retry_delay" interval, /* Option < Interval > */
-	"backoff_base" interval /* Option < Interval > */
-) RETURNS TABLE (
-	"now_ms" bigint,  /* i64 */
-	"due_ms" bigint,  /* i64 */
-	"max_age_ms" bigint,  /* Option < i64 > */
-	"min_retry_delay_ms" bigint,  /* i64 */
-	"max_retry_delay_ms" bigint,  /* i64 */
-	"backoff_base_ms" bigint  /* i64 */
-)
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -557,11 +373,87 @@ AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -789,30 +681,6 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 -- requires:
 --   schema
 
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
 -- Steps: what a job's run has done so far, kept across its attempts. A
 -- worker records each named step of a job it holds with the step's result
 -- (rq_step); on a later attempt (a retry, a rescue after its worker died)
@@ -863,6 +731,1337 @@ RETURNS job_steps
 LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql calls them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    ended   uuid[];
+    sets_off boolean[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
+        changed := changed + more;
+        -- what follows their ends (src/ended.rs): counted, their awaiters
+        -- woken, a key enqueued with a key_period held (sql/finish.sql)
+        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
+
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
+
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
+
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   limits::rq_default_lease
+
+-- Handing jobs to workers. A claim is an attempt and a lease: the job's
+-- attempts go up by one, and the job is the worker's until lease_expires_at
+-- (then the rescue duty counts the attempt as failed). The attempts value the
+-- claim returns is the fencing token for rq_complete / rq_fail.
+--
+-- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
+-- wait up to a day (0: return at once, maybe with nothing), in READ
+-- COMMITTED only. Jobs come in claim order: priority (higher first),
+-- scheduled time, id.
+--
+-- Every worker calls this for every job, so it is written in Rust
+-- (src/claim.rs): the arguments are checked there, and the claim statement
+-- (sql/claim.ready.sql) is prepared once per backend for each queue filter
+-- and batch size, each plan walking a ready index in claim order. A waiting
+-- claim sleeps on its latch between claims; a commit that enqueues jobs
+-- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
+-- preloaded library there are no wake-ups, and it looks every 100 ms.
+CREATE FUNCTION rq_claim(
+    queues text[]   DEFAULT NULL,
+    worker text     DEFAULT NULL,
+    batch  integer  DEFAULT 1,
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
+    wait   interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
+-- A worker's loop in one round trip: completes the job in hand (as
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- The same for a job whose work failed: rq_fail, then rq_claim.
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   claim
+--   clock::rq_now_ms
+--   flow::rq_check_limits
+--   flow::rq_wake_claims
+--   flow::rq_require_flow_claim
+
+-- Flow control inside the claim: paused queues, a queue's concurrency and
+-- rate limits, and fair groups. Every claim through rq_claim obeys them, so
+-- every worker in every language does, with no coordinator. Claims made
+-- outside raquel's functions (the Python library's dequeue, a hand-written
+-- UPDATE) know nothing of them.
+--
+-- A queue has flow control while it has a row here. Each backend keeps the
+-- settings in memory, so a queue without a row costs a claim nothing more
+-- (src/flow.rs); the table's trigger tells every backend at commit when the
+-- settings change.
+CREATE TABLE queue_limits (
+    queue             text    NOT NULL,
+    -- No claim takes the queue's jobs while it is paused.
+    paused            boolean NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs claimed at once.
+    max_claimed       integer,
+    -- At most `rate` claims per `per`, as a token bucket: it holds up to
+    -- `rate` tokens, starts full and gains rate/per continuously; each job
+    -- claimed takes one.
+    rate              integer,
+    per               interval,
+    -- At most this many claimed jobs of one group at once.
+    group_max_claimed integer,
+    -- The queue has had jobs with a group_key: claims take turns among its
+    -- groups. Set by the first such job (rq_job_turn).
+    grouped           boolean NOT NULL DEFAULT false,
+    -- The state the limits keep, written by claims under the row's lock:
+    -- the jobs claimed under max_claimed (those still claimed count), and
+    -- the tokens left at tokens_at (ms).
+    claimed           uuid[]  NOT NULL DEFAULT '{}',
+    tokens            double precision,
+    tokens_at         bigint,
+
+    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
+    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
+    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
+    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
+);
+
+COMMENT ON TABLE queue_limits IS
+    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
+
+-- pg_dump keeps the settings (the state columns come along; they only ever
+-- hold back claims for jobs that are no longer claimed, which count for nothing).
+SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
+
+-- Every backend's copy of the settings is dropped when a change to them
+-- commits (src/flow.rs). The claims' own writes to the state columns do not
+-- fire it. It runs no SQL, but its Rust sits beside code that does
+-- (src/flow.rs), and every such function pins its search_path.
+CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
+CREATE TRIGGER queue_limits_changed
+    AFTER INSERT OR DELETE OR TRUNCATE
+       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
+    ON queue_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- A grouped job's turn, set as it is inserted (however it is enqueued):
+-- one past its group's last ready job's turn (the last queued or failed
+-- one: two probes of jobs_group_idx), and never before the turn the
+-- queue's claims have reached at its priority (its first due grouped job's),
+-- so that a group that was idle takes its turn next rather than catching up
+-- on turns it missed. Claims go by priority, then turn: the groups take
+-- turns, a group with a million jobs and a group with ten side by side.
+-- It runs as the extension's owner: a role that may only INSERT jobs may
+-- not read the table the turn comes from.
+CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := raquel_internal.rq_now_ms();
+BEGIN
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
+    END IF;
+    NEW.turn := greatest(
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
+-- every INSERT statement); the function tests the status.
+CREATE TRIGGER jobs_grouped
+    BEFORE INSERT ON jobs
+    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
+    EXECUTE FUNCTION raquel_internal.rq_job_turn();
+
+-- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
+-- waiting. Idempotent; a queue may be paused before it has jobs.
+CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_pause
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
+
+-- Lets claims take a paused queue's jobs again, and wakes its waiting
+-- claims at commit. Idempotent.
+CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
+    END IF;
+    RETURN settings;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_resume
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
+
+-- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
+-- bad argument), so an error changes nothing. A limit lowered below what is
+-- claimed now holds back new claims until enough jobs end; a limit raised
+-- or removed wakes the queue's waiting claims at commit.
+CREATE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM raquel_internal.rq_wake_claims(queue);
+    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
+END
+$$;
+
+-- A row that no longer sets anything is deleted, so that the queue's claims
+-- go back to the plain claim; returns the row as it was.
+CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.queue_limits l
+    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
+      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
+    SELECT $2;
+$$;
+
+-- The plain claim (src/claim.rs), which knows no flow settings: what
+-- rq_claim_flow calls for what the settings allow. It runs only inside
+-- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
+-- through rq_claim to obey the settings.
+CREATE FUNCTION raquel_internal.rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
+
+-- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
+-- name order, until the claiming transaction ends), and that state written
+-- after a claim took `claimed` (the jobs claimed under max_claimed) and left
+-- `tokens` at `tokens_at`. They run as the extension's owner, and only
+-- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
+-- not lock or write it, so no role can refill a rate's bucket or empty a
+-- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
+CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
+    RETURN QUERY
+    SELECT l.* FROM @extschema@.queue_limits l
+    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+    ORDER BY l.queue
+    FOR UPDATE;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
+    UPDATE @extschema@.queue_limits l
+    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
+        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
+        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
+    WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+
+-- rq_claim's claim for queues that have flow settings (src/claim.rs), with
+-- rq_claim's arguments checked. Queues NULL means any queue. It and
+-- rq_claim_fair run only inside rq_claim (42501 otherwise).
+--
+-- Each queue with settings is claimed from on its own: a paused one not at
+-- all; a limited one under its row's lock (FOR UPDATE, held until the
+-- claiming transaction ends; several are locked at once, in name order),
+-- which makes its claims one at a time and lets each read what the ones
+-- before it committed: how many of the jobs claimed under max_claimed are
+-- still claimed, and the tokens left. The queues
+-- without settings are claimed from together, by the plain claim. The
+-- order in which the queues with settings and the rest take their turn to
+-- fill the batch starts at a random one, so that none of them always goes
+-- first. For any queue, the queues without settings are the ones with
+-- ready jobs (one probe of the ready index for each).
+CREATE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    wanted   integer := batch;
+    limited  text[];
+    others   text[];
+    first    integer;
+    member   integer;
+    settings @extschema@.queue_limits;
+    now_ms   bigint;
+    allow    integer;
+    live     uuid[];
+    bucket   double precision;
+    got      uuid[];
+    job      @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
+    IF queues IS NULL THEN
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
+        others := ARRAY(
+            WITH RECURSIVE ready_queues AS (
+                (SELECT j.queue FROM @extschema@.jobs j
+                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
+                 ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM @extschema@.jobs j
+                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
+                        ORDER BY j.queue LIMIT 1)
+                FROM ready_queues r WHERE r.queue IS NOT NULL
+            )
+            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
+    ELSE
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
+        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
+                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
+    END IF;
+    -- A claim on several limited queues locks their rows up front, in name
+    -- order: two such claims never wait for each other in a circle, however
+    -- their turns below are ordered.
+    IF cardinality(limited) > 1 THEN
+        PERFORM FROM raquel_internal.rq_flow_lock(limited);
+    END IF;
+    first := floor(random() * (cardinality(limited) + 1))::integer;
+    FOR turn IN 0 .. cardinality(limited) LOOP
+        EXIT WHEN wanted <= 0;
+        member := (first + turn) % (cardinality(limited) + 1) + 1;
+        IF member > cardinality(limited) THEN
+            CONTINUE WHEN cardinality(others) = 0;
+            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+                wanted := wanted - 1;
+                RETURN NEXT job;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+        CONTINUE WHEN NOT FOUND OR settings.paused;
+        allow := wanted;
+        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
+            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
+            -- read again by a new statement, which sees what the claims
+            -- that held the lock before committed
+            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+            CONTINUE WHEN NOT FOUND OR settings.paused;
+            now_ms := raquel_internal.rq_now_ms();
+            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+            IF settings.max_claimed IS NOT NULL THEN
+                allow := least(allow, settings.max_claimed - cardinality(live));
+            END IF;
+            IF settings.rate IS NOT NULL THEN
+                bucket := least(settings.rate::double precision,
+                    coalesce(settings.tokens, settings.rate)
+                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                allow := least(allow, floor(bucket)::integer);
+            END IF;
+            CONTINUE WHEN allow <= 0;
+        END IF;
+        got := '{}';
+        FOR job IN
+            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+        LOOP
+            got := got || job.id;
+            RETURN NEXT job;
+        END LOOP;
+        IF settings.grouped AND cardinality(got) < allow THEN
+            FOR job IN
+                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                                                        lease_ms, settings.group_max_claimed)
+            LOOP
+                got := got || job.id;
+                RETURN NEXT job;
+            END LOOP;
+        END IF;
+        wanted := wanted - cardinality(got);
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- A grouped queue's claim of its grouped jobs (its jobs without a group go
+-- first, by the plain claim: rq_claim_flow). Jobs come in the fair order:
+-- priority, then turn, then scheduled time and id. With group_max_claimed,
+-- each candidate's group is locked for the rest of the transaction
+-- (pg_try_advisory_xact_lock on the queue's and the group's hashes; a group
+-- another claim holds is passed over) and its claimed jobs counted by a new
+-- statement, which sees every claim of the group committed before; the
+-- walk takes one job per group, and walks again while it finds some. Its
+-- cost grows with the jobs of the groups it passes over (those at their
+-- limit), not with the number of groups.
+CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms    bigint := raquel_internal.rq_now_ms();
+    wanted    integer := batch;
+    tried     text[];
+    found_one boolean;
+    candidate record;
+    job       @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
+    IF group_max_claimed IS NULL THEN
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT wanted
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            FROM ready WHERE j.id = ready.id
+            RETURNING j.*
+        )
+        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
+        RETURN;
+    END IF;
+    <<walks>>
+    LOOP
+        tried := '{}';
+        found_one := false;
+        FOR candidate IN
+            SELECT j.id, j.group_key FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT 1000
+        LOOP
+            CONTINUE WHEN candidate.group_key = ANY (tried);
+            tried := tried || candidate.group_key;
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
+            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
+                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
+            RETURNING j.* INTO job;
+            CONTINUE WHEN NOT FOUND;
+            RETURN NEXT job;
+            found_one := true;
+            wanted := wanted - 1;
+            EXIT walks WHEN wanted = 0;
+        END LOOP;
+        EXIT WHEN NOT found_one;
+    END LOOP;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   flow
+--   distributed
+--   errors::rq_refuse
+
+-- Queues that keep no history. A job of such a queue that succeeds through
+-- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
+-- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
+-- same write instead of being updated to 'success': no new row version, no
+-- index entries, nothing left for the prune duty. The verb still returns the
+-- row as it ended (status 'success'), and the metrics still count it. A job
+-- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
+-- pruned as usual, and so is a job whose end sets something off (jobs waiting
+-- for it with `after`, a key held for a period) until that is done. A job
+-- the Python library finishes with its own UPDATE is kept, too.
+--
+-- Like a pruned job, a deleted one can no longer be named by `after`.
+-- Finishing verbs read the table (src/history.rs keeps a copy per backend,
+-- dropped when it changes); not on Citus (0A000).
+CREATE TABLE queues_without_history (
+    queue text NOT NULL,
+    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
+);
+
+COMMENT ON TABLE queues_without_history IS
+    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
+
+SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
+
+-- Every backend's copy is dropped when a change commits (as for
+-- queue_limits, sql/flow.sql).
+CREATE TRIGGER queues_without_history_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON queues_without_history
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- Whether `queue` keeps its succeeded jobs (keep, the default for every
+-- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
+-- the caller's rights: INSERT and DELETE on queues_without_history.
+CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    IF keep IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
+    END IF;
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
+    IF keep THEN
+        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
+    ELSE
+        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
+        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    END IF;
+    RETURN keep;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION raquel_internal."rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::enqueue::rq_job_options
+CREATE  FUNCTION raquel_internal."rq_job_options"(
+	"queue" TEXT, /* Option < & str > */
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"max_age" interval, /* Option < Interval > */
+	"max_retry_count" INT, /* Option < i32 > */
+	"min_retry_delay" interval, /* Option < Interval > */
+	"max_retry_delay" interval, /* Option < Interval > */
+	"backoff_base" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"now_ms" bigint,  /* i64 */
+	"due_ms" bigint,  /* i64 */
+	"max_age_ms" bigint,  /* Option < i64 > */
+	"min_retry_delay_ms" bigint,  /* i64 */
+	"max_retry_delay_ms" bigint,  /* i64 */
+	"backoff_base_ms" bigint  /* i64 */
+)
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   clock::rq_ms_to_timestamptz
+--   errors::rq_refuse
+--   metrics::rq_take_metrics
+--   metrics::rq_histogram_add
+--   metrics::rq_histogram_percentile
+--   metrics::rq_note_metric
+--   metrics::rq_metrics_lost
+
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+);
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
+    RETURN out;
+END
+$$;
+
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1895,14 +3094,120 @@ $$;
 /* <begin connected objects> */
 -- requires:
 --   schema
+--   flow
+--   waits
+--   clock::rq_ms_to_timestamptz
+--   clock::rq_ms_to_interval
+
+-- Looking at the queue from psql. These read the whole table (they are for
+-- people, not for the hot path); times come out as timestamptz and
+-- durations as intervals.
+
+-- One row per queue: how many jobs in each status, how many are ready now,
+-- how long the oldest ready job has been waiting, and the queue's flow
+-- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
+-- Last, how many of its jobs are parked for an event (sql/waits.sql).
+CREATE FUNCTION rq_stats()
+RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
+               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
+               ready bigint, oldest_ready_age interval,
+               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
+               waiting_for_event bigint)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) AS total,
+               count(*) FILTER (WHERE j.status = 'queued') AS queued,
+               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+               count(*) FILTER (WHERE j.status = 'success') AS success,
+               count(*) FILTER (WHERE j.status = 'failed') AS failed,
+               count(*) FILTER (WHERE j.status = 'expired') AS expired,
+               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
+               count(*) FILTER (WHERE r.ready) AS ready,
+               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
+        FROM @extschema@.jobs j
+        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
+        CROSS JOIN LATERAL (
+            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
+                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
+        ) r
+        GROUP BY j.queue, clock.ms
+    )
+    SELECT coalesce(c.queue, l.queue),
+           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
+           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.blocked, 0),
+           coalesce(c.ready, 0), c.oldest_ready_age,
+           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
+           coalesce(w.waiting, 0)
+    FROM counts c
+    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
+    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
+    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
+    ORDER BY 1
+$$;
+
+-- The queues that have jobs, by name.
+CREATE FUNCTION rq_queues() RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
+$$;
+
+-- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
+-- (sql/distributed.sql).
+CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.jobs j
+            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
+              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
+END
+$$;
+
+-- The jobs table as a person reads it: instants as timestamptz, durations as
+-- intervals. The columns keep the table's names. The conversions are calls
+-- of the extension's own functions on the column's exact type: an
+-- expression in a view is resolved once, when the install script creates
+-- it, and arithmetic such as `bigint / numeric` would have picked an
+-- operator some role had planted on the search_path, to run whenever anyone
+-- reads the view.
+CREATE VIEW rq_jobs AS
+SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+       j.payload, j.error, j.claimed_by,
+       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
+       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+       j.error_trace, j.result
+FROM jobs j;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
 --   enqueue::rq_job_options
 --   errors::rq_refuse
 --   limits::rq_check_arrays
 --   privileges::rq_caller_may_read
 
--- Producing jobs. A batch of thousands is one INSERT … SELECT in
--- rq_enqueue_batch; rq_enqueue, one job, is written in Rust (src/enqueue.rs)
--- around a kept plan of one INSERT (sql/enqueue.insert.sql). Both check and
+-- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
+-- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
+-- written directly (src/direct.rs), and the rest by a kept plan of one
+-- INSERT (sql/enqueue.insert.sql) or rq_enqueue_batch_planned below. Both check and
 -- convert the options in one place, src/enqueue.rs (rq_job_options here),
 -- and both run with the extension owner's rights: a producer needs EXECUTE
 -- on them and no privilege on the table (see rq_grant_producer).
@@ -1910,7 +3215,13 @@ $$;
 -- A retry delay left NULL is the table's default (1 second, 12 hours and
 -- 1 second: src/limits.rs).
 
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+-- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
+-- keys, group keys or parents, and plain ones when the table is not as
+-- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
+-- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
+-- the pinned search_path keeps a caller's objects from standing in for ours
+-- (every reference in the body is qualified too).
+CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
     queue           text,
     payloads        text[],
     at              timestamptz DEFAULT NULL,
@@ -1926,10 +3237,7 @@ CREATE FUNCTION raquel_internal.rq_enqueue_batch(
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
--- A producer needs no privilege on the table, only EXECUTE on this function
--- (see rq_grant_producer); the pinned search_path keeps a caller's objects
--- from standing in for ours (every reference in the body is qualified too).
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1938,9 +3246,9 @@ DECLARE
     missing  text;
     may_read boolean;
 BEGIN
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch.queue, rq_enqueue_batch.at,
-        rq_enqueue_batch.delay, rq_enqueue_batch.max_age, rq_enqueue_batch.max_retry_count,
-        rq_enqueue_batch.min_retry_delay, rq_enqueue_batch.max_retry_delay, rq_enqueue_batch.backoff_base);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
+        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
+        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
     IF payloads IS NULL THEN
         PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
     END IF;
@@ -1959,9 +3267,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
         FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
         ORDER BY p.n
         RETURNING j.*;
@@ -1974,9 +3282,9 @@ BEGIN
             INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                    min_retry_delay, max_retry_delay, backoff_base,
                                    enqueued_at, scheduled_at, priority, group_key)
-            SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                    o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-                   coalesce(rq_enqueue_batch.priority, 0), p.group_key
+                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
             FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
             ORDER BY p.n
             RETURNING j.id
@@ -2000,9 +3308,9 @@ BEGIN
         INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
                                min_retry_delay, max_retry_delay, backoff_base,
                                enqueued_at, scheduled_at, priority, key, group_key)
-        SELECT rq_enqueue_batch.queue, p.payload, o.max_age_ms, rq_enqueue_batch.max_retry_count,
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
                o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch.priority, 0), p.key, p.group_key
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
         FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
         ORDER BY p.n
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
@@ -2023,23 +3331,25 @@ BEGIN
                  ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
             END).*
     FROM @extschema@.jobs j
-    WHERE j.queue = rq_enqueue_batch.queue AND j.key = ANY (keys)
+    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
       AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
 
     SELECT k.key INTO missing FROM unnest(keys) AS k (key)
     WHERE k.key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM @extschema@.jobs j
-        WHERE j.queue = rq_enqueue_batch.queue AND j.key = k.key
+        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
           AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
     LIMIT 1;
     IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch.queue]);
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
     END IF;
 END
 $$;
 
--- The name users call: raquel's own code calls raquel_internal.rq_enqueue_batch
--- (sql/privileges.sql says why).
+-- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned above
+-- for the rest. A producer needs no privilege on the table, only EXECUTE on
+-- it (see rq_grant_producer): it runs as the extension's owner.
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
     payloads        text[],
@@ -2055,10 +3365,31 @@ CREATE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) $$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+-- The same C function by the name raquel's own code calls: sql/schema.sql
+-- says why.
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
+-- The same with JSON payloads, each stored as its text.
 CREATE FUNCTION rq_enqueue_batch(
     queue           text,
     payloads        jsonb[],
@@ -2074,13 +3405,9 @@ CREATE FUNCTION rq_enqueue_batch(
     group_keys      text[]      DEFAULT NULL,
     after           uuid[]      DEFAULT NULL
 ) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM raquel_internal.rq_enqueue_batch($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
-END
-$$;
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
 
 -- One job: one INSERT. With a key that an unfinished job of the queue
 -- holds, that job comes back instead of a new one. A group_key puts the job
@@ -2511,1310 +3838,6 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 
 /* <begin connected objects> */
 -- requires:
---   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   limits::rq_default_lease
-
--- Handing jobs to workers. A claim is an attempt and a lease: the job's
--- attempts go up by one, and the job is the worker's until lease_expires_at
--- (then the rescue duty counts the attempt as failed). The attempts value the
--- claim returns is the fencing token for rq_complete / rq_fail.
---
--- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
--- wait up to a day (0: return at once, maybe with nothing), in READ
--- COMMITTED only. Jobs come in claim order: priority (higher first),
--- scheduled time, id.
---
--- Every worker calls this for every job, so it is written in Rust
--- (src/claim.rs): the arguments are checked there, and the claim statement
--- (sql/claim.ready.sql) is prepared once per backend for each queue filter
--- and batch size, each plan walking a ready index in claim order. A waiting
--- claim sleeps on its latch between claims; a commit that enqueues jobs
--- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
--- preloaded library there are no wake-ups, and it looks every 100 ms.
-CREATE FUNCTION rq_claim(
-    queues text[]   DEFAULT NULL,
-    worker text     DEFAULT NULL,
-    batch  integer  DEFAULT 1,
-    lease  interval DEFAULT raquel_internal.rq_default_lease(),
-    wait   interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_c';
-
--- A claim that only locks, for work done inside this transaction
--- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
--- and written nothing; each comes back as a claim would make it (claimed,
--- its attempts + 1 the fencing token, no lease). This transaction finishes
--- them with rq_complete or rq_fail, in one write each; its commit lets go
--- of those it did not finish, and its rollback (a crash) leaves every one
--- ready at once with no attempt counted. With `complete`, each is completed
--- in the same write as it is taken: the transaction's commit is their
--- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
--- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
-CREATE FUNCTION rq_take(
-    queues   text[]   DEFAULT NULL,
-    worker   text     DEFAULT NULL,
-    batch    integer  DEFAULT 1,
-    complete boolean  DEFAULT false,
-    wait     interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_take_c';
-
--- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token, with its result) and claims
--- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call); an
--- id needs its attempt (22004 without). An id that cannot be completed is
--- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
-CREATE FUNCTION rq_complete_and_claim(
-    id      uuid     DEFAULT NULL,
-    attempt integer  DEFAULT NULL,
-    queues  text[]   DEFAULT NULL,
-    worker  text     DEFAULT NULL,
-    batch   integer  DEFAULT 1,
-    lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0',
-    result  jsonb    DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
-
--- A worker's loop in batches: completes the jobs in hand (as
--- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], one for every id) and claims the next `batch` (as rq_claim),
--- in one statement: one round trip and one commit serve a whole batch. NULL
--- or empty ids only claim (the loop's first call). In C (src/claim.rs).
-CREATE FUNCTION rq_complete_batch_and_claim(
-    ids      uuid[]    DEFAULT NULL,
-    attempts integer[] DEFAULT NULL,
-    queues   text[]    DEFAULT NULL,
-    worker   text      DEFAULT NULL,
-    batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0',
-    results  jsonb[]   DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
-
--- The same for a job whose work failed: rq_fail, then rq_claim.
-CREATE FUNCTION rq_fail_and_claim(
-    id          uuid     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
-    error       text     DEFAULT NULL,
-    error_trace text     DEFAULT NULL,
-    queues      text[]   DEFAULT NULL,
-    worker      text     DEFAULT NULL,
-    batch       integer  DEFAULT 1,
-    lease       interval DEFAULT raquel_internal.rq_default_lease(),
-    wait        interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
-
--- A waiting claim holds locks on the jobs table while it sleeps, and DROP
--- EXTENSION would wait behind it for as long as the wait lasts: before any
--- DROP EXTENSION starts, every waiting claim in the database is woken and
--- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
--- no search_path to pin.
-CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_drop_started';
-CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION raquel_internal.rq_drop_started();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   claim
---   clock::rq_now_ms
---   flow::rq_check_limits
---   flow::rq_wake_claims
---   flow::rq_require_flow_claim
-
--- Flow control inside the claim: paused queues, a queue's concurrency and
--- rate limits, and fair groups. Every claim through rq_claim obeys them, so
--- every worker in every language does, with no coordinator. Claims made
--- outside raquel's functions (the Python library's dequeue, a hand-written
--- UPDATE) know nothing of them.
---
--- A queue has flow control while it has a row here. Each backend keeps the
--- settings in memory, so a queue without a row costs a claim nothing more
--- (src/flow.rs); the table's trigger tells every backend at commit when the
--- settings change.
-CREATE TABLE queue_limits (
-    queue             text    NOT NULL,
-    -- No claim takes the queue's jobs while it is paused.
-    paused            boolean NOT NULL DEFAULT false,
-    -- At most this many of the queue's jobs claimed at once.
-    max_claimed       integer,
-    -- At most `rate` claims per `per`, as a token bucket: it holds up to
-    -- `rate` tokens, starts full and gains rate/per continuously; each job
-    -- claimed takes one.
-    rate              integer,
-    per               interval,
-    -- At most this many claimed jobs of one group at once.
-    group_max_claimed integer,
-    -- The queue has had jobs with a group_key: claims take turns among its
-    -- groups. Set by the first such job (rq_job_turn).
-    grouped           boolean NOT NULL DEFAULT false,
-    -- The state the limits keep, written by claims under the row's lock:
-    -- the jobs claimed under max_claimed (those still claimed count), and
-    -- the tokens left at tokens_at (ms).
-    claimed           uuid[]  NOT NULL DEFAULT '{}',
-    tokens            double precision,
-    tokens_at         bigint,
-
-    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
-    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
-    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
-    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
-);
-
-COMMENT ON TABLE queue_limits IS
-    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
-
--- pg_dump keeps the settings (the state columns come along; they only ever
--- hold back claims for jobs that are no longer claimed, which count for nothing).
-SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
-
--- Every backend's copy of the settings is dropped when a change to them
--- commits (src/flow.rs). The claims' own writes to the state columns do not
--- fire it. It runs no SQL, but its Rust sits beside code that does
--- (src/flow.rs), and every such function pins its search_path.
-CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
-LANGUAGE c
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
-CREATE TRIGGER queue_limits_changed
-    AFTER INSERT OR DELETE OR TRUNCATE
-       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
-    ON queue_limits
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- A grouped job's turn, set as it is inserted (however it is enqueued):
--- one past its group's last ready job's turn (the last queued or failed
--- one: two probes of jobs_group_idx), and never before the turn the
--- queue's claims have reached at its priority (its first due grouped job's),
--- so that a group that was idle takes its turn next rather than catching up
--- on turns it missed. Claims go by priority, then turn: the groups take
--- turns, a group with a million jobs and a group with ten side by side.
--- It runs as the extension's owner: a role that may only INSERT jobs may
--- not read the table the turn comes from.
-CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms bigint := raquel_internal.rq_now_ms();
-BEGIN
-    IF NEW.status NOT IN ('queued', 'failed') THEN
-        RETURN NEW;
-    END IF;
-    NEW.turn := greatest(
-        (SELECT max(last.turn) + 1 FROM (
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'queued' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)
-            UNION ALL
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'failed' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)) last),
-        (SELECT j.turn FROM @extschema@.jobs j
-         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
-           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-         ORDER BY j.priority DESC, j.turn
-         LIMIT 1),
-        1);
-    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
-        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
-        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
-    END IF;
-    RETURN NEW;
-END
-$$;
--- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
--- every INSERT statement); the function tests the status.
-CREATE TRIGGER jobs_grouped
-    BEFORE INSERT ON jobs
-    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
-    EXECUTE FUNCTION raquel_internal.rq_job_turn();
-
--- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
--- waiting. Idempotent; a queue may be paused before it has jobs.
-CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
-    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
-    RETURNING l.* INTO settings;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_pause
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
-
--- Lets claims take a paused queue's jobs again, and wakes its waiting
--- claims at commit. Idempotent.
-CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    UPDATE @extschema@.queue_limits l SET paused = false
-    WHERE l.queue = rq_resume.queue AND l.paused
-    RETURNING l.* INTO settings;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_wake_claims(queue);
-        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
-    ELSE
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
-        IF NOT FOUND THEN
-            settings.queue := queue;
-            settings.paused := false;
-            settings.grouped := false;
-            settings.claimed := '{}';
-        END IF;
-    END IF;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_resume
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
-
--- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
--- bad argument), so an error changes nothing. A limit lowered below what is
--- claimed now holds back new claims until enough jobs end; a limit raised
--- or removed wakes the queue's waiting claims at commit.
-CREATE FUNCTION rq_set_limits(
-    queue             text,
-    max_claimed       integer  DEFAULT NULL,
-    rate              integer  DEFAULT NULL,
-    per               interval DEFAULT '1 second',
-    group_max_claimed integer  DEFAULT NULL
-) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
-    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
-    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
-            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
-            rq_set_limits.group_max_claimed)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
-    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
-        group_max_claimed = excluded.group_max_claimed,
-        -- a new rate starts with a full bucket
-        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                      THEN l.tokens END,
-        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                         THEN l.tokens_at END
-    RETURNING l.* INTO settings;
-    PERFORM raquel_internal.rq_wake_claims(queue);
-    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
-END
-$$;
-
--- A row that no longer sets anything is deleted, so that the queue's claims
--- go back to the plain claim; returns the row as it was.
-CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    DELETE FROM @extschema@.queue_limits l
-    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
-      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
-    SELECT $2;
-$$;
-
--- The plain claim (src/claim.rs), which knows no flow settings: what
--- rq_claim_flow calls for what the settings allow. It runs only inside
--- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
--- through rq_claim to obey the settings.
-CREATE FUNCTION raquel_internal.rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
-RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
-
--- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
--- name order, until the claiming transaction ends), and that state written
--- after a claim took `claimed` (the jobs claimed under max_claimed) and left
--- `tokens` at `tokens_at`. They run as the extension's owner, and only
--- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
--- not lock or write it, so no role can refill a rate's bucket or empty a
--- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
-CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
-    RETURN QUERY
-    SELECT l.* FROM @extschema@.queue_limits l
-    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
-    ORDER BY l.queue
-    FOR UPDATE;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
-    UPDATE @extschema@.queue_limits l
-    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
-        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
-        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
-    WHERE l.queue = rq_flow_took.queue;
-END
-$$;
-
--- rq_claim's claim for queues that have flow settings (src/claim.rs), with
--- rq_claim's arguments checked. Queues NULL means any queue. It and
--- rq_claim_fair run only inside rq_claim (42501 otherwise).
---
--- Each queue with settings is claimed from on its own: a paused one not at
--- all; a limited one under its row's lock (FOR UPDATE, held until the
--- claiming transaction ends; several are locked at once, in name order),
--- which makes its claims one at a time and lets each read what the ones
--- before it committed: how many of the jobs claimed under max_claimed are
--- still claimed, and the tokens left. The queues
--- without settings are claimed from together, by the plain claim. The
--- order in which the queues with settings and the rest take their turn to
--- fill the batch starts at a random one, so that none of them always goes
--- first. For any queue, the queues without settings are the ones with
--- ready jobs (one probe of the ready index for each).
-CREATE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    wanted   integer := batch;
-    limited  text[];
-    others   text[];
-    first    integer;
-    member   integer;
-    settings @extschema@.queue_limits;
-    now_ms   bigint;
-    allow    integer;
-    live     uuid[];
-    bucket   double precision;
-    got      uuid[];
-    job      @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
-    IF queues IS NULL THEN
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
-        others := ARRAY(
-            WITH RECURSIVE ready_queues AS (
-                (SELECT j.queue FROM @extschema@.jobs j
-                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
-                 ORDER BY j.queue LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.queue FROM @extschema@.jobs j
-                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
-                        ORDER BY j.queue LIMIT 1)
-                FROM ready_queues r WHERE r.queue IS NOT NULL
-            )
-            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
-    ELSE
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
-        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
-                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
-    END IF;
-    -- A claim on several limited queues locks their rows up front, in name
-    -- order: two such claims never wait for each other in a circle, however
-    -- their turns below are ordered.
-    IF cardinality(limited) > 1 THEN
-        PERFORM FROM raquel_internal.rq_flow_lock(limited);
-    END IF;
-    first := floor(random() * (cardinality(limited) + 1))::integer;
-    FOR turn IN 0 .. cardinality(limited) LOOP
-        EXIT WHEN wanted <= 0;
-        member := (first + turn) % (cardinality(limited) + 1) + 1;
-        IF member > cardinality(limited) THEN
-            CONTINUE WHEN cardinality(others) = 0;
-            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
-                wanted := wanted - 1;
-                RETURN NEXT job;
-            END LOOP;
-            CONTINUE;
-        END IF;
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-        CONTINUE WHEN NOT FOUND OR settings.paused;
-        allow := wanted;
-        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
-            -- read again by a new statement, which sees what the claims
-            -- that held the lock before committed
-            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-            CONTINUE WHEN NOT FOUND OR settings.paused;
-            now_ms := raquel_internal.rq_now_ms();
-            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
-                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
-            IF settings.max_claimed IS NOT NULL THEN
-                allow := least(allow, settings.max_claimed - cardinality(live));
-            END IF;
-            IF settings.rate IS NOT NULL THEN
-                bucket := least(settings.rate::double precision,
-                    coalesce(settings.tokens, settings.rate)
-                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                allow := least(allow, floor(bucket)::integer);
-            END IF;
-            CONTINUE WHEN allow <= 0;
-        END IF;
-        got := '{}';
-        FOR job IN
-            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
-        LOOP
-            got := got || job.id;
-            RETURN NEXT job;
-        END LOOP;
-        IF settings.grouped AND cardinality(got) < allow THEN
-            FOR job IN
-                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
-                                                        lease_ms, settings.group_max_claimed)
-            LOOP
-                got := got || job.id;
-                RETURN NEXT job;
-            END LOOP;
-        END IF;
-        wanted := wanted - cardinality(got);
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
-        END IF;
-    END LOOP;
-END
-$$;
-
--- A grouped queue's claim of its grouped jobs (its jobs without a group go
--- first, by the plain claim: rq_claim_flow). Jobs come in the fair order:
--- priority, then turn, then scheduled time and id. With group_max_claimed,
--- each candidate's group is locked for the rest of the transaction
--- (pg_try_advisory_xact_lock on the queue's and the group's hashes; a group
--- another claim holds is passed over) and its claimed jobs counted by a new
--- statement, which sees every claim of the group committed before; the
--- walk takes one job per group, and walks again while it finds some. Its
--- cost grows with the jobs of the groups it passes over (those at their
--- limit), not with the number of groups.
-CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms    bigint := raquel_internal.rq_now_ms();
-    wanted    integer := batch;
-    tried     text[];
-    found_one boolean;
-    candidate record;
-    job       @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
-    IF group_max_claimed IS NULL THEN
-        RETURN QUERY
-        WITH ready AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT wanted
-            FOR UPDATE SKIP LOCKED
-        ), claimed AS (
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            FROM ready WHERE j.id = ready.id
-            RETURNING j.*
-        )
-        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
-        RETURN;
-    END IF;
-    <<walks>>
-    LOOP
-        tried := '{}';
-        found_one := false;
-        FOR candidate IN
-            SELECT j.id, j.group_key FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT 1000
-        LOOP
-            CONTINUE WHEN candidate.group_key = ANY (tried);
-            tried := tried || candidate.group_key;
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
-            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
-                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
-                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
-            RETURNING j.* INTO job;
-            CONTINUE WHEN NOT FOUND;
-            RETURN NEXT job;
-            found_one := true;
-            wanted := wanted - 1;
-            EXIT walks WHEN wanted = 0;
-        END LOOP;
-        EXIT WHEN NOT found_one;
-    END LOOP;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   flow
---   waits
---   clock::rq_ms_to_timestamptz
---   clock::rq_ms_to_interval
-
--- Looking at the queue from psql. These read the whole table (they are for
--- people, not for the hot path); times come out as timestamptz and
--- durations as intervals.
-
--- One row per queue: how many jobs in each status, how many are ready now,
--- how long the oldest ready job has been waiting, and the queue's flow
--- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
--- Last, how many of its jobs are parked for an event (sql/waits.sql).
-CREATE FUNCTION rq_stats()
-RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
-               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
-               ready bigint, oldest_ready_age interval,
-               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
-               waiting_for_event bigint)
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH counts AS (
-        SELECT j.queue,
-               count(*) AS total,
-               count(*) FILTER (WHERE j.status = 'queued') AS queued,
-               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
-               count(*) FILTER (WHERE j.status = 'success') AS success,
-               count(*) FILTER (WHERE j.status = 'failed') AS failed,
-               count(*) FILTER (WHERE j.status = 'expired') AS expired,
-               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
-               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
-               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
-               count(*) FILTER (WHERE r.ready) AS ready,
-               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
-        FROM @extschema@.jobs j
-        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
-        CROSS JOIN LATERAL (
-            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
-                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
-        ) r
-        GROUP BY j.queue, clock.ms
-    )
-    SELECT coalesce(c.queue, l.queue),
-           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
-           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
-           coalesce(c.blocked, 0),
-           coalesce(c.ready, 0), c.oldest_ready_age,
-           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
-           coalesce(w.waiting, 0)
-    FROM counts c
-    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
-    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
-    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
-    ORDER BY 1
-$$;
-
--- The queues that have jobs, by name.
-CREATE FUNCTION rq_queues() RETURNS SETOF text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
-$$;
-
--- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
--- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
--- (sql/distributed.sql).
-CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT count(*) FROM @extschema@.jobs j
-            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
-              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
-END
-$$;
-
--- The jobs table as a person reads it: instants as timestamptz, durations as
--- intervals. The columns keep the table's names. The conversions are calls
--- of the extension's own functions on the column's exact type: an
--- expression in a view is resolved once, when the install script creates
--- it, and arithmetic such as `bigint / numeric` would have picked an
--- operator some role had planted on the search_path, to run whenever anyone
--- reads the view.
-CREATE VIEW rq_jobs AS
-SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
-       j.payload, j.error, j.claimed_by,
-       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
-       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
-       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
-       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
-       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
-       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
-       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
-       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
-       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
-       j.error_trace, j.result
-FROM jobs j;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
-
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
-
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql calls them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-    ended   uuid[];
-    sets_off boolean[];
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-          AND j.scheduled_at + j.max_age <= now_ms
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH due AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-              AND j.scheduled_at + j.max_age <= now_ms
-            ORDER BY j.scheduled_at + j.max_age
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        , expired AS (
-            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-            FROM due WHERE j.queue = q AND j.id = due.id
-            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
-        )
-        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
-        changed := changed + more;
-        -- what follows their ends (src/ended.rs): counted, their awaiters
-        -- woken, a key enqueued with a key_period held (sql/finish.sql)
-        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
-    END LOOP;
-    RETURN changed;
-END
-$$;
-
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   flow
---   distributed
---   errors::rq_refuse
-
--- Queues that keep no history. A job of such a queue that succeeds through
--- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
--- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
--- same write instead of being updated to 'success': no new row version, no
--- index entries, nothing left for the prune duty. The verb still returns the
--- row as it ended (status 'success'), and the metrics still count it. A job
--- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
--- pruned as usual, and so is a job whose end sets something off (jobs waiting
--- for it with `after`, a key held for a period) until that is done. A job
--- the Python library finishes with its own UPDATE is kept, too.
---
--- Like a pruned job, a deleted one can no longer be named by `after`.
--- Finishing verbs read the table (src/history.rs keeps a copy per backend,
--- dropped when it changes); not on Citus (0A000).
-CREATE TABLE queues_without_history (
-    queue text NOT NULL,
-    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
-);
-
-COMMENT ON TABLE queues_without_history IS
-    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
-
-SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
-
--- Every backend's copy is dropped when a change commits (as for
--- queue_limits, sql/flow.sql).
-CREATE TRIGGER queues_without_history_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-    ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- Whether `queue` keeps its succeeded jobs (keep, the default for every
--- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
--- the caller's rights: INSERT and DELETE on queues_without_history.
-CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    IF keep IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
-    END IF;
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
-    IF keep THEN
-        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
-    ELSE
-        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
-        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
-    END IF;
-    RETURN keep;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
-CREATE  FUNCTION raquel_internal."rq_shard_queue"(
-	"id" uuid /* Option < pgrx :: Uuid > */
-) RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   clock::rq_ms_to_timestamptz
---   errors::rq_refuse
---   metrics::rq_take_metrics
---   metrics::rq_histogram_add
---   metrics::rq_histogram_percentile
---   metrics::rq_note_metric
---   metrics::rq_metrics_lost
-
--- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
--- did and how long jobs waited and ran. The verbs count in memory; the
--- background worker adds the counts to this table (rq_record_metrics) each
--- round and soon after every minute with activity; the prune duty deletes
--- rows older than the retention, as it does finished jobs.
-CREATE TABLE metrics (
-    queue          text      NOT NULL,
-    -- the minute's start, ms since the Unix epoch
-    minute         bigint    NOT NULL,
-    enqueued       bigint    NOT NULL DEFAULT 0,
-    claimed        bigint    NOT NULL DEFAULT 0,
-    -- every attempt that ended: succeeded, failed (rescued ones too), and
-    -- of the failed ones those the rescue duty failed when a lease ran out
-    succeeded      bigint    NOT NULL DEFAULT 0,
-    failed         bigint    NOT NULL DEFAULT 0,
-    rescued        bigint    NOT NULL DEFAULT 0,
-    expired        bigint    NOT NULL DEFAULT 0,
-    -- From due (scheduled_at) to claim, and from claim to its end (success
-    -- or failure), as counts in 161 buckets, four per doubling of ms
-    -- (rq_histogram_percentile reads them): minutes add up exactly.
-    wait_histogram integer[] NOT NULL DEFAULT '{}',
-    run_histogram  integer[] NOT NULL DEFAULT '{}',
-    -- ready jobs (due, not claimed) when the minute was recorded
-    backlog        bigint,
-    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
-);
-CREATE INDEX metrics_minute_idx ON metrics (minute);
-SELECT pg_catalog.pg_extension_config_dump('metrics', '');
-
--- What the worker runs: the figures counted since its last round, added to
--- their rows, and each queue's ready backlog in the row of the minute that
--- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    touched bigint;
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    ended   bigint := (now_ms / 60000 - 1) * 60000;
-    more    bigint;
-BEGIN
-    -- One recorder at a time: a call waits for the one before it to commit,
-    -- so that what it leaves is visible once it returns (figures taken from
-    -- shared memory by a round not yet committed would otherwise be in
-    -- neither). 7311: this function's own class of advisory lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
-    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
-                                           wait_histogram, run_histogram)
-    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
-           t.wait_histogram, t.run_histogram
-    FROM raquel_internal.rq_take_metrics() t
-    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
-    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
-        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
-        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
-    GET DIAGNOSTICS touched = ROW_COUNT;
-    -- The backlog once a minute: it reads every ready job's index entry.
-    -- Kept for the queues that had something counted that minute (at most
-    -- the slots of shared memory) and the 100 longest backlogs, so that a
-    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
-    -- minute, not 200 000.
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
-        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT b.queue, ended, b.n
-        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-              GROUP BY j.queue) b
-        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
-           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
-        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        touched := touched + more;
-    END IF;
-    RETURN touched;
-END
-$$;
-
--- Events the metrics could not count, by its public name (src/metrics.rs):
--- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
-CREATE FUNCTION rq_metrics_lost() RETURNS bigint
-LANGUAGE c STRICT VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-
--- The figures per queue and minute since `since` ago (one queue, or all),
--- with the percentiles of wait and run time in ms.
-CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
-RETURNS TABLE (
-    queue text, minute timestamptz,
-    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
-    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
-    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
-    backlog bigint
-)
--- (SQL, not PL/pgSQL: the argument queue and the result column queue
--- would be one variable twice there.)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
-           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
-           m.backlog
-    FROM @extschema@.metrics m
-    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
-      AND ($1 IS NULL OR m.queue = $1)
-    ORDER BY m.queue, m.minute
-$$;
-
--- The current figures in the Prometheus text format, for a scraper that
--- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
--- jobs (then the most events in the last five recorded minutes, then by
--- name): jobs by status now, and over the last five recorded minutes the
--- events and the wait and run percentiles (seconds). Over every queue: jobs
--- by status and events, how many queues there are, and the events the
--- metrics could not count (raquel_metrics_lost_total). Its cost is one read
--- of the jobs table and of five minutes of metrics, plus the histograms of
--- the queues shown: 10 000 queues are as cheap as 100.
-CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
-    out     text;
-    waiting bigint;
-BEGIN
-    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
-    END IF;
-    WITH jobs AS (
-        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
-    ), events AS (
-        SELECT m.queue, e.event, sum(e.n) AS n
-        FROM @extschema@.metrics m
-        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
-                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        WHERE m.minute >= since
-        GROUP BY 1, 2
-    ), queues AS (
-        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
-        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
-              FROM jobs t GROUP BY 1) j
-        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
-    ), shown AS (
-        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
-        FROM queues q
-        ORDER BY q.unfinished DESC, q.events DESC, q.queue
-        LIMIT max_queues
-    ), histograms AS (
-        SELECT s.queue, s.rank,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
-        FROM shown s
-    ), quantiles AS (
-        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        CROSS JOIN histograms h
-        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
-    )
-    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
-        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
-                                      '' ORDER BY s.rank, t.status), '') AS part
-        FROM jobs t JOIN shown s ON s.queue = t.queue
-        UNION ALL
-        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
-        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
-        UNION ALL
-        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
-                         (SELECT count(*) FROM queues))
-        UNION ALL
-        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
-                                      '' ORDER BY s.rank, e.event), '')
-        FROM events e JOIN shown s ON s.queue = e.queue
-        UNION ALL
-        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
-        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
-        UNION ALL
-        SELECT 6 + w.which,
-               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
-                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
-               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
-                                              '' ORDER BY q.rank, q.fraction)
-                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        UNION ALL
-        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         raquel_internal.rq_metrics_lost())
-        UNION ALL
-        -- the claim cursors (src/cursors.rs), server-wide since it started
-        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
-                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
-                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
-                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
-                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
-        FROM raquel_internal.rq_cursor_counts() c
-    ) x;
-    -- the jobs parked for an event (sql/waits.sql), for a role that may read
-    -- them: a role given only jobs and metrics keeps its series
-    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
-        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
-        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
-                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
-    END IF;
-    RETURN out;
-END
-$$;
-
--- A label value as the Prometheus text format writes it: backslash, double
--- quote and newline escaped.
-CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
 --   finish
 --   schedules
 --   distributed
@@ -4131,6 +4154,7 @@ REVOKE EXECUTE ON FUNCTION
     rq_enqueue_trigger(), raquel_internal.rq_job_events(), raquel_internal.rq_job_values(), raquel_internal.rq_drop_started(),
     raquel_internal.rq_job_turn(), raquel_internal.rq_queue_limits_changed(),
     raquel_internal.rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
     rq_fire_schedules(integer),
     rq_distribute(integer), raquel_internal.rq_lapsed(integer, bigint), raquel_internal.rq_expire_distributed(integer, bigint),
     raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),

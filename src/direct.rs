@@ -307,6 +307,13 @@ pub struct NewJob {
     pub queue: pg_sys::Datum,
     /// text or None
     pub payload: Option<pg_sys::Datum>,
+    pub options: JobValues,
+}
+
+/// What a new job stores beside its queue and payload, checked
+/// (src/enqueue.rs): the same for every job of a batch.
+#[derive(Clone, Copy)]
+pub struct JobValues {
     pub max_age_ms: Option<i64>,
     pub max_retry_count: Option<i32>,
     pub min_retry_delay_ms: i32,
@@ -324,110 +331,294 @@ fn allowed() -> bool {
         && unsafe { pg_sys::SessionReplicationRole } != pg_sys::SESSION_REPLICATION_ROLE_REPLICA as i32
 }
 
+/// The jobs table opened for direct writes, with its indexes and a small
+/// executor state (as execReplication.c sets one up).
+struct Writer {
+    rel: pg_sys::Relation,
+    opened: Vec<pg_sys::Relation>,
+    layout: Layout,
+    estate: *mut pg_sys::EState,
+    info: *mut pg_sys::ResultRelInfo,
+    caller_context: pg_sys::MemoryContext,
+}
+
+impl Writer {
+    /// Opens `table` for direct writes, or None when they may not be tried
+    /// (see the module's comment): the caller runs its statement instead.
+    /// Leaves the executor state's memory current.
+    ///
+    /// # Safety
+    /// Inside a transaction, in a function call. An error anywhere after is
+    /// a PostgreSQL ERROR whose abort releases the relations, their locks,
+    /// buffer pins and the executor state's memory (a child of the caller's).
+    unsafe fn open(table: pg_sys::Oid) -> Option<Writer> {
+        if !allowed() || table == pg_sys::InvalidOid {
+            return None;
+        }
+        // SAFETY: per the contract above.
+        unsafe {
+            // SECURITY DEFINER: the role the verb runs as, as its statement would
+            if pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), pg_sys::ACL_INSERT as pg_sys::AclMode)
+                != pg_sys::AclResult::ACLCHECK_OK
+            {
+                return None;
+            }
+            let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let Some((layout, indexes, generation)) = read(rel) else {
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return None;
+            };
+            // opening an index may take in invalidations (a lock is taken):
+            // what was read stays in memory, but is used only if still current
+            let opened: Vec<pg_sys::Relation> =
+                indexes.iter().map(|(oid, _)| pg_sys::index_open(*oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)).collect();
+            let caller_context = pg_sys::CurrentMemoryContext;
+            let writer = Writer { rel, opened, layout, estate: std::ptr::null_mut(), info: std::ptr::null_mut(), caller_context };
+            if GENERATION.get() != generation {
+                writer.close();
+                return None;
+            }
+            let estate = pg_sys::CreateExecutorState();
+            pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+            let info = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()) as *mut pg_sys::ResultRelInfo;
+            (*info).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+            pg_sys::InitResultRelInfo(info, rel, 1, std::ptr::null_mut(), 0);
+            (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
+            // the indexes as ExecOpenIndices would set them, with the kept infos
+            let n = writer.opened.len();
+            (*info).ri_NumIndices = n as i32;
+            let descs = pg_sys::palloc(n.max(1) * std::mem::size_of::<pg_sys::Relation>()) as *mut pg_sys::Relation;
+            let infos = pg_sys::palloc(n.max(1) * std::mem::size_of::<*mut pg_sys::IndexInfo>()) as *mut *mut pg_sys::IndexInfo;
+            for (i, (index, (_, index_info))) in writer.opened.iter().zip(&indexes).enumerate() {
+                *descs.add(i) = *index;
+                *infos.add(i) = *index_info;
+            }
+            (*info).ri_IndexRelationDescs = descs;
+            (*info).ri_IndexRelationInfo = infos;
+            Some(Writer { estate, info, ..writer })
+        }
+    }
+
+    /// A slot of the table's rows, in the executor state.
+    ///
+    /// # Safety
+    /// Open.
+    unsafe fn slot(&self) -> *mut pg_sys::TupleTableSlot {
+        // SAFETY: per the contract above.
+        unsafe { pg_sys::table_slot_create(self.rel, &mut (*self.estate).es_tupleTable) }
+    }
+
+    /// Stores in `slot` the new job of `queue` with `payload` and `values`:
+    /// queued, its id made here.
+    ///
+    /// # Safety
+    /// `slot` is this writer's; `queue` and `payload` are text datums.
+    unsafe fn fill(&self, slot: *mut pg_sys::TupleTableSlot, queue: pg_sys::Datum, payload: Option<pg_sys::Datum>, job: &JobValues) -> pgrx::Uuid {
+        // SAFETY: per the contract above: the slot has natts values.
+        unsafe {
+            pg_sys::ExecClearTuple(slot);
+            let natts = (*(*self.rel).rd_att).natts as usize;
+            let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+            let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+            nulls.fill(true);
+            let mut set = |c: Col, value: Option<pg_sys::Datum>| {
+                let i = self.layout.at[c as usize];
+                (values[i], nulls[i]) = match value {
+                    Some(v) => (v, false),
+                    None => (pg_sys::Datum::from(0), true),
+                };
+            };
+            let id = crate::ids::new_id();
+            set(Col::Id, id.into_datum());
+            set(Col::Queue, Some(queue));
+            set(Col::Payload, payload);
+            set(Col::Status, Some(QUEUED.with(|q| *q)));
+            set(Col::MaxAge, job.max_age_ms.into_datum());
+            set(Col::MaxRetryCount, job.max_retry_count.into_datum());
+            set(Col::MinRetryDelay, job.min_retry_delay_ms.into_datum());
+            set(Col::MaxRetryDelay, job.max_retry_delay_ms.into_datum());
+            set(Col::BackoffBase, job.backoff_base_ms.into_datum());
+            set(Col::EnqueuedAt, job.now_ms.into_datum());
+            set(Col::ScheduledAt, job.due_ms.into_datum());
+            set(Col::Attempts, 0i32.into_datum());
+            set(Col::Priority, job.priority.into_datum());
+            set(Col::Requeues, 0i32.into_datum());
+            set(Col::BlockedBy, 0i32.into_datum());
+            pg_sys::ExecStoreVirtualTuple(slot);
+            id
+        }
+    }
+
+    /// The index entries of the row just written from `slot` (its tid set).
+    ///
+    /// # Safety
+    /// Open; the slot's row was written.
+    unsafe fn insert_index_entries(&self, slot: *mut pg_sys::TupleTableSlot) {
+        // SAFETY: per the contract above.
+        unsafe {
+            #[cfg(feature = "pg15")]
+            let recheck =
+                pg_sys::ExecInsertIndexTuples(self.info, slot, self.estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+            #[cfg(not(feature = "pg15"))]
+            let recheck = pg_sys::ExecInsertIndexTuples(
+                self.info,
+                slot,
+                self.estate,
+                false,
+                false,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                false,
+            );
+            pg_sys::list_free(recheck);
+            // what the predicates and expressions used, per row (as COPY does)
+            let econtext = (*self.estate).es_per_tuple_exprcontext;
+            if !econtext.is_null() {
+                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            }
+        }
+    }
+
+    /// What follows each new row (raquel's insert trigger's work: its BEFORE
+    /// triggers have nothing to do for such a row, see the module's
+    /// comment), from the values written.
+    fn inserted(&self, queue: &str, payload: Option<pg_sys::Datum>, id: pgrx::Uuid, job: &JobValues) {
+        // SAFETY: the relation is open.
+        let table = unsafe { (*self.rel).rd_id };
+        crate::events::ready_job(
+            table,
+            &crate::events::NewReady {
+                queue,
+                payload,
+                id: Some(id),
+                lane_priority: Some(job.priority),
+                scheduled_at: Some(job.due_ms),
+                max_age: job.max_age_ms,
+            },
+        );
+    }
+
+    /// Frees the executor state, closes the relations (keeping their locks
+    /// to the end of the transaction) and makes what was written visible to
+    /// the transaction's later statements, as SPI does after a statement
+    /// that wrote. The caller's memory is current again.
+    ///
+    /// # Safety
+    /// Open; nothing of the executor state's memory is used after.
+    unsafe fn close(self) {
+        // SAFETY: per the contract above.
+        unsafe {
+            pg_sys::MemoryContextSwitchTo(self.caller_context);
+            if !self.estate.is_null() {
+                pg_sys::ExecResetTupleTable((*self.estate).es_tupleTable, false);
+                pg_sys::FreeExecutorState(self.estate);
+            }
+            for index in &self.opened {
+                pg_sys::index_close(*index, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+            pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            if !self.estate.is_null() {
+                pg_sys::CommandCounterIncrement();
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// 'queued' as a text datum, made once per backend (in TopMemoryContext).
+    static QUEUED: pg_sys::Datum = {
+        // SAFETY: a text made in memory that lives as long as the backend.
+        unsafe {
+            let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
+            let text = pg_sys::cstring_to_text(c"queued".as_ptr());
+            pg_sys::MemoryContextSwitchTo(old);
+            pg_sys::Datum::from(text)
+        }
+    };
+}
+
 /// Inserts `job` into the jobs table `table` and returns its row (a
 /// composite datum in the current memory context), or None when the table
 /// is not as raquel made it: the caller runs its statement instead.
 pub fn insert(table: pg_sys::Oid, job: &NewJob) -> Option<pg_sys::Datum> {
-    if !allowed() || table == pg_sys::InvalidOid {
-        return None;
-    }
-    // SAFETY: inside a transaction, in a function call; every pointer comes
-    // from PostgreSQL for this call, and an error anywhere below is a
-    // PostgreSQL ERROR whose abort releases the relation, the index
-    // relations, their locks, buffer pins and the executor state's memory
-    // (a child of the current context).
+    // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
-        // SECURITY DEFINER: the role the verb runs as, as its statement would
-        if pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), pg_sys::ACL_INSERT as pg_sys::AclMode)
-            != pg_sys::AclResult::ACLCHECK_OK
-        {
-            return None;
-        }
-        let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-        let Some((layout, indexes, generation)) = read(rel) else {
-            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-            return None;
-        };
-        // opening an index may take in invalidations (a lock is taken):
-        // what was read stays in memory, but is used only if still current
-        let opened: Vec<pg_sys::Relation> =
-            indexes.iter().map(|(oid, _)| pg_sys::index_open(*oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)).collect();
-        let close = |rel: pg_sys::Relation, opened: &[pg_sys::Relation]| {
-            for index in opened {
-                pg_sys::index_close(*index, pg_sys::NoLock as pg_sys::LOCKMODE);
-            }
-            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-        };
-        if GENERATION.get() != generation {
-            close(rel, &opened);
-            return None;
-        }
-        let caller_context = pg_sys::CurrentMemoryContext;
-        let estate = pg_sys::CreateExecutorState();
-        pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
-        let info = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()) as *mut pg_sys::ResultRelInfo;
-        (*info).type_ = pg_sys::NodeTag::T_ResultRelInfo;
-        pg_sys::InitResultRelInfo(info, rel, 1, std::ptr::null_mut(), 0);
-        (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
-        // the indexes as ExecOpenIndices would set them, with the kept infos
-        let n = opened.len();
-        (*info).ri_NumIndices = n as i32;
-        let descs = pg_sys::palloc(n.max(1) * std::mem::size_of::<pg_sys::Relation>()) as *mut pg_sys::Relation;
-        let infos = pg_sys::palloc(n.max(1) * std::mem::size_of::<*mut pg_sys::IndexInfo>()) as *mut *mut pg_sys::IndexInfo;
-        for (i, (index, (_, index_info))) in opened.iter().zip(&indexes).enumerate() {
-            *descs.add(i) = *index;
-            *infos.add(i) = *index_info;
-        }
-        (*info).ri_IndexRelationDescs = descs;
-        (*info).ri_IndexRelationInfo = infos;
-        let slot = pg_sys::table_slot_create(rel, &mut (*estate).es_tupleTable);
-        let natts = (*(*rel).rd_att).natts as usize;
-        let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
-        let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
-        nulls.fill(true);
-        let mut set = |c: Col, value: Option<pg_sys::Datum>| {
-            let i = layout.at[c as usize];
-            (values[i], nulls[i]) = match value {
-                Some(v) => (v, false),
-                None => (pg_sys::Datum::from(0), true),
-            };
-        };
-        set(Col::Id, crate::ids::new_id().into_datum());
-        set(Col::Queue, Some(job.queue));
-        set(Col::Payload, job.payload);
-        set(Col::Status, "queued".into_datum());
-        set(Col::MaxAge, job.max_age_ms.into_datum());
-        set(Col::MaxRetryCount, job.max_retry_count.into_datum());
-        set(Col::MinRetryDelay, job.min_retry_delay_ms.into_datum());
-        set(Col::MaxRetryDelay, job.max_retry_delay_ms.into_datum());
-        set(Col::BackoffBase, job.backoff_base_ms.into_datum());
-        set(Col::EnqueuedAt, job.now_ms.into_datum());
-        set(Col::ScheduledAt, job.due_ms.into_datum());
-        set(Col::Attempts, 0i32.into_datum());
-        set(Col::Priority, job.priority.into_datum());
-        set(Col::Requeues, 0i32.into_datum());
-        set(Col::BlockedBy, 0i32.into_datum());
-        pg_sys::ExecStoreVirtualTuple(slot);
-        pg_sys::simple_table_tuple_insert(rel, slot);
-        #[cfg(feature = "pg15")]
-        let recheck = pg_sys::ExecInsertIndexTuples(info, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
-        #[cfg(not(feature = "pg15"))]
-        let recheck =
-            pg_sys::ExecInsertIndexTuples(info, slot, estate, false, false, std::ptr::null_mut(), std::ptr::null_mut(), false);
-        pg_sys::list_free(recheck);
+        let writer = Writer::open(table)?;
+        let slot = writer.slot();
+        let id = writer.fill(slot, job.queue, job.payload, &job.options);
+        pg_sys::simple_table_tuple_insert(writer.rel, slot);
+        writer.insert_index_entries(slot);
         let mut free = false;
         let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut free);
-        pg_sys::MemoryContextSwitchTo(caller_context);
-        let row = pg_sys::heap_copy_tuple_as_datum(tuple, (*rel).rd_att);
-        // what the insert trigger does (raquel's BEFORE triggers have
-        // nothing to do for such a row: see the module's comment)
-        crate::events::inserted(table, tuple, (*rel).rd_att);
-        pg_sys::ExecResetTupleTable((*estate).es_tupleTable, false);
-        pg_sys::FreeExecutorState(estate);
-        close(rel, &opened);
-        // as SPI does after a statement that wrote: later statements of
-        // this transaction see the row
-        pg_sys::CommandCounterIncrement();
+        let row = {
+            let old = pg_sys::MemoryContextSwitchTo(writer.caller_context);
+            let row = pg_sys::heap_copy_tuple_as_datum(tuple, (*writer.rel).rd_att);
+            pg_sys::MemoryContextSwitchTo(old);
+            row
+        };
+        let queue = <&str>::from_datum(job.queue, false).unwrap_or_default();
+        writer.inserted(queue, job.payload, id, &job.options);
+        writer.close();
         Some(row)
+    }
+}
+
+/// How many rows a batch hands table_multi_insert at a time, and at most
+/// how many bytes of payloads (COPY's buffer flushes at 64 kB too). Fewer
+/// slots than COPY's 1000: each pins the table's descriptor in the
+/// resource owner, whose release searches them (1000 slots cost each row
+/// about 10 000 instructions to make and free; 64, a few hundred).
+const MULTI_INSERT_ROWS: usize = 64;
+const MULTI_INSERT_BYTES: usize = 65_536;
+
+/// Inserts a job of `queue` for each of `payloads` (text datums or None),
+/// in their order, with `values`, and hands each row to `emit` as it is
+/// written (a tuple of the table's row type, valid during the call).
+/// Returns false, having written nothing, when the table is not as raquel
+/// made it: the caller runs its statement instead.
+pub fn insert_batch(
+    table: pg_sys::Oid,
+    queue: pg_sys::Datum,
+    payloads: &[Option<pg_sys::Datum>],
+    values: &JobValues,
+    mut emit: impl FnMut(pg_sys::HeapTuple),
+) -> bool {
+    // SAFETY: inside a transaction, in a function call: see Writer::open.
+    unsafe {
+        let Some(writer) = Writer::open(table) else { return false };
+        let queue_name = <&str>::from_datum(queue, false).unwrap_or_default();
+        let chunk = payloads.len().min(MULTI_INSERT_ROWS);
+        let slots: Vec<*mut pg_sys::TupleTableSlot> = (0..chunk).map(|_| writer.slot()).collect();
+        let mut ids = Vec::with_capacity(chunk);
+        let mut rest = payloads;
+        while !rest.is_empty() {
+            // as many rows as fit the buffer
+            let (mut n, mut bytes) = (0, 0);
+            ids.clear();
+            while n < rest.len() && n < chunk && (n == 0 || bytes < MULTI_INSERT_BYTES) {
+                let payload = rest[n];
+                bytes += payload.map_or(0, |p| pg_sys::toast_raw_datum_size(p));
+                ids.push(writer.fill(slots[n], queue, payload, values));
+                n += 1;
+            }
+            pg_sys::table_multi_insert(
+                writer.rel,
+                slots.as_ptr().cast_mut(),
+                n as i32,
+                (*writer.estate).es_output_cid,
+                0,
+                std::ptr::null_mut(),
+            );
+            for (i, &slot) in slots[..n].iter().enumerate() {
+                writer.insert_index_entries(slot);
+                let mut free = false;
+                let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut free);
+                emit(tuple);
+                writer.inserted(queue_name, rest[i], ids[i], values);
+            }
+            rest = &rest[n..];
+        }
+        writer.close();
+        true
     }
 }

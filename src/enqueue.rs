@@ -83,7 +83,23 @@ pub fn check(
     JobOptions { now_ms, due_ms, max_age_ms, min_retry_delay_ms, max_retry_delay_ms, backoff_base_ms }
 }
 
-/// The same checks for rq_enqueue_batch: one row of the values to store.
+/// What the jobs table stores for a job with these options, its
+/// max_retry_count and its priority (NULL: 0).
+pub fn values_of(options: &JobOptions, max_retry_count: Option<i32>, priority: Option<i32>) -> direct::JobValues {
+    direct::JobValues {
+        max_age_ms: options.max_age_ms,
+        max_retry_count,
+        min_retry_delay_ms: options.min_retry_delay_ms,
+        max_retry_delay_ms: options.max_retry_delay_ms,
+        backoff_base_ms: options.backoff_base_ms,
+        now_ms: options.now_ms,
+        due_ms: options.due_ms,
+        priority: priority.unwrap_or(0),
+    }
+}
+
+/// The same checks for rq_enqueue_batch's planned path (sql/enqueue.sql):
+/// one row of the values to store.
 #[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[search_path(pg_catalog, pg_temp)]
@@ -194,14 +210,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
         let direct = args[0].filter(|_| plain).map(|queue| direct::NewJob {
             queue,
             payload: args[1],
-            max_age_ms: options.max_age_ms,
-            max_retry_count: pg_getarg::<i32>(fcinfo, 5),
-            min_retry_delay_ms: options.min_retry_delay_ms,
-            max_retry_delay_ms: options.max_retry_delay_ms,
-            backoff_base_ms: options.backoff_base_ms,
-            now_ms: options.now_ms,
-            due_ms: options.due_ms,
-            priority: pg_getarg::<i32>(fcinfo, 9).unwrap_or(0),
+            options: values_of(&options, pg_getarg::<i32>(fcinfo, 5), pg_getarg::<i32>(fcinfo, 9)),
         });
         (payload_type, !pg_arg_is_null(fcinfo, 10), args, direct)
     };

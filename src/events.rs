@@ -59,11 +59,23 @@ pub unsafe extern "C-unwind" fn rq_job_events(fcinfo: pg_sys::FunctionCallInfo) 
     }
 }
 
-/// What follows a new row of the jobs table `table` (descriptor `desc`): a
-/// job that can be claimed has its payload's size checked, wakes a waiting
-/// claim at commit, moves its lane's cursor back and is counted. The insert
-/// trigger calls it, and so does the direct insert (src/direct.rs), which
-/// runs no trigger.
+/// A new job of the jobs table that can be claimed (queued or failed), as
+/// `ready_job` needs it.
+pub struct NewReady<'a> {
+    pub queue: &'a str,
+    /// its payload (text), for raquel.max_payload_size
+    pub payload: Option<pg_sys::Datum>,
+    /// its id, when the table's id is a uuid
+    pub id: Option<pgrx::Uuid>,
+    /// its priority, for a job in the plain claim's lanes (without a group)
+    pub lane_priority: Option<i32>,
+    pub scheduled_at: Option<i64>,
+    pub max_age: Option<i64>,
+}
+
+/// What follows a new row of the jobs table `table` (descriptor `desc`),
+/// read by column name (the trigger may be on a table of any generation):
+/// see `ready_job`. The insert trigger calls it.
 ///
 /// # Safety
 /// `tuple` is a valid row of `desc`, the descriptor of a table with text
@@ -80,25 +92,41 @@ pub unsafe fn inserted(table: pg_sys::Oid, tuple: pg_sys::HeapTuple, desc: pg_sy
             return;
         }
         let int8 = |name| column(tuple, desc, name).and_then(|d| i64::from_datum(d, false));
+        let int4 = |name| column(tuple, desc, name).and_then(|d| i32::from_datum(d, false));
         let queue = column(tuple, desc, c"queue").and_then(|q| <&str>::from_datum(q, false));
-        check_payload_size(column(tuple, desc, c"payload"), queue.unwrap_or_default());
-        if uuid_column(desc, c"id") {
-            if let Some(id) = column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false)) {
-                crate::workflows::remember_enqueued(id);
-            }
-        }
-        if let Some(queue) = queue {
-            // the plain claim's lanes are of jobs without a group
-            let ungrouped = column(tuple, desc, c"group_key").is_none();
-            let int4 = |name| column(tuple, desc, name).and_then(|d| i32::from_datum(d, false));
-            let id = || column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false));
-            let lane = int4(c"priority").filter(|_| ungrouped && uuid_column(desc, c"id")).map(|p| (p, id()));
-            ready(table, queue, int8(c"scheduled_at"), int8(c"max_age"), lane.map_or(Lane::None, |(p, id)| Lane::Of(p, id)));
-            crate::metrics::note(queue, crate::metrics::Event::Enqueued, None);
-            if settings::notify() {
-                notify(queue);
-            }
-        }
+        let payload = column(tuple, desc, c"payload");
+        let Some(queue) = queue else {
+            check_payload_size(payload, "");
+            return;
+        };
+        let id = if uuid_column(desc, c"id") { column(tuple, desc, c"id").and_then(|d| pgrx::Uuid::from_datum(d, false)) } else { None };
+        // the plain claim's lanes are of jobs without a group
+        let ungrouped = column(tuple, desc, c"group_key").is_none();
+        let lane_priority = int4(c"priority").filter(|_| ungrouped && uuid_column(desc, c"id"));
+        ready_job(
+            table,
+            &NewReady { queue, payload, id, lane_priority, scheduled_at: int8(c"scheduled_at"), max_age: int8(c"max_age") },
+        );
+    }
+}
+
+/// What follows a new job of table `table` that can be claimed: its
+/// payload's size checked, its id remembered for `after`, a waiting claim
+/// woken at commit, its lane's cursor moved back, a deadline noted, and it
+/// is counted (and NOTIFY sent with raquel.notify on). The insert trigger
+/// calls it through `inserted`; the direct insert (src/direct.rs), which
+/// runs no trigger, with the values it wrote.
+pub fn ready_job(table: pg_sys::Oid, job: &NewReady) {
+    // SAFETY: the payload is a text datum.
+    unsafe { check_payload_size(job.payload, job.queue) };
+    if let Some(id) = job.id {
+        crate::workflows::remember_enqueued(id);
+    }
+    let lane = job.lane_priority.map_or(Lane::None, |p| Lane::Of(p, job.id));
+    ready(table, job.queue, job.scheduled_at, job.max_age, lane);
+    crate::metrics::note(job.queue, crate::metrics::Event::Enqueued, None);
+    if settings::notify() {
+        notify(job.queue);
     }
 }
 

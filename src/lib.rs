@@ -39,6 +39,7 @@ mod distributed;
 mod durations;
 mod ended;
 mod enqueue;
+mod enqueue_batch;
 mod errors;
 mod events;
 mod finish;

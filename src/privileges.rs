@@ -72,7 +72,8 @@ fn rq_caller() -> pg_sys::Oid {
     unsafe { pg_sys::GetOuterUserId() }
 }
 
-/// caller_may_read for rq_enqueue_batch (PL/pgSQL, SECURITY DEFINER).
+/// caller_may_read for rq_enqueue_batch_planned (PL/pgSQL, run as the
+/// extension's owner by rq_enqueue_batch).
 #[pg_extern(stable, strict, parallel_safe, schema = "raquel_internal")]
 fn rq_caller_may_read(relation: pg_sys::Oid) -> bool {
     caller_may_read(relation)

@@ -1,6 +1,6 @@
-//! The direct path (src/direct.rs): rq_enqueue writes a plain job into the
-//! jobs table without a statement while the table is as raquel made it, and
-//! runs its statement otherwise. What a session ran through SPI is in
+//! The direct path (src/direct.rs): rq_enqueue and rq_enqueue_batch write
+//! plain jobs into the jobs table without a statement while the table is as
+//! raquel made it, and run their statements otherwise. What a session ran through SPI is in
 //! `raquel_internal.rq_kept_plans().runs`: a direct enqueue runs nothing.
 
 use postgres::Client;
@@ -111,8 +111,12 @@ fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
     assert!(enqueue_ran_a_statement(&mut c, enqueue), "a user trigger: the statement");
     let seen: i64 = c.query_one("SELECT count(*) FROM seen JOIN jobs USING (id)", &[]).unwrap().get(0);
     assert_eq!(seen, 1, "the user's trigger fired");
+    assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"), "a batch: the statement");
+    let seen: i64 = c.query_one("SELECT count(*) FROM seen JOIN jobs USING (id)", &[]).unwrap().get(0);
+    assert_eq!(seen, 4, "the user's trigger fired for each job of the batch");
     c.batch_execute("DROP TRIGGER note_job ON jobs").unwrap();
     assert!(!enqueue_ran_a_statement(&mut c, enqueue), "direct again once it is dropped");
+    assert!(!enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"), "a batch too");
 
     // raquel's own trigger disabled: the statement, which then runs without it
     c.batch_execute("ALTER TABLE jobs DISABLE TRIGGER jobs_enqueued").unwrap();
@@ -128,6 +132,7 @@ fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
     // a user's CHECK constraint holds
     c.batch_execute("ALTER TABLE jobs ADD CONSTRAINT not_bad CHECK (queue <> 'bad')").unwrap();
     assert_eq!(sqlstate(c.query("SELECT rq_enqueue('bad', 'x')", &[])), "23514");
+    assert_eq!(sqlstate(c.query("SELECT rq_enqueue_batch('bad', ARRAY['x'])", &[])), "23514");
     assert!(enqueue_ran_a_statement(&mut c, enqueue), "a CHECK: the statement");
     c.batch_execute("ALTER TABLE jobs DROP CONSTRAINT not_bad").unwrap();
 
@@ -176,8 +181,9 @@ fn another_sessions_index_or_trigger_holds_for_the_next_direct_write() {
     assert_eq!(seen, 1, "the trigger made in another session fired");
 }
 
-/// Eight sessions enqueue directly while four claim and complete: every job
-/// is there once, done once, and every index checks.
+/// Eight sessions enqueue directly (four one job at a time, four in
+/// batches) while four claim and complete: every job is there once, done
+/// once, and every index checks.
 #[test]
 fn eight_sessions_enqueue_directly_and_every_job_is_done_once() {
     let db = fresh_db("rq_it_direct_many");
@@ -187,8 +193,21 @@ fn eight_sessions_enqueue_directly_and_every_job_is_done_once() {
             let db = db.clone();
             thread::spawn(move || {
                 let mut c = connect(&db);
-                for i in 0..250 {
-                    c.batch_execute(&format!("SELECT rq_enqueue('q', 'p{p}-{i}', priority => {})", i % 3)).unwrap();
+                if p % 2 == 0 {
+                    for i in 0..250 {
+                        c.batch_execute(&format!("SELECT rq_enqueue('q', 'p{p}-{i}', priority => {})", i % 3)).unwrap();
+                    }
+                } else {
+                    // the other half in batches of 50 (rq_enqueue_batch's direct path)
+                    for b in 0..5 {
+                        c.batch_execute(&format!(
+                            "SELECT rq_enqueue_batch('q', ARRAY(SELECT 'p{p}-' || i FROM generate_series({}, {}) i), priority => {})",
+                            b * 50,
+                            b * 50 + 49,
+                            b % 3
+                        ))
+                        .unwrap();
+                    }
                 }
             })
         })
@@ -248,6 +267,8 @@ fn an_error_after_the_direct_write_leaves_nothing_behind() {
     let mut c = connect(&db);
     c.batch_execute("SET raquel.max_payload_size = 10").unwrap();
     assert_eq!(sqlstate(c.query("SELECT rq_enqueue('q', repeat('x', 100))", &[])), "54000");
+    // a batch whose third payload is too large: none of it is kept
+    assert_eq!(sqlstate(c.query("SELECT rq_enqueue_batch('q', ARRAY['a', 'b', repeat('x', 100), 'd'])", &[])), "54000");
     let mut tx = c.transaction().unwrap();
     tx.batch_execute("SELECT rq_enqueue('q', 'kept')").unwrap();
     assert_eq!(sqlstate(tx.query("SELECT rq_enqueue('q', repeat('y', 100))", &[])), "54000");
@@ -256,4 +277,90 @@ fn an_error_after_the_direct_write_leaves_nothing_behind() {
     let payloads: Vec<String> = c.query("SELECT payload FROM jobs", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(payloads, vec!["after".to_string()]);
     assert_indexes_check(&mut c, 9);
+}
+
+/// rq_enqueue_batch's plain jobs are written directly, row for row as its
+/// planned path writes them, and returned in the order of the payloads;
+/// jobs with keys, groups or parents run the planned path.
+#[test]
+fn a_direct_batch_writes_the_rows_its_planned_path_writes() {
+    let db = fresh_db("rq_it_direct_batch");
+    let mut c = connect(&db);
+    let calls = [
+        "SELECT count(*) FROM rq_enqueue_batch('q', ARRAY['one', NULL, 'three'])",
+        "SELECT count(*) FROM rq_enqueue_batch('q', ARRAY['{\"a\": [1, 2]}', '7']::jsonb[], priority => 7, max_age => '1 hour', \
+         max_retry_count => 3, min_retry_delay => '2 seconds', max_retry_delay => '1 minute', backoff_base => '3 seconds')",
+        "SELECT count(*) FROM rq_enqueue_batch('q', ARRAY(SELECT 'p' || i FROM generate_series(1, 300) i), delay => '1 day')",
+    ];
+    // the columns that do not depend on when or by which path, of the last batch
+    let rows = "SELECT string_agg(concat_ws(',', queue, payload, status, max_age, max_retry_count, min_retry_delay, \
+                max_retry_delay, backoff_base, scheduled_at - enqueued_at > 86000000, attempts, error, error_trace, claimed_by, \
+                claimed_at, finished_at, priority, lease_expires_at, requeues, key, group_key, turn, blocked_by, key_period, result), \
+                '|' ORDER BY id) FROM jobs WHERE enqueued_at = (SELECT max(enqueued_at) FROM jobs)";
+    for call in calls {
+        c.batch_execute("TRUNCATE jobs; SET raquel.direct_writes = on").unwrap();
+        assert!(!enqueue_ran_a_statement(&mut c, call), "{call} is written directly");
+        let direct: String = c.query_one(rows, &[]).unwrap().get(0);
+        c.batch_execute("TRUNCATE jobs; SET raquel.direct_writes = off").unwrap();
+        assert!(enqueue_ran_a_statement(&mut c, call), "{call} runs its statement with direct_writes off");
+        let planned: String = c.query_one(rows, &[]).unwrap().get(0);
+        assert_eq!(direct, planned, "{call}");
+    }
+    c.batch_execute("RESET raquel.direct_writes; TRUNCATE jobs").unwrap();
+    // the set returned is the rows stored, in the payloads' order
+    let returned: Vec<String> = c
+        .query("SELECT b::text FROM rq_enqueue_batch('r', ARRAY(SELECT 'r' || i FROM generate_series(1, 100) i)) b", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let stored: Vec<String> =
+        c.query("SELECT j::text FROM jobs j WHERE queue = 'r' ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(returned.len(), 100);
+    let same = returned == stored;
+    assert!(same, "the returned rows are the stored rows, in order");
+    let payloads: Vec<String> =
+        c.query("SELECT payload FROM jobs WHERE queue = 'r' ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(payloads, (1..=100).map(|i| format!("r{i}")).collect::<Vec<_>>(), "ids in the payloads' order");
+    // an empty batch writes and returns nothing
+    let none: i64 = c.query_one("SELECT count(*) FROM rq_enqueue_batch('q', '{}'::text[])", &[]).unwrap().get(0);
+    assert_eq!(none, 0);
+    // keys, groups and parents: the planned path
+    assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['x'], keys => ARRAY['k'])"));
+    assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['x'], group_keys => ARRAY['g'])"));
+    // bad options are refused before anything is written, on either path
+    let before: i64 = c.query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
+    for direct in ["on", "off"] {
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}")).unwrap();
+        assert_eq!(sqlstate(c.query("SELECT rq_enqueue_batch('q', ARRAY['x'], delay => '-1 s')", &[])), "22023");
+        assert_eq!(sqlstate(c.query("SELECT rq_enqueue_batch('q', ARRAY[['x'], ['y']])", &[])), "22023");
+        assert_eq!(sqlstate(c.query("SELECT rq_enqueue_batch(NULL, ARRAY['x'])", &[])), "22023");
+    }
+    let after: i64 = c.query_one("SELECT count(*) FROM jobs", &[]).unwrap().get(0);
+    assert_eq!(after, before, "nothing written by a refused batch");
+    // rolled back, a direct batch leaves nothing
+    c.batch_execute("RESET raquel.direct_writes; BEGIN; SELECT rq_enqueue_batch('gone', ARRAY['x', 'y']); ROLLBACK").unwrap();
+    let gone: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'gone'", &[]).unwrap().get(0);
+    assert_eq!(gone, 0);
+    assert_indexes_check(&mut c, 9);
+}
+
+/// A producer that may only enqueue (rq_grant_producer) enqueues a batch
+/// directly: the function runs as the extension's owner, as its planned
+/// path does.
+#[test]
+fn a_producer_enqueues_a_batch_directly() {
+    let db = fresh_db("rq_it_direct_producer");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "DROP ROLE IF EXISTS rq_it_direct_producer; CREATE ROLE rq_it_direct_producer; \
+         SELECT rq_grant_producer('rq_it_direct_producer')",
+    )
+    .unwrap();
+    c.batch_execute("SET ROLE rq_it_direct_producer").unwrap();
+    assert!(!enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['a', 'b'])"), "direct for a producer");
+    assert_eq!(sqlstate(c.query("SELECT count(*) FROM jobs", &[])), "42501", "a producer may not read the table");
+    c.batch_execute("RESET ROLE").unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'q'", &[]).unwrap().get(0);
+    assert_eq!(n, 2);
 }

@@ -1824,6 +1824,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         // no schedule left firing on the shared server
         ("rq_pause_schedule", "SELECT rq_pause_schedule('hq-schedule')", "00000"),
         ("rq_hold_for_parents", "SELECT raquel_internal.rq_hold_for_parents('{}', '{}')", "00000"),
+        ("rq_enqueue_batch_planned", "SELECT id FROM raquel_internal.rq_enqueue_batch_planned('hq', ARRAY['p1', 'p2'], keys => ARRAY['pk1', 'pk2'])", "00000"),
         ("rq_check_parents", "SELECT raquel_internal.rq_check_parents(1, ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])", "00000"),
         ("rq_has_children", "SELECT raquel_internal.rq_has_children('00000000-0000-7000-8000-000000000000')", "00000"),
         ("rq_parent_ended", "SELECT raquel_internal.rq_parent_ended('00000000-0000-7000-8000-000000000000')", "00000"),

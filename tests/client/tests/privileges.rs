@@ -328,6 +328,9 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No, Yes, No, "SELECT id FROM raquel_internal.rq_enqueue('m', 'text')"),
     ("raquel_internal.rq_enqueue_batch(text,text[],timestamptz,interval,interval,int,interval,interval,interval,int,text[],text[],uuid[])",
                                                                   No, Yes, No, "SELECT id FROM raquel_internal.rq_enqueue_batch('m', ARRAY['a'])"),
+    // its planned path: only as the owner, whom rq_enqueue_batch runs as
+    ("raquel_internal.rq_enqueue_batch_planned(text,text[],timestamptz,interval,interval,int,interval,interval,interval,int,text[],text[],uuid[])",
+                                                                  No, No, No, "SELECT id FROM raquel_internal.rq_enqueue_batch_planned('m', ARRAY['a'])"),
     ("raquel_internal.rq_expire(int)",
                                                                   No, No, No, "SELECT raquel_internal.rq_expire()"),
     ("raquel_internal.rq_fail(uuid,int,text,text)",
