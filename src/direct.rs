@@ -1,4 +1,6 @@
-//! The direct path: a hot verb writes the jobs table without a statement.
+//! The direct path: a hot verb writes the jobs table without a statement:
+//! rq_enqueue and rq_enqueue_batch their new rows (`insert`,
+//! `insert_batch`), rq_complete a claimed job's end (`complete`).
 //!
 //! Why: a verb that runs a kept plan through SPI pays the executor's set-up
 //! of that plan on every call (docs/src/design/hot-path.md: ExecutorStart
@@ -16,8 +18,10 @@
 //! exclusion constraint among its indexes, and the columns raquel made with
 //! their base types. Otherwise, or with `raquel.direct_writes` off, under
 //! `session_replication_role = replica`, for a distributed table, or when
-//! the role the verb runs as may not insert, the verb runs its planned
-//! statement, which does all of that as PostgreSQL does for any INSERT.
+//! the role the verb runs as may not insert (for a complete: read and
+//! update), the verb runs its planned statement, which does all of that as
+//! PostgreSQL does for any INSERT or UPDATE. (raquel's own triggers have
+//! nothing to do for the rows these verbs write: see `insert`.)
 //! What the table is like is read once per backend, and forgotten when its
 //! relcache entry is invalidated (CREATE TRIGGER, CREATE INDEX, ALTER TABLE,
 //! CREATE POLICY all invalidate it: src/invalidation.rs).
@@ -76,9 +80,14 @@ enum Col {
     EnqueuedAt = 9,
     ScheduledAt = 10,
     Attempts = 11,
+    ClaimedAt = 15,
+    FinishedAt = 16,
     Priority = 17,
+    LeaseExpiresAt = 18,
     Requeues = 19,
     BlockedBy = 23,
+    KeyPeriod = 24,
+    Result = 25,
 }
 
 /// The columns NOT NULL in raquel's table: a direct write sets each.
@@ -89,10 +98,13 @@ const NOT_NULL: [Col; 9] =
 const TRIGGERS: [(&str, &str); 3] =
     [("jobs_values", "rq_job_values"), ("jobs_grouped", "rq_job_turn"), ("jobs_enqueued", "rq_job_events")];
 
-/// Where each of COLUMNS is in the table's rows (attribute number - 1).
+/// Where each of COLUMNS is in the table's rows (attribute number - 1),
+/// and the primary key on id, for finding a job (None: the table has no
+/// such key, and no verb finds a job directly).
 #[derive(Clone, Copy)]
 struct Layout {
     at: [usize; COLUMNS.len()],
+    id_key: Option<pg_sys::Oid>,
 }
 
 /// What a backend keeps of a jobs table for its direct writes.
@@ -177,7 +189,7 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
     let table = unsafe { (*rel).rd_id };
     let not_as_made = Known { table, layout: None, indexes: Vec::new(), memory: std::ptr::null_mut() };
     // SAFETY: `rel` is open.
-    let Some(layout) = (unsafe { read_layout(rel) }) else { return not_as_made };
+    let Some(mut layout) = (unsafe { read_layout(rel) }) else { return not_as_made };
     // SAFETY: a catalog read of an open relation's indexes; each is opened
     // and closed keeping its lock, as the executor does; the infos and
     // their prepared expressions are made in a context of their own, under
@@ -219,6 +231,13 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
                         states = pg_sys::lappend(states, state.cast());
                     }
                     (*info).ii_ExpressionsState = states;
+                }
+                // the primary key on id alone (rd_pkindex is set by RelationGetIndexList)
+                if oid == (*rel).rd_pkindex
+                    && (*info).ii_NumIndexAttrs == 1
+                    && usize::try_from((*info).ii_IndexAttrNumbers[0]).is_ok_and(|n| n == layout.at[Col::Id as usize] + 1)
+                {
+                    layout.id_key = Some(oid);
                 }
                 indexes.push((oid, info));
             }
@@ -290,7 +309,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
                 return None;
             }
         }
-        Some(Layout { at })
+        Some(Layout { at, id_key: None })
     }
 }
 
@@ -351,16 +370,17 @@ impl Writer {
     /// Inside a transaction, in a function call. An error anywhere after is
     /// a PostgreSQL ERROR whose abort releases the relations, their locks,
     /// buffer pins and the executor state's memory (a child of the caller's).
-    unsafe fn open(table: pg_sys::Oid) -> Option<Writer> {
+    unsafe fn open(table: pg_sys::Oid, rights: &[u32]) -> Option<Writer> {
         if !allowed() || table == pg_sys::InvalidOid {
             return None;
         }
         // SAFETY: per the contract above.
         unsafe {
-            // SECURITY DEFINER: the role the verb runs as, as its statement would
-            if pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), pg_sys::ACL_INSERT as pg_sys::AclMode)
-                != pg_sys::AclResult::ACLCHECK_OK
-            {
+            // the rights its statement would need, of the role the verb runs
+            // as (the owner, in a SECURITY DEFINER verb), each on the whole table
+            if rights.iter().any(|&right| {
+                pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), right as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK
+            }) {
                 return None;
             }
             let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
@@ -455,20 +475,33 @@ impl Writer {
     /// Open; the slot's row was written.
     unsafe fn insert_index_entries(&self, slot: *mut pg_sys::TupleTableSlot) {
         // SAFETY: per the contract above.
+        unsafe { self.index_entries(slot, false, false) }
+    }
+
+    /// The index entries of the row in `slot`, new or (`update`) the new
+    /// version of an updated row; `only_summarizing`, of the summarizing
+    /// indexes only (PostgreSQL 16 on, after a HOT update).
+    ///
+    /// # Safety
+    /// Open; the slot's row was written.
+    unsafe fn index_entries(&self, slot: *mut pg_sys::TupleTableSlot, update: bool, only_summarizing: bool) {
+        // SAFETY: per the contract above.
         unsafe {
             #[cfg(feature = "pg15")]
-            let recheck =
-                pg_sys::ExecInsertIndexTuples(self.info, slot, self.estate, false, false, std::ptr::null_mut(), std::ptr::null_mut());
+            let recheck = {
+                let _ = only_summarizing;
+                pg_sys::ExecInsertIndexTuples(self.info, slot, self.estate, update, false, std::ptr::null_mut(), std::ptr::null_mut())
+            };
             #[cfg(not(feature = "pg15"))]
             let recheck = pg_sys::ExecInsertIndexTuples(
                 self.info,
                 slot,
                 self.estate,
-                false,
+                update,
                 false,
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
-                false,
+                only_summarizing,
             );
             pg_sys::list_free(recheck);
             // what the predicates and expressions used, per row (as COPY does)
@@ -543,7 +576,7 @@ thread_local! {
 pub fn insert(table: pg_sys::Oid, job: &NewJob) -> Option<pg_sys::Datum> {
     // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
-        let writer = Writer::open(table)?;
+        let writer = Writer::open(table, &[pg_sys::ACL_INSERT])?;
         let slot = writer.slot();
         let id = writer.fill(slot, job.queue, job.payload, &job.options);
         pg_sys::simple_table_tuple_insert(writer.rel, slot);
@@ -585,7 +618,7 @@ pub fn insert_batch(
 ) -> bool {
     // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
-        let Some(writer) = Writer::open(table) else { return false };
+        let Some(writer) = Writer::open(table, &[pg_sys::ACL_INSERT]) else { return false };
         let queue_name = <&str>::from_datum(queue, false).unwrap_or_default();
         let chunk = payloads.len().min(MULTI_INSERT_ROWS);
         let slots: Vec<*mut pg_sys::TupleTableSlot> = (0..chunk).map(|_| writer.slot()).collect();
@@ -620,5 +653,273 @@ pub fn insert_batch(
         }
         writer.close();
         true
+    }
+}
+
+/// A job completed directly: its row (in the caller's memory) and what
+/// follows its end needs of it (src/ended.rs).
+pub struct Completed {
+    pub row: pg_sys::Datum,
+    pub queue: String,
+    pub claimed_at: Option<i64>,
+    /// Its end sets something off: it has a key_period, or jobs wait for it.
+    pub sets_off: bool,
+}
+
+thread_local! {
+    /// 'success' as a text datum, made once per backend (in TopMemoryContext).
+    static SUCCESS: pg_sys::Datum = {
+        // SAFETY: a text made in memory that lives as long as the backend.
+        unsafe {
+            let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
+            let text = pg_sys::cstring_to_text(c"success".as_ptr());
+            pg_sys::MemoryContextSwitchTo(old);
+            pg_sys::Datum::from(text)
+        }
+    };
+}
+
+/// Completes job `id`, claimed as attempt `attempt`, at `now_ms`, with
+/// `result` (jsonb) when given, in the jobs table `table` whose
+/// dependencies table (sql/workflows.sql) is `dependencies`: the UPDATE of
+/// sql/finish.complete.sql, written directly. None, having written
+/// nothing, when its queue does not `keeps_history` (the statement deletes
+/// the job), when it may not be done directly (see the module's comment;
+/// and the role must be allowed to read and update both tables as the
+/// statement reads and updates them), when the job is not claimed as that
+/// attempt, or when another transaction changed the row since this
+/// statement's snapshot (after waiting for it, as the UPDATE would): the
+/// caller runs its statement, which then does what an UPDATE does in each
+/// case (looks at the row again, or says why it cannot).
+pub fn complete(
+    table: pg_sys::Oid,
+    dependencies: pg_sys::Oid,
+    id: pgrx::Uuid,
+    attempt: i32,
+    now_ms: i64,
+    result: Option<pg_sys::Datum>,
+    keeps_history: impl Fn(&str) -> bool,
+) -> Option<Completed> {
+    // SAFETY: inside a transaction, in a function call: see Writer::open.
+    unsafe {
+        let children = children_key(dependencies)?;
+        // as SPI runs a statement that writes: what this transaction did
+        // before is seen, and written rows get the command's id
+        pg_sys::CommandCounterIncrement();
+        let writer = Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE])?;
+        let Some(id_key) = writer.layout.id_key else {
+            writer.close();
+            return None;
+        };
+        // the statement's snapshot: a new one in READ COMMITTED, the
+        // transaction's otherwise
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+        let done = writer.complete_found(id_key, snapshot, id, attempt, now_ms, result, keeps_history).map(|(row, queue, claimed_at, key_period)| {
+            let sets_off = key_period || has_children(dependencies, children, snapshot, id);
+            Completed { row, queue, claimed_at, sets_off }
+        });
+        pg_sys::UnregisterSnapshot(snapshot);
+        writer.close();
+        done
+    }
+}
+
+impl Writer {
+    /// Gives the executor state a range table of the jobs table alone, as
+    /// logical replication's apply does, with `columns` as what an UPDATE
+    /// sets: ExecInsertIndexTuples reads it after an update that is not
+    /// HOT, to tell each index whether its key changed (the B-tree's
+    /// bottom-up deletion of versions of unchanged keys).
+    ///
+    /// # Safety
+    /// Open, the executor state's memory current.
+    unsafe fn note_updated(&self, columns: &[Col]) {
+        // SAFETY: per the contract above: nodes made as makeNode makes them.
+        unsafe {
+            let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+            (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+            (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
+            (*rte).relid = (*self.rel).rd_id;
+            (*rte).relkind = (*(*self.rel).rd_rel).relkind;
+            (*rte).rellockmode = pg_sys::RowExclusiveLock as i32;
+            let mut updated: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+            for &c in columns {
+                let attno = (self.layout.at[c as usize] + 1) as i32;
+                updated = pg_sys::bms_add_member(updated, attno - pg_sys::FirstLowInvalidHeapAttributeNumber);
+            }
+            let range_table = pg_sys::lappend(std::ptr::null_mut(), rte.cast());
+            #[cfg(feature = "pg15")]
+            {
+                (*rte).updatedCols = updated;
+                pg_sys::ExecInitRangeTable(self.estate, range_table);
+            }
+            #[cfg(not(feature = "pg15"))]
+            {
+                let mut permissions: *mut pg_sys::List = std::ptr::null_mut();
+                let permission = pg_sys::addRTEPermissionInfo(&mut permissions, rte);
+                (*permission).updatedCols = updated;
+                #[cfg(feature = "pg17")]
+                pg_sys::ExecInitRangeTable(self.estate, range_table, permissions);
+                #[cfg(feature = "pg18")]
+                pg_sys::ExecInitRangeTable(self.estate, range_table, permissions, pg_sys::bms_make_singleton(1));
+            }
+        }
+    }
+
+    /// The job with `id` as `snapshot` sees it, through the primary key
+    /// `id_key`: when it is claimed as `attempt`, updated to success; its
+    /// new row (in the caller's memory), queue, claimed_at and whether it
+    /// has a key_period. None when it is not, or the update finds the row
+    /// changed by another transaction (having waited for it).
+    ///
+    /// # Safety
+    /// Open; `snapshot` registered.
+    unsafe fn complete_found(
+        &self,
+        id_key: pg_sys::Oid,
+        snapshot: pg_sys::Snapshot,
+        id: pgrx::Uuid,
+        attempt: i32,
+        now_ms: i64,
+        result: Option<pg_sys::Datum>,
+        keeps_history: impl Fn(&str) -> bool,
+    ) -> Option<(pg_sys::Datum, String, Option<i64>, bool)> {
+        // SAFETY: per the contract above; the found row is copied before its
+        // scan ends, and its values read as the table's column types.
+        unsafe {
+            let at = |c: Col| self.layout.at[c as usize];
+            let set = [Col::Status, Col::FinishedAt, Col::LeaseExpiresAt, Col::Result];
+            self.note_updated(if result.is_some() { &set } else { &set[..3] });
+            let found = find(self.rel, id_key, (at(Col::Id) + 1) as pg_sys::AttrNumber, snapshot, id)?;
+            let slot = self.slot();
+            pg_sys::ExecClearTuple(slot);
+            let desc = (*self.rel).rd_att;
+            let natts = (*desc).natts as usize;
+            let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+            let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+            pg_sys::heap_deform_tuple(found, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let text = |c: Col| (!nulls[at(c)]).then(|| String::from_datum(values[at(c)], false)).flatten();
+            let int4 = |c: Col| (!nulls[at(c)]).then(|| i32::from_datum(values[at(c)], false)).flatten();
+            let int8 = |c: Col| (!nulls[at(c)]).then(|| i64::from_datum(values[at(c)], false)).flatten();
+            if text(Col::Status).as_deref() != Some("claimed") || int4(Col::Attempts) != Some(attempt) {
+                return None;
+            }
+            let (queue, claimed_at, key_period) = (text(Col::Queue).unwrap_or_default(), int8(Col::ClaimedAt), !nulls[at(Col::KeyPeriod)]);
+            if !keeps_history(&queue) {
+                // a queue without history: the statement deletes the job
+                return None;
+            }
+            (values[at(Col::Status)], nulls[at(Col::Status)]) = (SUCCESS.with(|s| *s), false);
+            (values[at(Col::FinishedAt)], nulls[at(Col::FinishedAt)]) = (pg_sys::Datum::from(now_ms), false);
+            (values[at(Col::LeaseExpiresAt)], nulls[at(Col::LeaseExpiresAt)]) = (pg_sys::Datum::from(0), true);
+            if let Some(result) = result {
+                (values[at(Col::Result)], nulls[at(Col::Result)]) = (result, false);
+            }
+            pg_sys::ExecStoreVirtualTuple(slot);
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
+            #[cfg(feature = "pg15")]
+            let mut update_indexes = false;
+            #[cfg(not(feature = "pg15"))]
+            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+            let outcome = pg_sys::table_tuple_update(
+                self.rel,
+                &mut (*found).t_self,
+                slot,
+                (*self.estate).es_output_cid,
+                snapshot,
+                std::ptr::null_mut(),
+                true,
+                &mut failure,
+                &mut lock_mode,
+                &mut update_indexes,
+            );
+            if outcome != pg_sys::TM_Result::TM_Ok {
+                return None;
+            }
+            #[cfg(feature = "pg15")]
+            if update_indexes {
+                self.index_entries(slot, true, false);
+            }
+            #[cfg(not(feature = "pg15"))]
+            if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
+                self.index_entries(slot, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
+            }
+            let mut free = false;
+            let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut free);
+            let old = pg_sys::MemoryContextSwitchTo(self.caller_context);
+            let row = pg_sys::heap_copy_tuple_as_datum(tuple, desc);
+            pg_sys::MemoryContextSwitchTo(old);
+            Some((row, queue, claimed_at, key_period))
+        }
+    }
+}
+
+/// The row of `rel` whose column `attno` (a uuid) is `id`, as `snapshot`
+/// sees it, through the unique index `index`: a copy, its t_self set.
+///
+/// # Safety
+/// `rel` is open; `snapshot` registered.
+unsafe fn find(
+    rel: pg_sys::Relation,
+    index: pg_sys::Oid,
+    attno: pg_sys::AttrNumber,
+    snapshot: pg_sys::Snapshot,
+    id: pgrx::Uuid,
+) -> Option<pg_sys::HeapTuple> {
+    // SAFETY: per the contract above.
+    unsafe {
+        let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
+        let id = id.into_datum()?;
+        pg_sys::ScanKeyInit(&mut key, attno, pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber, pg_sys::F_UUID_EQ.into(), id);
+        let scan = pg_sys::systable_beginscan(rel, index, true, snapshot, 1, &mut key);
+        let tuple = pg_sys::systable_getnext(scan);
+        let found = (!tuple.is_null()).then(|| pg_sys::heap_copytuple(tuple));
+        pg_sys::systable_endscan(scan);
+        found
+    }
+}
+
+/// How to find the jobs waiting for a job in the dependencies table
+/// `dependencies`: its primary key (parent_id, child_id) and parent_id's
+/// attribute number. None when the role may not read the table as the
+/// statement would, or its rows are behind row security.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn children_key(dependencies: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::AttrNumber)> {
+    if dependencies == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: per the contract above; the relation is opened and closed
+    // here (its lock kept), its index list read as the executor does.
+    unsafe {
+        if pg_sys::pg_class_aclcheck(dependencies, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
+            != pg_sys::AclResult::ACLCHECK_OK
+        {
+            return None;
+        }
+        let rel = pg_sys::table_open(dependencies, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let secured = (*(*rel).rd_rel).relrowsecurity;
+        pg_sys::list_free(pg_sys::RelationGetIndexList(rel));
+        let key = (*rel).rd_pkindex;
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        let parent = pg_sys::get_attnum(dependencies, c"parent_id".as_ptr());
+        (!secured && key != pg_sys::InvalidOid && parent > 0).then_some((key, parent))
+    }
+}
+
+/// Whether some job waits for job `id`: a row of the dependencies table
+/// with it as parent, as `snapshot` sees it.
+///
+/// # Safety
+/// `snapshot` registered; `key` from children_key.
+unsafe fn has_children(dependencies: pg_sys::Oid, key: (pg_sys::Oid, pg_sys::AttrNumber), snapshot: pg_sys::Snapshot, id: pgrx::Uuid) -> bool {
+    // SAFETY: per the contract above.
+    unsafe {
+        let rel = pg_sys::table_open(dependencies, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let found = find(rel, key.0, key.1, snapshot, id);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        found.is_some()
     }
 }

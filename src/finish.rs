@@ -11,6 +11,7 @@
 //! claim when it is due; what follows a job's end is src/ended.rs's.
 
 use crate::clock::now_ms;
+use crate::direct;
 use crate::distributed;
 use crate::errors::{self, Refusal};
 use crate::ended::{self, Ended, Outcome};
@@ -117,6 +118,8 @@ struct Ending {
     /// A complete where some queue keeps no history: the jobs of those
     /// queues are deleted (sql/finish.complete_deleting.sql).
     deleting: bool,
+    /// Those queues (empty when not `deleting`).
+    without_history: Vec<String>,
     /// A complete with a result (the jobs table's `result`, 0.5.0 on).
     with_result: bool,
     /// The job's id (args[0]).
@@ -165,8 +168,9 @@ impl Ending {
         // a queue without history: its result is there to be read.
         let without_history = if end == End::Complete && !with_result { deleting(function, distributed, workflows) } else { None };
         let deleting = without_history.is_some();
-        args[9] = without_history.into_datum();
-        Some(Ending { function, end, distributed, taken, workflows, deleting, with_result, id: uuid, args })
+        args[9] = without_history.clone().into_datum();
+        let without_history = without_history.unwrap_or_default();
+        Some(Ending { function, end, distributed, taken, workflows, deleting, without_history, with_result, id: uuid, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -213,12 +217,40 @@ impl Ending {
         )
     }
 
+    /// A complete of a claimed job, written directly (src/direct.rs) with
+    /// what its end sets off; None, having done nothing, where the
+    /// statement is to run: a job this transaction took, a job of a queue
+    /// without history (deleted), Citus, a table older than 0.3.0, and
+    /// whenever the direct path declines (the job not claimed as this
+    /// attempt, a row changed under it, a table not as raquel made it).
+    fn completed_directly(&self, frees_slots: bool) -> Option<pg_sys::Datum> {
+        if self.end != End::Complete || self.taken.is_some() || self.distributed || !self.workflows {
+            return None;
+        }
+        // SAFETY: the attempt and now are an integer and a bigint argument.
+        let (attempt, now) = unsafe {
+            (self.args[1].and_then(|a| i32::from_datum(a, false))?, self.args[2].and_then(|n| i64::from_datum(n, false))?)
+        };
+        let table = crate::privileges::jobs_of(self.function);
+        let dependencies = crate::privileges::table_of(self.function, "job_dependencies");
+        let keeps_history = |queue: &str| !self.without_history.iter().any(|q| q == queue);
+        let done = direct::complete(table, dependencies, self.id, attempt, now, self.args[10], keeps_history)?;
+        let run_ms = done.claimed_at.map(|claimed_at| now_ms() - claimed_at);
+        let ended = Ended { id: self.id, queue: done.queue, outcome: Outcome::Succeeded, run_ms, was_claimed: true, sets_off: done.sets_off };
+        ended::jobs_ended(self.function, frees_slots, &[ended]);
+        // SAFETY: a composite datum in SPI's memory, copied out before SPI_finish frees it.
+        Some(unsafe { pg_sys::SPI_datumTransfer(done.row, false, -1) })
+    }
+
     /// Runs the UPDATE and what the end sets off; the job's row, in the
     /// caller's memory, or None when it matched nothing. Connected to SPI.
     fn run(&self) -> Option<pg_sys::Datum> {
         // Before the UPDATE: reading the settings may run a statement, which
         // would replace the UPDATE's result.
         let frees_slots = flow::some_queue_counts_claims(self.function);
+        if let Some(row) = self.completed_directly(frees_slots) {
+            return Some(row);
+        }
         let text = || self.statement_text();
         let variant = i64::from(self.workflows)
             + 2 * i64::from(self.taken.is_some())

@@ -114,6 +114,7 @@ fn a_user_trigger_row_security_or_check_sends_enqueue_to_its_statement() {
     assert!(enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"), "a batch: the statement");
     let seen: i64 = c.query_one("SELECT count(*) FROM seen JOIN jobs USING (id)", &[]).unwrap().get(0);
     assert_eq!(seen, 4, "the user's trigger fired for each job of the batch");
+    assert!(complete_ran_a_statement(&mut c, "q", ""), "a user trigger: the complete's statement");
     c.batch_execute("DROP TRIGGER note_job ON jobs").unwrap();
     assert!(!enqueue_ran_a_statement(&mut c, enqueue), "direct again once it is dropped");
     assert!(!enqueue_ran_a_statement(&mut c, "SELECT rq_enqueue_batch('q', ARRAY['a', 'b', 'c'])"), "a batch too");
@@ -363,4 +364,121 @@ fn a_producer_enqueues_a_batch_directly() {
     c.batch_execute("RESET ROLE").unwrap();
     let n: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'q'", &[]).unwrap().get(0);
     assert_eq!(n, 2);
+}
+
+/// Completes the job of `queue` claimed just now, and says whether it ran
+/// a statement to do it.
+fn complete_ran_a_statement(c: &mut Client, queue: &str, result: &str) -> bool {
+    let row = c.query_one(&format!("SELECT id::text, attempts FROM rq_claim(ARRAY['{queue}'])"), &[]).unwrap();
+    let (id, attempt): (String, i32) = (row.get(0), row.get(1));
+    let before = runs(c);
+    c.execute(&format!("SELECT rq_complete($1::text::uuid, $2{result})"), &[&id, &attempt]).unwrap();
+    runs(c) > before
+}
+
+/// rq_complete of a claimed job writes it directly, the row its statement
+/// writes; a stale attempt, a job not claimed and a queue without history
+/// go to the statement, which says why or deletes the job.
+#[test]
+fn a_direct_complete_writes_the_row_its_statement_writes() {
+    let db = fresh_db("rq_it_direct_complete");
+    let mut c = connect(&db);
+    // the columns that do not depend on when or by which path
+    let row = "SELECT queue, payload, status, attempts, error, claimed_by, finished_at >= claimed_at, priority, \
+               lease_expires_at, requeues, result FROM jobs WHERE status = 'success' ORDER BY finished_at DESC, id DESC LIMIT 1";
+    for result in ["", ", '{\"done\": [1, 2]}'::jsonb"] {
+        c.batch_execute("SELECT rq_enqueue('c', 'one'); SET raquel.direct_writes = on").unwrap();
+        assert!(!complete_ran_a_statement(&mut c, "c", result), "a complete{result} is written directly");
+        let direct = format!("{:?}", c.query_one(row, &[]).unwrap());
+        c.batch_execute("SELECT rq_enqueue('c', 'one'); SET raquel.direct_writes = off").unwrap();
+        assert!(complete_ran_a_statement(&mut c, "c", result), "the statement with direct_writes off");
+        let planned = format!("{:?}", c.query_one(row, &[]).unwrap());
+        assert_eq!(direct, planned, "complete{result}");
+    }
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    // the row returned is the row stored
+    c.batch_execute("SELECT rq_enqueue('r', 'x')").unwrap();
+    let claimed = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['r'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
+    let returned: String =
+        c.query_one("SELECT j::text FROM rq_complete($1::text::uuid, $2) j", &[&id, &attempt]).unwrap().get(0);
+    let stored: String = c.query_one("SELECT j::text FROM jobs j WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    let same = returned == stored;
+    assert!(same, "the returned row is the stored row");
+    // completed twice, or with a stale attempt: the statement says why (55000)
+    assert_eq!(sqlstate(c.query("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt])), "55000");
+    c.batch_execute("SELECT rq_enqueue('s', 'x')").unwrap();
+    let claimed = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['s'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
+    assert_eq!(sqlstate(c.query("SELECT rq_complete($1::text::uuid, $2)", &[&id, &(attempt + 1)])), "55000");
+    let status: String = c.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_eq!(status, "claimed", "a refused complete changes nothing");
+    // a queue without history: the statement, which deletes the job
+    c.batch_execute("SELECT rq_set_history('h', false); SELECT rq_enqueue('h', 'x')").unwrap();
+    assert!(complete_ran_a_statement(&mut c, "h", ""), "a queue without history: the statement");
+    let left: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'h'", &[]).unwrap().get(0);
+    assert_eq!(left, 0);
+    c.batch_execute("SELECT rq_enqueue('c', 'again')").unwrap();
+    assert!(!complete_ran_a_statement(&mut c, "c", ""), "a queue that keeps its history beside one that does not: direct");
+    // a parent's complete queues its child
+    let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('p', 'parent')", &[]).unwrap().get(0);
+    c.execute("SELECT rq_enqueue('k', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
+    // (what the parent's end sets off runs its statement: rq_job_ended)
+    complete_ran_a_statement(&mut c, "p", "");
+    let child: String = c.query_one("SELECT status FROM jobs WHERE queue = 'k'", &[]).unwrap().get(0);
+    assert_eq!(child, "queued", "the child waits no more");
+    // rolled back, a direct complete leaves the job claimed
+    c.batch_execute("SELECT rq_enqueue('b', 'x')").unwrap();
+    let claimed = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['b'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
+    c.batch_execute("BEGIN").unwrap();
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+    c.batch_execute("ROLLBACK").unwrap();
+    let status: String = c.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_eq!(status, "claimed");
+    assert_indexes_check(&mut c, 9);
+}
+
+/// A complete that meets a rescue holding the row waits for it, and then
+/// finds the job handed back: it is refused (fenced), as the statement
+/// would; a complete that goes first holds the rescue off, and the job
+/// stays done.
+#[test]
+fn a_direct_complete_and_a_rescue_race_in_both_orders() {
+    let db = fresh_db("rq_it_direct_race");
+    let mut worker = connect(&db);
+    let mut duty = connect(&db);
+    // the rescue first: it holds the lapsed job's row until it commits
+    worker.batch_execute("SELECT rq_enqueue('q', 'x')").unwrap();
+    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], lease => '1 millisecond')", &[]).unwrap();
+    let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
+    thread::sleep(std::time::Duration::from_millis(20));
+    duty.batch_execute("BEGIN; SELECT rq_rescue()").unwrap();
+    let completing = {
+        let (db, id) = (db.clone(), id.clone());
+        thread::spawn(move || {
+            let mut c = connect(&db);
+            sqlstate(c.query("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]))
+        })
+    };
+    thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!completing.is_finished(), "the complete waits for the rescue's row lock");
+    duty.batch_execute("COMMIT").unwrap();
+    assert_eq!(completing.join().unwrap(), "55000", "the job was handed back: the old attempt is refused");
+    let status: String = duty.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_ne!(status, "success");
+
+    // the complete first: the rescue passes its locked row by, and after the commit the job is done
+    worker.batch_execute("SELECT rq_enqueue('r', 'y')").unwrap();
+    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['r'], lease => '1 millisecond')", &[]).unwrap();
+    let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
+    thread::sleep(std::time::Duration::from_millis(20));
+    worker.batch_execute("BEGIN").unwrap();
+    worker.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+    duty.batch_execute("SELECT rq_rescue()").unwrap();
+    worker.batch_execute("COMMIT").unwrap();
+    duty.batch_execute("SELECT rq_rescue()").unwrap();
+    let status: String = duty.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_eq!(status, "success");
+    assert_indexes_check(&mut duty, 9);
 }
