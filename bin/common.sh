@@ -244,8 +244,22 @@ $settings
 CONF
   fi
   if ! "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
-      { echo "the server in $dir did not start; its log:" >&2; cat "$dir/server.log" >&2; return 1; }
+    # The test ports are inside Linux's range of ephemeral ports, so a
+    # client connection of a stage running beside can hold one for a while
+    # (seen once in CI: "could not bind … Address already in use" on a
+    # lane's port): try again for up to half a minute.
+    local tries=0
+    until "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null; do
+      if [ $tries -lt 10 ] && grep -q "Address already in use" "$dir/server.log" 2>/dev/null; then
+        tries=$((tries + 1))
+        echo "the port of the server in $dir is in use; trying again in 3 s" >&2
+        sleep 3
+        continue
+      fi
+      echo "the server in $dir did not start; its log:" >&2
+      cat "$dir/server.log" >&2
+      return 1
+    done
   fi
 }
 

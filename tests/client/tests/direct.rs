@@ -442,18 +442,24 @@ fn a_direct_complete_writes_the_row_its_statement_writes() {
 /// A complete that meets a rescue holding the row waits for it, and then
 /// finds the job handed back: it is refused (fenced), as the statement
 /// would; a complete that goes first holds the rescue off, and the job
-/// stays done.
+/// stays done. (Leases of 300 ms, and the rows held from before they lapse:
+/// the background worker's own rescue duty, which skips a locked row, must
+/// not hand the job back first; it did once in CI with a 1 ms lease.)
 #[test]
 fn a_direct_complete_and_a_rescue_race_in_both_orders() {
     let db = fresh_db("rq_it_direct_race");
     let mut worker = connect(&db);
     let mut duty = connect(&db);
-    // the rescue first: it holds the lapsed job's row until it commits
+    let lapse = || thread::sleep(std::time::Duration::from_millis(400));
+    // the rescue first: it holds the job's row from before its lease lapses
     worker.batch_execute("SELECT rq_enqueue('q', 'x')").unwrap();
-    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], lease => '1 millisecond')", &[]).unwrap();
+    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], lease => '300 milliseconds')", &[]).unwrap();
     let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
-    thread::sleep(std::time::Duration::from_millis(20));
-    duty.batch_execute("BEGIN; SELECT rq_rescue()").unwrap();
+    duty.batch_execute("BEGIN").unwrap();
+    duty.execute("SELECT FROM jobs WHERE id = $1::text::uuid FOR UPDATE", &[&id]).unwrap();
+    lapse();
+    let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
+    assert_eq!(rescued, 1, "the rescue hands the lapsed job back");
     let completing = {
         let (db, id) = (db.clone(), id.clone());
         thread::spawn(move || {
@@ -470,12 +476,13 @@ fn a_direct_complete_and_a_rescue_race_in_both_orders() {
 
     // the complete first: the rescue passes its locked row by, and after the commit the job is done
     worker.batch_execute("SELECT rq_enqueue('r', 'y')").unwrap();
-    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['r'], lease => '1 millisecond')", &[]).unwrap();
+    let claimed = worker.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['r'], lease => '300 milliseconds')", &[]).unwrap();
     let (id, attempt): (String, i32) = (claimed.get(0), claimed.get(1));
-    thread::sleep(std::time::Duration::from_millis(20));
     worker.batch_execute("BEGIN").unwrap();
     worker.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
-    duty.batch_execute("SELECT rq_rescue()").unwrap();
+    lapse();
+    let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
+    assert_eq!(rescued, 0, "the rescue passes the row the complete holds by");
     worker.batch_execute("COMMIT").unwrap();
     duty.batch_execute("SELECT rq_rescue()").unwrap();
     let status: String = duty.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
