@@ -557,17 +557,22 @@ impl Writer {
     }
 }
 
+/// `text` as a text datum in memory that lives as long as the backend
+/// (TopMemoryContext): for the statuses the direct writes store.
+fn lasting_text(text: &std::ffi::CStr) -> pg_sys::Datum {
+    // SAFETY: a text made in TopMemoryContext, never freed.
+    unsafe {
+        let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
+        let text = pg_sys::cstring_to_text(text.as_ptr());
+        pg_sys::MemoryContextSwitchTo(old);
+        pg_sys::Datum::from(text)
+    }
+}
+
 thread_local! {
-    /// 'queued' as a text datum, made once per backend (in TopMemoryContext).
-    static QUEUED: pg_sys::Datum = {
-        // SAFETY: a text made in memory that lives as long as the backend.
-        unsafe {
-            let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
-            let text = pg_sys::cstring_to_text(c"queued".as_ptr());
-            pg_sys::MemoryContextSwitchTo(old);
-            pg_sys::Datum::from(text)
-        }
-    };
+    /// 'queued' and 'success', made once per backend.
+    static QUEUED: pg_sys::Datum = lasting_text(c"queued");
+    static SUCCESS: pg_sys::Datum = lasting_text(c"success");
 }
 
 /// Inserts `job` into the jobs table `table` and returns its row (a
@@ -666,19 +671,6 @@ pub struct Completed {
     pub sets_off: bool,
 }
 
-thread_local! {
-    /// 'success' as a text datum, made once per backend (in TopMemoryContext).
-    static SUCCESS: pg_sys::Datum = {
-        // SAFETY: a text made in memory that lives as long as the backend.
-        unsafe {
-            let old = pg_sys::MemoryContextSwitchTo(pg_sys::TopMemoryContext);
-            let text = pg_sys::cstring_to_text(c"success".as_ptr());
-            pg_sys::MemoryContextSwitchTo(old);
-            pg_sys::Datum::from(text)
-        }
-    };
-}
-
 /// Completes job `id`, claimed as attempt `attempt`, at `now_ms`, with
 /// `result` (jsonb) when given, in the jobs table `table` whose
 /// dependencies table (sql/workflows.sql) is `dependencies`: the UPDATE of
@@ -702,24 +694,28 @@ pub fn complete(
 ) -> Option<Completed> {
     // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
-        let children = children_key(dependencies)?;
+        let children = Dependencies::open(dependencies)?;
         // as SPI runs a statement that writes: what this transaction did
         // before is seen, and written rows get the command's id
         pg_sys::CommandCounterIncrement();
-        let writer = Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE])?;
-        let Some(id_key) = writer.layout.id_key else {
+        let done = Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE]).and_then(|writer| {
+            let done = writer.layout.id_key.and_then(|id_key| {
+                // the statement's snapshot: a new one in READ COMMITTED, the
+                // transaction's otherwise
+                let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+                let done = writer.complete_found(id_key, snapshot, id, attempt, now_ms, result, keeps_history).map(
+                    |(row, queue, claimed_at, key_period)| {
+                        let sets_off = key_period || children.has_children(snapshot, id);
+                        Completed { row, queue, claimed_at, sets_off }
+                    },
+                );
+                pg_sys::UnregisterSnapshot(snapshot);
+                done
+            });
             writer.close();
-            return None;
-        };
-        // the statement's snapshot: a new one in READ COMMITTED, the
-        // transaction's otherwise
-        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-        let done = writer.complete_found(id_key, snapshot, id, attempt, now_ms, result, keeps_history).map(|(row, queue, claimed_at, key_period)| {
-            let sets_off = key_period || has_children(dependencies, children, snapshot, id);
-            Completed { row, queue, claimed_at, sets_off }
+            done
         });
-        pg_sys::UnregisterSnapshot(snapshot);
-        writer.close();
+        children.close();
         done
     }
 }
@@ -880,46 +876,61 @@ unsafe fn find(
     }
 }
 
-/// How to find the jobs waiting for a job in the dependencies table
-/// `dependencies`: its primary key (parent_id, child_id) and parent_id's
-/// attribute number. None when the role may not read the table as the
-/// statement would, or its rows are behind row security.
-///
-/// # Safety
-/// Inside a transaction.
-unsafe fn children_key(dependencies: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::AttrNumber)> {
-    if dependencies == pg_sys::InvalidOid {
-        return None;
-    }
-    // SAFETY: per the contract above; the relation is opened and closed
-    // here (its lock kept), its index list read as the executor does.
-    unsafe {
-        if pg_sys::pg_class_aclcheck(dependencies, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
-            != pg_sys::AclResult::ACLCHECK_OK
-        {
-            return None;
-        }
-        let rel = pg_sys::table_open(dependencies, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let secured = (*(*rel).rd_rel).relrowsecurity;
-        pg_sys::list_free(pg_sys::RelationGetIndexList(rel));
-        let key = (*rel).rd_pkindex;
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-        let parent = pg_sys::get_attnum(dependencies, c"parent_id".as_ptr());
-        (!secured && key != pg_sys::InvalidOid && parent > 0).then_some((key, parent))
-    }
+/// The dependencies table (sql/workflows.sql), open, and how to find the
+/// jobs waiting for a job in it: its primary key (parent_id, child_id) and
+/// parent_id's attribute number.
+struct Dependencies {
+    rel: pg_sys::Relation,
+    key: pg_sys::Oid,
+    parent: pg_sys::AttrNumber,
 }
 
-/// Whether some job waits for job `id`: a row of the dependencies table
-/// with it as parent, as `snapshot` sees it.
-///
-/// # Safety
-/// `snapshot` registered; `key` from children_key.
-unsafe fn has_children(dependencies: pg_sys::Oid, key: (pg_sys::Oid, pg_sys::AttrNumber), snapshot: pg_sys::Snapshot, id: pgrx::Uuid) -> bool {
-    // SAFETY: per the contract above.
-    unsafe {
-        let rel = pg_sys::table_open(dependencies, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let found = find(rel, key.0, key.1, snapshot, id);
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-        found.is_some()
+impl Dependencies {
+    /// Opens the dependencies table `dependencies`; None when the role may
+    /// not read it as the statement would, or its rows are behind row
+    /// security.
+    ///
+    /// # Safety
+    /// Inside a transaction.
+    unsafe fn open(dependencies: pg_sys::Oid) -> Option<Dependencies> {
+        if dependencies == pg_sys::InvalidOid {
+            return None;
+        }
+        // SAFETY: per the contract above; the relation's index list is
+        // read as the executor does.
+        unsafe {
+            if pg_sys::pg_class_aclcheck(dependencies, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
+                != pg_sys::AclResult::ACLCHECK_OK
+            {
+                return None;
+            }
+            let rel = pg_sys::table_open(dependencies, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            pg_sys::list_free(pg_sys::RelationGetIndexList(rel));
+            let found = Dependencies { rel, key: (*rel).rd_pkindex, parent: pg_sys::get_attnum(dependencies, c"parent_id".as_ptr()) };
+            if (*(*rel).rd_rel).relrowsecurity || found.key == pg_sys::InvalidOid || found.parent <= 0 {
+                found.close();
+                return None;
+            }
+            Some(found)
+        }
+    }
+
+    /// Whether some job waits for job `id`: a row with it as parent, as
+    /// `snapshot` sees it.
+    ///
+    /// # Safety
+    /// `snapshot` registered.
+    unsafe fn has_children(&self, snapshot: pg_sys::Snapshot, id: pgrx::Uuid) -> bool {
+        // SAFETY: per the contract above; the relation is open.
+        unsafe { find(self.rel, self.key, self.parent, snapshot, id) }.is_some()
+    }
+
+    /// Closes the table, keeping its lock to the end of the transaction.
+    ///
+    /// # Safety
+    /// Open.
+    unsafe fn close(self) {
+        // SAFETY: per the contract above.
+        unsafe { pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
     }
 }

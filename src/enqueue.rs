@@ -98,6 +98,20 @@ pub fn values_of(options: &JobOptions, max_retry_count: Option<i32>, priority: O
     }
 }
 
+/// A jsonb payload as the text the jobs table stores (its `::text`), in
+/// the current memory context: for the direct writes of rq_enqueue and
+/// rq_enqueue_batch.
+///
+/// # Safety
+/// `payload` is a jsonb datum.
+pub unsafe fn jsonb_as_text(payload: pg_sys::Datum) -> pg_sys::Datum {
+    // SAFETY: jsonb_out takes one jsonb; cstring_to_text its cstring.
+    unsafe {
+        let text = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(payload)]).expect("jsonb_out of a jsonb");
+        pg_sys::Datum::from(pg_sys::cstring_to_text(text.cast_mut_ptr()))
+    }
+}
+
 /// The same checks for rq_enqueue_batch's planned path (sql/enqueue.sql):
 /// one row of the values to store.
 #[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
@@ -233,11 +247,8 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     if let Some(mut job) = direct.filter(|_| !distributed) {
         if jsonb {
             // stored as its text, as the statement's `::text` does
-            // SAFETY: jsonb_out takes one jsonb; cstring_to_text its cstring.
-            job.payload = job.payload.map(|payload| unsafe {
-                let text = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(payload)]).expect("jsonb_out of a jsonb");
-                pg_sys::Datum::from(pg_sys::cstring_to_text(text.cast_mut_ptr()))
-            });
+            // SAFETY: the payload argument is a jsonb.
+            job.payload = job.payload.map(|payload| unsafe { jsonb_as_text(payload) });
         }
         if let Some(row) = direct::insert(privileges::jobs_of(function), &job) {
             // SAFETY: a composite datum, copied out of SPI's memory before it is freed.

@@ -121,13 +121,8 @@ unsafe fn written_directly(fcinfo: pg_sys::FunctionCallInfo, function: pg_sys::O
             .map(|i| {
                 (!*nulls.add(i)).then(|| {
                     let payload = *elements.add(i);
-                    if jsonb {
-                        // stored as its text, as the statement's `::text[]` does
-                        let text = pgrx::direct_function_call_as_datum(pg_sys::jsonb_out, &[Some(payload)]).expect("jsonb_out of a jsonb");
-                        pg_sys::Datum::from(pg_sys::cstring_to_text(text.cast_mut_ptr()))
-                    } else {
-                        payload
-                    }
+                    // stored as its text, as the statement's `::text[]` does
+                    if jsonb { enqueue::jsonb_as_text(payload) } else { payload }
                 })
             })
             .collect();

@@ -235,11 +235,12 @@ impl Ending {
         let dependencies = crate::privileges::table_of(self.function, "job_dependencies");
         let keeps_history = |queue: &str| !self.without_history.iter().any(|q| q == queue);
         let done = direct::complete(table, dependencies, self.id, attempt, now, self.args[10], keeps_history)?;
+        // SAFETY: a composite datum in SPI's memory, copied out before SPI_finish frees it.
+        let row = unsafe { pg_sys::SPI_datumTransfer(done.row, false, -1) };
         let run_ms = done.claimed_at.map(|claimed_at| now_ms() - claimed_at);
         let ended = Ended { id: self.id, queue: done.queue, outcome: Outcome::Succeeded, run_ms, was_claimed: true, sets_off: done.sets_off };
         ended::jobs_ended(self.function, frees_slots, &[ended]);
-        // SAFETY: a composite datum in SPI's memory, copied out before SPI_finish frees it.
-        Some(unsafe { pg_sys::SPI_datumTransfer(done.row, false, -1) })
+        Some(row)
     }
 
     /// Runs the UPDATE and what the end sets off; the job's row, in the
