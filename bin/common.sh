@@ -279,7 +279,9 @@ max_prepared_transactions = 200
 # Citus keeps a maintenance worker per database, beside raquel's own.
 max_worker_processes = 32
 # raquel's jobs table has triggers, which run on its shards.
-citus.enable_unsafe_triggers = on"
+citus.enable_unsafe_triggers = on
+# Test clusters only (bin/test's): nothing here outlives the run.
+fsync = off"
 start_citus() {
   local dir=$1 port=$2 i
   mkdir -p "$dir"

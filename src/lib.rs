@@ -249,6 +249,7 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec!["shared_preload_libraries = 'raquel'"]
+        // (the test cluster is thrown away: no fsync)
+        vec!["shared_preload_libraries = 'raquel'", "fsync = off"]
     }
 }

@@ -76,10 +76,12 @@ impl Cluster {
             .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "-D"])
             .arg(cluster.data()))
         .unwrap_or_else(|e| panic!("initdb: {e}"));
+        // fsync off: the faults are killed processes, never a lost machine,
+        // so what was written is in the page cache and recovery reads it.
         let mut conf = format!(
             "\n# raquel fault tests\nlisten_addresses = '127.0.0.1'\nport = {port}\n\
              unix_socket_directories = '{}'\nshared_preload_libraries = 'raquel'\nmax_connections = 100\n\
-             log_line_prefix = '%m [%p] '\n",
+             log_line_prefix = '%m [%p] '\nfsync = off\n",
             cluster.dir.display()
         );
         for (setting, value) in settings {
