@@ -166,6 +166,9 @@ struct Claim {
     /// One queue's claim that may start where its lanes' cursors are
     /// (src/cursors.rs): the queue.
     cursors_of: Option<String>,
+    /// The jobs of the last attempt when it claimed directly
+    /// (src/direct.rs); None: its rows are the last SPI result.
+    direct: Option<Vec<crate::direct::ClaimedJob>>,
 }
 
 impl Claim {
@@ -174,6 +177,7 @@ impl Claim {
     /// a flow-controlled attempt that claims nothing releases the locks it
     /// took.
     fn run(&mut self, now_ms: i64, undo_if_none: bool) -> u64 {
+        self.direct = None;
         if self.flow.is_none() {
             return self.run_ready(now_ms);
         }
@@ -206,6 +210,13 @@ impl Claim {
     fn run_ready(&mut self, now_ms: i64) -> u64 {
         self.args[2] = now_ms.into_datum();
         let lanes = self.lanes(now_ms);
+        if let Some(jobs) = self.claimed_directly(now_ms, lanes.as_ref()) {
+            let queue = self.cursors_of.as_deref().unwrap_or_default();
+            self.locked(lanes.as_ref(), jobs.iter().map(|job| (queue, job.priority, job.key)));
+            let count = jobs.len() as u64;
+            self.direct = Some(jobs);
+            return count;
+        }
         let [queues, in_queues] = self.filter.queues();
         let text = || {
             let (template, priorities) = match (&lanes, self.filter) {
@@ -269,8 +280,28 @@ impl Claim {
         };
         let run = || statements::run(self.function, &statement, &args[..count]);
         let rows = if deleting { crate::history::as_owner(self.function, run) } else { run() };
-        self.locked(lanes.as_ref());
+        self.locked_rows(lanes.as_ref());
         rows
+    }
+
+    /// A lease claim of one queue, written directly (src/direct.rs): the
+    /// jobs, or None when the claim runs its statement.
+    fn claimed_directly(&self, now_ms: i64, lanes: Option<&cursors::Lanes>) -> Option<Vec<crate::direct::ClaimedJob>> {
+        if self.mode != Mode::Lease {
+            return None;
+        }
+        // (a one-queue claim on a single server: see claim_from_args)
+        let queue = self.cursors_of.as_deref()?;
+        let request = crate::direct::ClaimRequest {
+            queue,
+            lanes: lanes.map(|l| &l.lanes[..]),
+            batch: usize::try_from(self.batch).ok()?,
+            now_ms,
+            worker: self.args[1],
+            // SAFETY: the lease argument is a bigint datum.
+            lease_ms: self.args[3].and_then(|lease| unsafe { i64::from_datum(lease, false) })?,
+        };
+        crate::direct::claim(crate::privileges::jobs_of(self.function), &request)
     }
 
     /// The lanes of the queue of a claim that may use cursors: known, or
@@ -312,34 +343,50 @@ impl Claim {
         }
     }
 
-    /// After the claim statement (its rows the last SPI result): each job it
-    /// locked is ready again if this transaction rolls back (and a take's,
-    /// if it commits without finishing it), and its lane's cursor moves to
-    /// the last one it took (src/cursors.rs).
-    fn locked(&self, lanes: Option<&cursors::Lanes>) {
+    /// After the claim (each job by queue, priority and place in its
+    /// lane): each job it locked is ready again if this transaction rolls
+    /// back (and a take's, if it commits without finishing it), and its
+    /// lane's cursor moves to the last one it took (src/cursors.rs).
+    fn locked<'q>(&self, lanes: Option<&cursors::Lanes>, jobs: impl Iterator<Item = (&'q str, i32, cursors::Key)>) {
+        let table = crate::privileges::jobs_of(self.function);
+        let mut claimed = Vec::new();
+        for (queue, priority, key) in jobs {
+            cursors::note_locked(table, queue, priority, key, self.mode == Mode::Take);
+            claimed.push((priority, key));
+        }
+        if let Some(lanes) = lanes {
+            cursors::advance(lanes, &claimed);
+        }
+    }
+
+    /// `locked`, for the rows of the claim statement (the last SPI result).
+    fn locked_rows(&self, lanes: Option<&cursors::Lanes>) {
         // SAFETY: set by the claim statement that just ran.
         if unsafe { pg_sys::SPI_processed } == 0 {
             return;
         }
-        let table = crate::privileges::jobs_of(self.function);
-        let mut claimed = Vec::new();
+        let mut jobs = Vec::new();
         let mut each = |row: &mut statements::Row| {
-            let (Some(queue), Some(priority), Some(due), Some(id)) = (
+            if let (Some(queue), Some(priority), Some(due), Some(id)) = (
                 row.get::<&str>(c"queue"),
                 row.get::<i32>(c"priority"),
                 row.get::<i64>(c"scheduled_at"),
                 row.get::<pgrx::Uuid>(c"id"),
-            ) else {
-                return;
-            };
-            let key = (due, cursors::id_bytes(&id));
-            cursors::note_locked(table, queue, priority, key, self.mode == Mode::Take);
-            claimed.push((priority, key));
+            ) {
+                jobs.push((queue.to_owned(), priority, (due, cursors::id_bytes(&id))));
+            }
         };
         // SAFETY: connected; the last SPI result is the claim's rows.
         unsafe { statements::each_row(&mut each) };
-        if let Some(lanes) = lanes {
-            cursors::advance(lanes, &claimed);
+        self.locked(lanes, jobs.iter().map(|(queue, priority, key)| (queue.as_str(), *priority, *key)));
+    }
+
+    /// How many jobs the last attempt claimed.
+    fn claimed_count(&self) -> u64 {
+        match &self.direct {
+            Some(jobs) => jobs.len() as u64,
+            // SAFETY: set by the claim statement that ran last.
+            None => unsafe { pg_sys::SPI_processed },
         }
     }
 
@@ -644,6 +691,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
         cursors_of: None,
+        direct: None,
     };
     if filter == QueueFilter::One && !distributed {
         claim.cursors_of = names.as_ref().and_then(|n| n.first().copied().flatten()).map(str::to_owned);
@@ -691,14 +739,25 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
     }
     match mode {
         Mode::Lease => {
-            // SAFETY: set by the claim statement that just ran.
-            if unsafe { pg_sys::SPI_processed } > 0 {
+            if claim.claimed_count() > 0 {
                 // the rescue duty's deadline, told to the background worker at commit
                 deadlines::note(now_ms().saturating_add(lease_ms));
-                crate::metrics::note_claimed_rows();
             }
-            // SAFETY: the last SPI result is the claim's rows; still connected.
-            unsafe { statements::return_rows(fcinfo) };
+            match claim.direct.take() {
+                Some(jobs) => {
+                    let queue = claim.cursors_of.as_deref().unwrap_or_default();
+                    for job in &jobs {
+                        crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
+                    }
+                    // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
+                    unsafe { return_jobs(fcinfo, &jobs) };
+                }
+                None => {
+                    crate::metrics::note_claimed_rows();
+                    // SAFETY: the last SPI result is the claim's rows; still connected.
+                    unsafe { statements::return_rows(fcinfo) };
+                }
+            }
         }
         // SAFETY: the last SPI result is the taken rows; still connected.
         Mode::Take => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
@@ -760,6 +819,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         grouped_table: statements::jobs_have(function, c"group_key"),
         queue_names: None,
         cursors_of: None,
+        direct: None,
     };
     // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
@@ -769,6 +829,21 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
     unsafe { statements::return_rows(fcinfo) };
     statements::finish();
     pg_sys::Datum::from(0)
+}
+
+/// Hands the jobs claimed directly to the caller, in claim order.
+///
+/// # Safety
+/// `fcinfo` returns a materialized set of the jobs table's rows.
+unsafe fn return_jobs(fcinfo: pg_sys::FunctionCallInfo, jobs: &[crate::direct::ClaimedJob]) {
+    // SAFETY: per the contract above: the rows are the table's, whose row
+    // type the set has.
+    unsafe {
+        let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+        for job in jobs {
+            pg_sys::tuplestore_puttuple((*rsinfo).setResult, job.row);
+        }
+    }
 }
 
 /// Runs `attempt` in a subtransaction that is kept when it processed rows and

@@ -1,6 +1,8 @@
 //! The direct path: a hot verb writes the jobs table without a statement:
 //! rq_enqueue and rq_enqueue_batch their new rows (`insert`,
-//! `insert_batch`), rq_complete a claimed job's end (`complete`).
+//! `insert_batch`), rq_claim of one queue its claims (`claim`, walking
+//! jobs_ready_by_queue_idx with an index scan), rq_complete a claimed
+//! job's end (`complete`).
 //!
 //! Why: a verb that runs a kept plan through SPI pays the executor's set-up
 //! of that plan on every call (docs/src/design/hot-path.md: ExecutorStart
@@ -18,10 +20,14 @@
 //! exclusion constraint among its indexes, and the columns raquel made with
 //! their base types. Otherwise, or with `raquel.direct_writes` off, under
 //! `session_replication_role = replica`, for a distributed table, or when
-//! the role the verb runs as may not insert (for a complete: read and
-//! update), the verb runs its planned statement, which does all of that as
+//! the role the verb runs as may not insert (for a complete or a claim:
+//! read and update), and for a claim also when its ready index is not as
+//! raquel made it or the transaction is in REPEATABLE READ or SERIALIZABLE,
+//! the verb runs its planned statement, which does all of that as
 //! PostgreSQL does for any INSERT or UPDATE. (raquel's own triggers have
-//! nothing to do for the rows these verbs write: see `insert`.)
+//! nothing to do for the rows these verbs write: see `insert`; a claim
+//! raises attempts, which rq_job_values checks against requeues and the
+//! retry delays, and raising it keeps both checks true.)
 //! What the table is like is read once per backend, and forgotten when its
 //! relcache entry is invalidated (CREATE TRIGGER, CREATE INDEX, ALTER TABLE,
 //! CREATE POLICY all invalidate it: src/invalidation.rs).
@@ -80,11 +86,13 @@ enum Col {
     EnqueuedAt = 9,
     ScheduledAt = 10,
     Attempts = 11,
+    ClaimedBy = 14,
     ClaimedAt = 15,
     FinishedAt = 16,
     Priority = 17,
     LeaseExpiresAt = 18,
     Requeues = 19,
+    GroupKey = 21,
     BlockedBy = 23,
     KeyPeriod = 24,
     Result = 25,
@@ -105,7 +113,16 @@ const TRIGGERS: [(&str, &str); 3] =
 struct Layout {
     at: [usize; COLUMNS.len()],
     id_key: Option<pg_sys::Oid>,
+    /// jobs_ready_by_queue_idx as raquel made it (sql/schema.sql), for a
+    /// direct claim's walk (None: claims run their statements).
+    ready_by_queue: Option<pg_sys::Oid>,
 }
+
+/// What jobs_ready_by_queue_idx's definition ends with, as PostgreSQL
+/// prints it (pg_get_indexdef) from sql/schema.sql: its columns, their
+/// order, operator classes, collations and predicate.
+const READY_BY_QUEUE: &str = " USING btree (queue, priority DESC, scheduled_at, id) \
+    WHERE (((status)::text = ANY (ARRAY['queued'::text, 'failed'::text])) AND (group_key IS NULL))";
 
 /// What a backend keeps of a jobs table for its direct writes.
 struct Known {
@@ -232,6 +249,9 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
                     }
                     (*info).ii_ExpressionsState = states;
                 }
+                if is_ready_by_queue(oid, info, &layout) {
+                    layout.ready_by_queue = Some(oid);
+                }
                 // the primary key on id alone (rd_pkindex is set by RelationGetIndexList)
                 if oid == (*rel).rd_pkindex
                     && (*info).ii_NumIndexAttrs == 1
@@ -309,7 +329,24 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
                 return None;
             }
         }
-        Some(Layout { at, id_key: None })
+        Some(Layout { at, id_key: None, ready_by_queue: None })
+    }
+}
+
+/// Whether index `oid` (its `info` built) is jobs_ready_by_queue_idx as
+/// raquel made it: its key columns, then its whole definition as printed.
+///
+/// # Safety
+/// The index is open.
+unsafe fn is_ready_by_queue(oid: pg_sys::Oid, info: *const pg_sys::IndexInfo, layout: &Layout) -> bool {
+    let columns = [Col::Queue, Col::Priority, Col::ScheduledAt, Col::Id].map(|c| (layout.at[c as usize] + 1) as pg_sys::AttrNumber);
+    // SAFETY: per the contract above; the definition is printed from the catalogs.
+    unsafe {
+        if (*info).ii_NumIndexAttrs != 4 || (&(*info).ii_IndexAttrNumbers)[..4] != columns || (*info).ii_Predicate.is_null() {
+            return false;
+        }
+        let definition = std::ffi::CStr::from_ptr(pg_sys::pg_get_indexdef_string(oid));
+        definition.to_str().is_ok_and(|d| d.ends_with(READY_BY_QUEUE))
     }
 }
 
@@ -570,8 +607,9 @@ fn lasting_text(text: &std::ffi::CStr) -> pg_sys::Datum {
 }
 
 thread_local! {
-    /// 'queued' and 'success', made once per backend.
+    /// 'queued', 'claimed' and 'success', made once per backend.
     static QUEUED: pg_sys::Datum = lasting_text(c"queued");
+    static CLAIMED: pg_sys::Datum = lasting_text(c"claimed");
     static SUCCESS: pg_sys::Datum = lasting_text(c"success");
 }
 
@@ -847,6 +885,322 @@ impl Writer {
             let row = pg_sys::heap_copy_tuple_as_datum(tuple, desc);
             pg_sys::MemoryContextSwitchTo(old);
             Some((row, queue, claimed_at, key_period))
+        }
+    }
+}
+
+/// What a direct claim asks for (src/claim.rs): up to `batch` of one
+/// queue's ready jobs, from its lanes' cursors when they are known
+/// (src/cursors.rs), each claimed by `worker` (a text datum, or None) under
+/// a lease of `lease_ms`.
+pub struct ClaimRequest<'a> {
+    pub queue: &'a str,
+    /// Highest priority first; None: the claim finds the priorities.
+    pub lanes: Option<&'a [crate::cursors::Lane]>,
+    pub batch: usize,
+    pub now_ms: i64,
+    pub worker: Option<pg_sys::Datum>,
+    pub lease_ms: i64,
+}
+
+/// A job claimed directly: its new row (a tuple in the caller's memory),
+/// its place in its lane, and how long it waited from due to claimed (ms).
+pub struct ClaimedJob {
+    pub row: pg_sys::HeapTuple,
+    pub priority: i32,
+    pub key: crate::cursors::Key,
+    pub waited_ms: i64,
+}
+
+/// Claims as `request` asks in the jobs table `table`: the statements of
+/// sql/claim.ready.sql, sql/claim.lane.sql and sql/claim.lanes.sql (with
+/// sql/claim.lease.sql), written directly. The walk is theirs: along
+/// jobs_ready_by_queue_idx, one probe per priority present (or from each
+/// known lane's cursor), each priority's due jobs in claim order. Each job
+/// is locked as FOR NO KEY UPDATE SKIP LOCKED would lock it, and a row
+/// another transaction changed after this statement's snapshot is passed
+/// over, as a row locked by one is: another claimer has it, or it is no
+/// longer what the snapshot saw. (The planned claim's SKIP LOCKED would
+/// look at such a row's newest version again; a claim that passes one
+/// returns fewer jobs, never a job twice.) The rows come back in claim
+/// order. None, having written nothing, when it may not be done directly
+/// (the module's comment; the index not as raquel made it; a transaction
+/// in REPEATABLE READ or SERIALIZABLE, whose snapshot and conflicts the
+/// planned claim keeps): the caller runs its statement.
+pub fn claim(table: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<ClaimedJob>> {
+    // SAFETY: a backend global.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return None;
+    }
+    // SAFETY: inside a transaction, in a function call: see Writer::open.
+    unsafe {
+        // as SPI runs a statement that writes (see `complete`)
+        pg_sys::CommandCounterIncrement();
+        let writer = Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE])?;
+        let index = writer.layout.ready_by_queue.and_then(|oid| writer.opened.iter().copied().find(|&i| (*i).rd_id == oid));
+        let claimed = index.map(|index| {
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+            let claimed = writer.claim_ready(index, snapshot, request);
+            pg_sys::UnregisterSnapshot(snapshot);
+            claimed
+        });
+        writer.close();
+        claimed
+    }
+}
+
+/// An index scan's key: `column` of the index compared by `procedure` (a
+/// B-tree strategy's function) with `argument`, in `collation`.
+fn scan_key(column: pg_sys::AttrNumber, strategy: u32, procedure: u32, collation: pg_sys::Oid, argument: pg_sys::Datum) -> pg_sys::ScanKeyData {
+    // SAFETY: a plain struct, filled in by ScanKeyEntryInitialize.
+    unsafe {
+        let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
+        pg_sys::ScanKeyEntryInitialize(
+            &mut key,
+            0,
+            column,
+            strategy as pg_sys::StrategyNumber,
+            pg_sys::InvalidOid,
+            collation,
+            procedure.into(),
+            argument,
+        );
+        key
+    }
+}
+
+/// An integer result out of range: the error the planned statement's
+/// arithmetic raises, naming the job.
+fn out_of_range(what: &str, id: &pgrx::Uuid) -> ! {
+    crate::errors::Refusal::new(
+        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("the claim of job {id} would take its {what} out of range"),
+    )
+    .raise()
+}
+
+impl Writer {
+    /// The walk of `claim` along `index` (jobs_ready_by_queue_idx, open),
+    /// as `snapshot` sees the jobs.
+    ///
+    /// # Safety
+    /// Open; `snapshot` registered.
+    unsafe fn claim_ready(&self, index: pg_sys::Relation, snapshot: pg_sys::Snapshot, request: &ClaimRequest) -> Vec<ClaimedJob> {
+        // SAFETY: per the contract above; slots of this writer's executor
+        // state; values read as the table's column types.
+        unsafe {
+            let at = |c: Col| self.layout.at[c as usize];
+            self.note_updated(&[Col::Status, Col::Attempts, Col::ClaimedBy, Col::ClaimedAt, Col::LeaseExpiresAt, Col::FinishedAt]);
+            // two scans, as a rescan keeps the number of keys a scan began
+            // with: the probe for a priority (queue, priority) and the walk
+            // of one (queue, priority, and two more)
+            #[cfg(not(feature = "pg18"))]
+            let (probe, scan) =
+                (pg_sys::index_beginscan(self.rel, index, snapshot, 2, 0), pg_sys::index_beginscan(self.rel, index, snapshot, 4, 0));
+            #[cfg(feature = "pg18")]
+            let (probe, scan) = (
+                pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 2, 0),
+                pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 4, 0),
+            );
+            let (found, locked, new) = (self.slot(), self.slot(), self.slot());
+            let natts = (*(*self.rel).rd_att).natts as usize;
+            // the queue as its index column compares it
+            let collation = *(*index).rd_indcollation;
+            let queue = request.queue.into_datum().unwrap_or(pg_sys::Datum::from(0));
+            let queue_key = scan_key(1, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collation, queue);
+            let mut claimed = Vec::with_capacity(request.batch.min(1000));
+            // Finds the highest priority present below `below` (any: None).
+            let highest = |below: Option<i32>| -> Option<i32> {
+                let priority = match below {
+                    Some(below) => scan_key(2, pg_sys::BTLessStrategyNumber, pg_sys::F_INT4LT, pg_sys::InvalidOid, below.into()),
+                    None => scan_key(2, pg_sys::BTLessEqualStrategyNumber, pg_sys::F_INT4LE, pg_sys::InvalidOid, i32::MAX.into()),
+                };
+                let mut keys = [queue_key, priority];
+                pg_sys::index_rescan(probe, keys.as_mut_ptr(), 2, std::ptr::null_mut(), 0);
+                if !pg_sys::index_getnext_slot(probe, pg_sys::ScanDirection::ForwardScanDirection, found) {
+                    return None;
+                }
+                let mut null = false;
+                let priority = pg_sys::slot_getattr(found, (at(Col::Priority) + 1) as i32, &mut null);
+                (!null).then(|| priority.value() as i32)
+            };
+            // Claims the due jobs of `priority` in claim order, from `from`
+            // on: from a cursor, the jobs due when it is (from its id on),
+            // then those due after, each part a scan positioned where it
+            // starts (a key on scheduled_at alone would start at the first
+            // job due in that millisecond, and step over every claimed
+            // job's entry of it that vacuum has not removed)
+            let walk = |priority: i32, from: crate::cursors::Key, claimed: &mut Vec<ClaimedJob>| {
+                let priority_key = scan_key(2, pg_sys::BTEqualStrategyNumber, pg_sys::F_INT4EQ, pg_sys::InvalidOid, priority.into());
+                let due_by_now = scan_key(3, pg_sys::BTLessEqualStrategyNumber, pg_sys::F_INT8LE, pg_sys::InvalidOid, request.now_ms.into());
+                let mut parts = Vec::with_capacity(2);
+                if from == crate::cursors::START {
+                    let any = scan_key(3, pg_sys::BTGreaterEqualStrategyNumber, pg_sys::F_INT8GE, pg_sys::InvalidOid, i64::MIN.into());
+                    parts.push([queue_key, priority_key, any, due_by_now]);
+                } else {
+                    if from.0 <= request.now_ms {
+                        let id = pgrx::Uuid::from_bytes(from.1).into_datum().unwrap_or(pg_sys::Datum::from(0));
+                        parts.push([
+                            queue_key,
+                            priority_key,
+                            scan_key(3, pg_sys::BTEqualStrategyNumber, pg_sys::F_INT8EQ, pg_sys::InvalidOid, from.0.into()),
+                            scan_key(4, pg_sys::BTGreaterEqualStrategyNumber, pg_sys::F_UUID_GE, pg_sys::InvalidOid, id),
+                        ]);
+                    }
+                    let after = scan_key(3, pg_sys::BTGreaterStrategyNumber, pg_sys::F_INT8GT, pg_sys::InvalidOid, from.0.into());
+                    parts.push([queue_key, priority_key, after, due_by_now]);
+                }
+                for mut keys in parts {
+                    if claimed.len() >= request.batch {
+                        break;
+                    }
+                    pg_sys::index_rescan(scan, keys.as_mut_ptr(), 4, std::ptr::null_mut(), 0);
+                    while claimed.len() < request.batch
+                        && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found)
+                    {
+                        if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, priority, from, request) {
+                            claimed.push(job);
+                        }
+                    }
+                }
+            };
+            match request.lanes {
+                Some(lanes) => {
+                    for lane in lanes {
+                        if claimed.len() >= request.batch {
+                            break;
+                        }
+                        walk(lane.priority, lane.cursor, &mut claimed);
+                    }
+                }
+                None => {
+                    let mut below = None;
+                    while claimed.len() < request.batch {
+                        let Some(priority) = highest(below) else { break };
+                        walk(priority, crate::cursors::START, &mut claimed);
+                        below = Some(priority);
+                    }
+                }
+            }
+            pg_sys::index_endscan(probe);
+            pg_sys::index_endscan(scan);
+            claimed
+        }
+    }
+
+    /// The job in `found` (a ready index entry's row, as the snapshot sees
+    /// it): when it is due, not past its age and at or after `from`,
+    /// locked (skipping a row another transaction holds or changed) and
+    /// claimed. `locked` and `new` are slots of this writer's for the
+    /// locked row and the claimed one.
+    ///
+    /// # Safety
+    /// Open; the slots are this writer's; `snapshot` registered.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn claim_found(
+        &self,
+        found: *mut pg_sys::TupleTableSlot,
+        locked: *mut pg_sys::TupleTableSlot,
+        new: *mut pg_sys::TupleTableSlot,
+        natts: usize,
+        snapshot: pg_sys::Snapshot,
+        priority: i32,
+        from: crate::cursors::Key,
+        request: &ClaimRequest,
+    ) -> Option<ClaimedJob> {
+        // SAFETY: per the contract above.
+        unsafe {
+            let at = |c: Col| self.layout.at[c as usize];
+            pg_sys::slot_getallattrs(found);
+            let values = std::slice::from_raw_parts((*found).tts_values, natts);
+            let nulls = std::slice::from_raw_parts((*found).tts_isnull, natts);
+            let int8 = |c: Col| (!nulls[at(c)]).then(|| values[at(c)].value() as i64);
+            // the index's predicate and the statement's conditions, of the row
+            let status = (!nulls[at(Col::Status)]).then(|| <&str>::from_datum(values[at(Col::Status)], false)).flatten();
+            if !matches!(status, Some("queued" | "failed")) || !nulls[at(Col::GroupKey)] {
+                return None;
+            }
+            let due = int8(Col::ScheduledAt)?;
+            let id = pgrx::Uuid::from_datum(values[at(Col::Id)], nulls[at(Col::Id)])?;
+            let key = (due, crate::cursors::id_bytes(&id));
+            if key < from || due > request.now_ms {
+                return None;
+            }
+            if int8(Col::MaxAge).is_some_and(|age| due.saturating_add(age) <= request.now_ms) {
+                return None;
+            }
+            let mut tid = (*found).tts_tid;
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let lock = pg_sys::table_tuple_lock(
+                self.rel,
+                &mut tid,
+                snapshot,
+                locked,
+                (*self.estate).es_output_cid,
+                pg_sys::LockTupleMode::LockTupleNoKeyExclusive,
+                pg_sys::LockWaitPolicy::LockWaitSkip,
+                0,
+                &mut failure,
+            );
+            if lock != pg_sys::TM_Result::TM_Ok {
+                // held by another transaction (a claimer), or changed since the snapshot
+                return None;
+            }
+            // the row as locked: the version the snapshot saw
+            pg_sys::slot_getallattrs(locked);
+            pg_sys::ExecClearTuple(new);
+            let values = std::slice::from_raw_parts_mut((*new).tts_values, natts);
+            let nulls = std::slice::from_raw_parts_mut((*new).tts_isnull, natts);
+            values.copy_from_slice(std::slice::from_raw_parts((*locked).tts_values, natts));
+            nulls.copy_from_slice(std::slice::from_raw_parts((*locked).tts_isnull, natts));
+            let attempts = (!nulls[at(Col::Attempts)]).then(|| values[at(Col::Attempts)].value() as i32).unwrap_or(0);
+            let attempts = attempts.checked_add(1).unwrap_or_else(|| out_of_range("attempts", &id));
+            let lease_expires_at = request.now_ms.checked_add(request.lease_ms).unwrap_or_else(|| out_of_range("lease", &id));
+            let mut set = |c: Col, value: Option<pg_sys::Datum>| {
+                (values[at(c)], nulls[at(c)]) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
+            };
+            set(Col::Status, Some(CLAIMED.with(|c| *c)));
+            set(Col::Attempts, Some(pg_sys::Datum::from(attempts)));
+            set(Col::ClaimedBy, request.worker);
+            set(Col::ClaimedAt, Some(pg_sys::Datum::from(request.now_ms)));
+            set(Col::LeaseExpiresAt, Some(pg_sys::Datum::from(lease_expires_at)));
+            set(Col::FinishedAt, None);
+            pg_sys::ExecStoreVirtualTuple(new);
+            let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
+            #[cfg(feature = "pg15")]
+            let mut update_indexes = false;
+            #[cfg(not(feature = "pg15"))]
+            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+            // the row is locked by this transaction: the update does not wait
+            let outcome = pg_sys::table_tuple_update(
+                self.rel,
+                &mut tid,
+                new,
+                (*self.estate).es_output_cid,
+                snapshot,
+                std::ptr::null_mut(),
+                true,
+                &mut failure,
+                &mut lock_mode,
+                &mut update_indexes,
+            );
+            if outcome != pg_sys::TM_Result::TM_Ok {
+                return None;
+            }
+            #[cfg(feature = "pg15")]
+            if update_indexes {
+                self.index_entries(new, true, false);
+            }
+            #[cfg(not(feature = "pg15"))]
+            if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
+                self.index_entries(new, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
+            }
+            let mut free = false;
+            let tuple = pg_sys::ExecFetchSlotHeapTuple(new, false, &mut free);
+            let old = pg_sys::MemoryContextSwitchTo(self.caller_context);
+            let row = pg_sys::heap_copytuple(tuple);
+            pg_sys::MemoryContextSwitchTo(old);
+            Some(ClaimedJob { row, priority, key, waited_ms: request.now_ms - due })
         }
     }
 }

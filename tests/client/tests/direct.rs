@@ -489,3 +489,189 @@ fn a_direct_complete_and_a_rescue_race_in_both_orders() {
     assert_eq!(status, "success");
     assert_indexes_check(&mut duty, 9);
 }
+
+/// Runs `claim` and says whether it ran a statement, with its rows' payloads.
+fn claim_ran_a_statement(c: &mut Client, claim: &str) -> (bool, Vec<Option<String>>) {
+    let before = runs(c);
+    let payloads = c.query(claim, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    (runs(c) > before, payloads)
+}
+
+/// The jobs of one queue that a claim must tell apart: three priorities,
+/// jobs due later, a job past its age, and a job of another queue. (A
+/// grouped job would make the queue's claims flow claims: src/flow.rs.)
+fn claim_setup(c: &mut Client, queue: &str) {
+    c.batch_execute(&format!(
+        "SELECT rq_enqueue('{queue}', 'p0-' || i, priority => 0) FROM generate_series(1, 3) i; \
+         SELECT rq_enqueue('{queue}', 'p2-' || i, priority => 2) FROM generate_series(1, 3) i; \
+         SELECT rq_enqueue('{queue}', 'p1-' || i, priority => 1) FROM generate_series(1, 3) i; \
+         SELECT rq_enqueue('{queue}', 'later', delay => '1 hour', priority => 5); \
+         SELECT rq_enqueue('{queue}', 'too old', max_age => '1 ms', priority => 9); \
+         SELECT rq_enqueue('{queue}-other', 'other', priority => 9); \
+         SELECT pg_sleep(0.01)"
+    ))
+    .unwrap();
+}
+
+/// rq_claim of one queue writes its claims directly, claiming what its
+/// statement claims in the same order (priorities, due jobs only, none
+/// past its age), and each row as the statement writes it.
+#[test]
+fn a_direct_claim_claims_what_its_statement_claims() {
+    let db = fresh_db("rq_it_direct_claim");
+    let mut c = connect(&db);
+    let mut claimed = Vec::new();
+    for direct in ["on", "off"] {
+        let queue = format!("claim-{direct}");
+        claim_setup(&mut c, &queue);
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}")).unwrap();
+        let claim = |batch: i32| format!("SELECT payload FROM rq_claim(ARRAY['{queue}'], 'w', batch => {batch})");
+        // the first claim of a queue finds its lanes with a statement
+        let mut payloads = claim_ran_a_statement(&mut c, &claim(1)).1;
+        for batch in [2, 100, 5] {
+            let (ran, more) = claim_ran_a_statement(&mut c, &claim(batch));
+            assert_eq!(ran, direct == "off", "a claim of {batch} with direct_writes {direct} ran a statement: {ran}");
+            payloads.extend(more);
+        }
+        claimed.push(payloads);
+    }
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    let expected: Vec<Option<String>> =
+        ["p2-1", "p2-2", "p2-3", "p1-1", "p1-2", "p1-3", "p0-1", "p0-2", "p0-3"].iter().map(|p| Some(p.to_string())).collect();
+    assert_eq!(claimed[0], expected, "the direct claim's jobs, in claim order");
+    assert_eq!(claimed[1], expected, "the statement's");
+    // each claimed row as the statement writes it (the job past its age is
+    // the expire duty's, whenever it comes)
+    let rows = |c: &mut Client, queue: &str| -> Vec<String> {
+        c.query(
+            "SELECT format('%s %s %s %s %s %s %s', payload, status, attempts, claimed_by, lease_expires_at - claimed_at, \
+             finished_at, error) FROM jobs WHERE queue = $1 AND payload <> 'too old' ORDER BY payload",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    assert_eq!(rows(&mut c, "claim-on"), rows(&mut c, "claim-off"));
+    // the row returned is the row stored
+    c.batch_execute("SELECT rq_enqueue('r', 'x')").unwrap();
+    let returned: String = c.query_one("SELECT j::text FROM rq_claim(ARRAY['r']) j", &[]).unwrap().get(0);
+    let stored: String = c.query_one("SELECT j::text FROM jobs j WHERE queue = 'r'", &[]).unwrap().get(0);
+    assert_eq!(returned, stored);
+    // a claim in a transaction rolled back leaves the job ready, and its
+    // cursor lets the next claim find it
+    c.batch_execute("BEGIN; SELECT rq_claim(ARRAY['claim-on']); ROLLBACK").unwrap();
+    c.batch_execute("SELECT rq_enqueue('claim-on', 'again')").unwrap();
+    c.batch_execute("BEGIN").unwrap();
+    let first: Option<String> = c.query_one("SELECT payload FROM rq_claim(ARRAY['claim-on'])", &[]).unwrap().get(0);
+    c.batch_execute("ROLLBACK").unwrap();
+    let again: Option<String> = c.query_one("SELECT payload FROM rq_claim(ARRAY['claim-on'])", &[]).unwrap().get(0);
+    assert_eq!((first.as_deref(), again.as_deref()), (Some("again"), Some("again")), "rolled back, the job is claimed again");
+    // a claim in the transaction that made a job of its queue ready walks
+    // without the cursors (src/cursors.rs ready_here): it finds the
+    // priorities, one probe each
+    c.batch_execute("SELECT rq_enqueue('walk', 'w' || i, priority => i % 3) FROM generate_series(1, 6) i").unwrap();
+    c.batch_execute("BEGIN; SELECT rq_enqueue('walk', 'new', priority => 1)").unwrap();
+    let (ran, payloads) = claim_ran_a_statement(&mut c, "SELECT payload FROM rq_claim(ARRAY['walk'], batch => 10)");
+    c.batch_execute("COMMIT").unwrap();
+    assert!(!ran, "a claim without cursors: direct");
+    let expected: Vec<Option<String>> = ["w2", "w5", "w1", "w4", "new", "w3", "w6"].iter().map(|p| Some(p.to_string())).collect();
+    assert_eq!(payloads, expected);
+    // a worker's loop in one call: the complete and the claim both direct
+    c.batch_execute("SELECT rq_enqueue('loop', 'a'); SELECT rq_enqueue('loop', 'b')").unwrap();
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['loop'])", &[]).unwrap();
+    let (id, attempt): (String, i32) = (row.get(0), row.get(1));
+    let before = runs(&mut c);
+    let next: Option<String> = c
+        .query_one("SELECT payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY['loop'])", &[&id, &attempt])
+        .unwrap()
+        .get(0);
+    assert_eq!(next.as_deref(), Some("b"));
+    assert_eq!(runs(&mut c), before, "rq_complete_and_claim ran no statement");
+    assert_indexes_check(&mut c, 9);
+}
+
+/// A claim in REPEATABLE READ or SERIALIZABLE, a user's trigger, row
+/// security, or a ready index not as raquel made it: the claim's statement.
+#[test]
+fn a_claim_runs_its_statement_where_it_may_not_be_direct() {
+    let db = fresh_db("rq_it_direct_claim_fallback");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_enqueue('q', 'j' || i) FROM generate_series(1, 20) i").unwrap();
+    let claim = "SELECT payload FROM rq_claim(ARRAY['q'])";
+    claim_ran_a_statement(&mut c, claim);
+    assert!(!claim_ran_a_statement(&mut c, claim).0, "direct at first");
+    for level in ["REPEATABLE READ", "SERIALIZABLE"] {
+        c.batch_execute(&format!("BEGIN ISOLATION LEVEL {level}")).unwrap();
+        let (ran, payloads) = claim_ran_a_statement(&mut c, claim);
+        c.batch_execute("COMMIT").unwrap();
+        assert!(ran, "{level}: the statement");
+        assert_eq!(payloads.len(), 1);
+    }
+    c.batch_execute(NOTE_JOBS).unwrap();
+    assert!(claim_ran_a_statement(&mut c, claim).0, "a user trigger: the statement");
+    c.batch_execute("DROP TRIGGER note_job ON jobs; ALTER TABLE jobs ENABLE ROW LEVEL SECURITY").unwrap();
+    assert!(claim_ran_a_statement(&mut c, claim).0, "row security: the statement");
+    c.batch_execute("ALTER TABLE jobs DISABLE ROW LEVEL SECURITY").unwrap();
+    assert!(!claim_ran_a_statement(&mut c, claim).0, "direct again");
+    // the ready index with another predicate: the statement, which still claims
+    c.batch_execute(
+        "DROP INDEX jobs_ready_by_queue_idx; \
+         CREATE INDEX jobs_ready_by_queue_idx ON jobs (queue, priority DESC, scheduled_at, id) WHERE status = 'queued'",
+    )
+    .unwrap();
+    let (ran, payloads) = claim_ran_a_statement(&mut c, claim);
+    assert!(ran, "another ready index: the statement");
+    assert_eq!(payloads.len(), 1);
+    c.batch_execute(
+        "DROP INDEX jobs_ready_by_queue_idx; \
+         CREATE INDEX jobs_ready_by_queue_idx ON jobs (queue, priority DESC, scheduled_at, id) \
+         WHERE status IN ('queued', 'failed') AND group_key IS NULL",
+    )
+    .unwrap();
+    assert!(!claim_ran_a_statement(&mut c, claim).0, "the index as raquel makes it: direct");
+    let left: i64 = c.query_one("SELECT count(*) FROM jobs WHERE status = 'queued'", &[]).unwrap().get(0);
+    assert_eq!(left, 20 - 9, "each claim took one job");
+}
+
+/// A direct claim passes a row another session's claim holds and claims
+/// the next; rolled back, that claim's job is claimed next (its rollback
+/// moves the lane's cursor back: src/cursors.rs).
+#[test]
+fn a_direct_claim_skips_a_held_row() {
+    let db = fresh_db("rq_it_direct_claim_held");
+    let mut holder = connect(&db);
+    let mut c = connect(&db);
+    let claim = "SELECT payload FROM rq_claim(ARRAY['q'])";
+    // (the queue's lanes found while it is empty)
+    assert!(c.query(claim, &[]).unwrap().is_empty());
+    c.batch_execute("SELECT rq_enqueue('q', 'first'); SELECT rq_enqueue('q', 'second'); SELECT rq_enqueue('q', 'third')").unwrap();
+    holder.batch_execute("BEGIN").unwrap();
+    assert_eq!(holder.query_one(claim, &[]).unwrap().get::<_, Option<String>>(0).as_deref(), Some("first"));
+    let (ran, payloads) = claim_ran_a_statement(&mut c, claim);
+    holder.batch_execute("ROLLBACK").unwrap();
+    assert!(!ran, "direct");
+    assert_eq!(payloads, vec![Some("second".to_string())], "the held row is passed over");
+    assert_eq!(c.query_one(claim, &[]).unwrap().get::<_, Option<String>>(0).as_deref(), Some("first"));
+    assert_eq!(c.query_one(claim, &[]).unwrap().get::<_, Option<String>>(0).as_deref(), Some("third"));
+    assert!(c.query(claim, &[]).unwrap().is_empty());
+}
+
+/// An error between a direct claim's row lock and its write (a job whose
+/// attempts cannot grow) leaves the job as it was, releases the lock, and
+/// the session goes on.
+#[test]
+fn an_error_between_the_lock_and_the_write_leaves_the_job_as_it_was() {
+    let db = fresh_db("rq_it_direct_claim_error");
+    let mut c = connect(&db);
+    let mut other = connect(&db);
+    c.batch_execute("SELECT rq_enqueue('q', 'worn'); UPDATE jobs SET attempts = 2147483647").unwrap();
+    assert_eq!(sqlstate(c.query("SELECT rq_claim(ARRAY['q'])", &[])), "22003");
+    let status: String = other.query_one("SELECT status FROM jobs FOR UPDATE NOWAIT", &[]).unwrap().get(0);
+    assert_eq!(status, "queued", "unchanged and not held");
+    c.batch_execute("UPDATE jobs SET attempts = 0").unwrap();
+    let claimed: Option<String> = c.query_one("SELECT payload FROM rq_claim(ARRAY['q'])", &[]).unwrap().get(0);
+    assert_eq!(claimed.as_deref(), Some("worn"));
+    assert_indexes_check(&mut c, 9);
+}
