@@ -854,12 +854,13 @@ mod tests {
 
     #[pg_test]
     fn the_kept_plans_are_bounded_and_the_least_recent_goes() {
-        // a claim keeps a plan per batch size: more sizes than the bound
+        // a claim of several queues keeps a plan per batch size (one
+        // queue's claims directly, src/direct.rs): more sizes than the bound
         let before: i64 = one("SELECT evicted FROM raquel_internal.rq_kept_plans()");
         let max: i32 = one("SELECT max_kept FROM raquel_internal.rq_kept_plans()");
         enqueue("'plans', 'p'");
         for batch in 1..=(max + 10) {
-            run(&format!("SELECT count(*) FROM rq_claim(ARRAY['none of these'], batch => {batch})"));
+            run(&format!("SELECT count(*) FROM rq_claim(ARRAY['none of these', 'nor these'], batch => {batch})"));
         }
         let (kept, evicted): (i32, i64) = (
             one("SELECT kept FROM raquel_internal.rq_kept_plans()"),
