@@ -169,6 +169,8 @@ struct Claim {
     /// The jobs of the last attempt when it claimed directly
     /// (src/direct.rs); None: its rows are the last SPI result.
     direct: Option<Vec<crate::direct::ClaimedJob>>,
+    /// The queues without history, for TakeAndCompleteDeleting.
+    without_history: Vec<String>,
 }
 
 impl Claim {
@@ -284,24 +286,38 @@ impl Claim {
         rows
     }
 
-    /// A lease claim of one queue, written directly (src/direct.rs): the
+    /// A claim or take of one queue, written directly (src/direct.rs): the
     /// jobs, or None when the claim runs its statement.
     fn claimed_directly(&self, now_ms: i64, lanes: Option<&cursors::Lanes>) -> Option<Vec<crate::direct::ClaimedJob>> {
-        if self.mode != Mode::Lease {
-            return None;
-        }
+        use crate::direct::Action;
         // (a one-queue claim on a single server: see claim_from_args)
         let queue = self.cursors_of.as_deref()?;
+        let action = match self.mode {
+            // SAFETY: the lease argument is a bigint datum.
+            Mode::Lease => Action::Lease(self.args[3].and_then(|lease| unsafe { i64::from_datum(lease, false) })?),
+            Mode::Take => Action::Take,
+            Mode::TakeAndComplete => Action::TakeAndComplete { keeps_history: true },
+            Mode::TakeAndCompleteDeleting => {
+                Action::TakeAndComplete { keeps_history: !self.without_history.iter().any(|q| q == queue) }
+            }
+        };
         let request = crate::direct::ClaimRequest {
             queue,
             lanes: lanes.map(|l| &l.lanes[..]),
             batch: usize::try_from(self.batch).ok()?,
             now_ms,
             worker: self.args[1],
-            // SAFETY: the lease argument is a bigint datum.
-            lease_ms: self.args[3].and_then(|lease| unsafe { i64::from_datum(lease, false) })?,
+            action,
         };
-        crate::direct::claim(crate::privileges::jobs_of(self.function), &request)
+        let (jobs, dependencies) =
+            (crate::privileges::jobs_of(self.function), crate::privileges::table_of(self.function, "job_dependencies"));
+        let claim = || crate::direct::claim(jobs, dependencies, &request);
+        match action {
+            // a queue without history: its jobs are deleted as the owner, as
+            // the statement deletes them (src/history.rs)
+            Action::TakeAndComplete { keeps_history: false } => crate::history::as_owner(self.function, claim),
+            _ => claim(),
+        }
     }
 
     /// The lanes of the queue of a claim that may use cursors: known, or
@@ -692,6 +708,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         queue_names: None,
         cursors_of: None,
         direct: None,
+        without_history: Vec::new(),
     };
     if filter == QueueFilter::One && !distributed {
         claim.cursors_of = names.as_ref().and_then(|n| n.first().copied().flatten()).map(str::to_owned);
@@ -713,7 +730,8 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
             let without_history = crate::history::queues_without(function);
             if !without_history.is_empty() {
                 claim.mode = Mode::TakeAndCompleteDeleting;
-                claim.args[4] = without_history.into_datum();
+                claim.args[4] = without_history.clone().into_datum();
+                claim.without_history = without_history;
             }
         }
     }
@@ -759,11 +777,23 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
                 }
             }
         }
-        // SAFETY: the last SPI result is the taken rows; still connected.
-        Mode::Take => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
-        // SAFETY: as above: the taken and completed rows.
-        Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => unsafe {
-            crate::take::return_completed_rows(fcinfo, function)
+        Mode::Take => match claim.direct.take() {
+            Some(jobs) => {
+                crate::take::taken_directly(claim.cursors_of.as_deref().unwrap_or_default(), &jobs, worker_arg);
+                // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
+                unsafe { return_jobs(fcinfo, &jobs) };
+            }
+            // SAFETY: the last SPI result is the taken rows; still connected.
+            None => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
+        },
+        Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => match claim.direct.take() {
+            Some(jobs) => {
+                // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
+                unsafe { return_jobs(fcinfo, &jobs) };
+                crate::take::completed_directly(function, claim.cursors_of.as_deref().unwrap_or_default(), &jobs);
+            }
+            // SAFETY: as above: the taken and completed rows.
+            None => unsafe { crate::take::return_completed_rows(fcinfo, function) },
         },
     }
     statements::finish();
@@ -820,6 +850,7 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         queue_names: None,
         cursors_of: None,
         direct: None,
+        without_history: Vec::new(),
     };
     // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };

@@ -891,8 +891,8 @@ impl Writer {
 
 /// What a direct claim asks for (src/claim.rs): up to `batch` of one
 /// queue's ready jobs, from its lanes' cursors when they are known
-/// (src/cursors.rs), each claimed by `worker` (a text datum, or None) under
-/// a lease of `lease_ms`.
+/// (src/cursors.rs), each claimed by `worker` (a text datum, or None), and
+/// what becomes of each.
 pub struct ClaimRequest<'a> {
     pub queue: &'a str,
     /// Highest priority first; None: the claim finds the priorities.
@@ -900,21 +900,42 @@ pub struct ClaimRequest<'a> {
     pub batch: usize,
     pub now_ms: i64,
     pub worker: Option<pg_sys::Datum>,
-    pub lease_ms: i64,
+    pub action: Action,
 }
 
-/// A job claimed directly: its new row (a tuple in the caller's memory),
-/// its place in its lane, and how long it waited from due to claimed (ms).
+/// What a direct claim does with each job it locks (src/claim.rs Mode).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// rq_claim: claimed, an attempt under a lease of this many ms.
+    Lease(i64),
+    /// rq_take: nothing written; the row comes back as a claim would make
+    /// it (src/take.rs), and this transaction finishes it.
+    Take,
+    /// rq_take(complete => true): completed in the same write; deleted
+    /// instead when the queue keeps no history (`keeps_history` false) and
+    /// its end sets nothing off, and then comes back as it ended.
+    TakeAndComplete { keeps_history: bool },
+}
+
+/// A job claimed directly: its row as the caller returns it (a tuple in the
+/// caller's memory), its id and attempt, its place in its lane, how long it
+/// waited from due to claimed (ms), and (a take that completes) whether its
+/// end sets something off (src/ended.rs).
 pub struct ClaimedJob {
     pub row: pg_sys::HeapTuple,
+    pub id: pgrx::Uuid,
+    pub attempt: i32,
     pub priority: i32,
     pub key: crate::cursors::Key,
     pub waited_ms: i64,
+    pub sets_off: bool,
 }
 
-/// Claims as `request` asks in the jobs table `table`: the statements of
+/// Claims as `request` asks in the jobs table `table`, whose dependencies
+/// table (sql/workflows.sql) is `dependencies`: the statements of
 /// sql/claim.ready.sql, sql/claim.lane.sql and sql/claim.lanes.sql (with
-/// sql/claim.lease.sql), written directly. The walk is theirs: along
+/// sql/claim.lease.sql, sql/claim.take.sql, sql/claim.take_complete.sql or
+/// sql/claim.take_deleting.sql), written directly. The walk is theirs: along
 /// jobs_ready_by_queue_idx, one probe per priority present (or from each
 /// known lane's cursor), each priority's due jobs in claim order. Each job
 /// is locked as FOR NO KEY UPDATE SKIP LOCKED would lock it, and a row
@@ -927,24 +948,38 @@ pub struct ClaimedJob {
 /// (the module's comment; the index not as raquel made it; a transaction
 /// in REPEATABLE READ or SERIALIZABLE, whose snapshot and conflicts the
 /// planned claim keeps): the caller runs its statement.
-pub fn claim(table: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<ClaimedJob>> {
+pub fn claim(table: pg_sys::Oid, dependencies: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<ClaimedJob>> {
     // SAFETY: a backend global.
     if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
         return None;
     }
+    let rights: &[u32] = match request.action {
+        Action::TakeAndComplete { keeps_history: false } => &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE, pg_sys::ACL_DELETE],
+        _ => &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE],
+    };
     // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
+        // whether jobs wait for a job a take completes (its end sets them off)
+        let children = match request.action {
+            Action::TakeAndComplete { .. } => Some(Dependencies::open(dependencies)?),
+            _ => None,
+        };
         // as SPI runs a statement that writes (see `complete`)
         pg_sys::CommandCounterIncrement();
-        let writer = Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE])?;
-        let index = writer.layout.ready_by_queue.and_then(|oid| writer.opened.iter().copied().find(|&i| (*i).rd_id == oid));
-        let claimed = index.map(|index| {
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-            let claimed = writer.claim_ready(index, snapshot, request);
-            pg_sys::UnregisterSnapshot(snapshot);
+        let claimed = Writer::open(table, rights).and_then(|writer| {
+            let index = writer.layout.ready_by_queue.and_then(|oid| writer.opened.iter().copied().find(|&i| (*i).rd_id == oid));
+            let claimed = index.map(|index| {
+                let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+                let claimed = writer.claim_ready(index, snapshot, children.as_ref(), request);
+                pg_sys::UnregisterSnapshot(snapshot);
+                claimed
+            });
+            writer.close();
             claimed
         });
-        writer.close();
+        if let Some(children) = children {
+            children.close();
+        }
         claimed
     }
 }
@@ -985,12 +1020,20 @@ impl Writer {
     ///
     /// # Safety
     /// Open; `snapshot` registered.
-    unsafe fn claim_ready(&self, index: pg_sys::Relation, snapshot: pg_sys::Snapshot, request: &ClaimRequest) -> Vec<ClaimedJob> {
+    unsafe fn claim_ready(
+        &self,
+        index: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+        children: Option<&Dependencies>,
+        request: &ClaimRequest,
+    ) -> Vec<ClaimedJob> {
         // SAFETY: per the contract above; slots of this writer's executor
         // state; values read as the table's column types.
         unsafe {
             let at = |c: Col| self.layout.at[c as usize];
-            self.note_updated(&[Col::Status, Col::Attempts, Col::ClaimedBy, Col::ClaimedAt, Col::LeaseExpiresAt, Col::FinishedAt]);
+            if request.action != Action::Take {
+                self.note_updated(&[Col::Status, Col::Attempts, Col::ClaimedBy, Col::ClaimedAt, Col::LeaseExpiresAt, Col::FinishedAt]);
+            }
             // two scans, as a rescan keeps the number of keys a scan began
             // with: the probe for a priority (queue, priority) and the walk
             // of one (queue, priority, and two more)
@@ -1058,7 +1101,7 @@ impl Writer {
                     while claimed.len() < request.batch
                         && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found)
                     {
-                        if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, priority, from, request) {
+                        if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, children, priority, from, request) {
                             claimed.push(job);
                         }
                     }
@@ -1091,8 +1134,9 @@ impl Writer {
     /// The job in `found` (a ready index entry's row, as the snapshot sees
     /// it): when it is due, not past its age and at or after `from`,
     /// locked (skipping a row another transaction holds or changed) and
-    /// claimed. `locked` and `new` are slots of this writer's for the
-    /// locked row and the claimed one.
+    /// claimed, taken or completed as `request.action` says. `locked` and
+    /// `new` are slots of this writer's for the locked row and the new one;
+    /// `children` (a take that completes), where its dependents are.
     ///
     /// # Safety
     /// Open; the slots are this writer's; `snapshot` registered.
@@ -1104,6 +1148,7 @@ impl Writer {
         new: *mut pg_sys::TupleTableSlot,
         natts: usize,
         snapshot: pg_sys::Snapshot,
+        children: Option<&Dependencies>,
         priority: i32,
         from: crate::cursors::Key,
         request: &ClaimRequest,
@@ -1154,53 +1199,106 @@ impl Writer {
             values.copy_from_slice(std::slice::from_raw_parts((*locked).tts_values, natts));
             nulls.copy_from_slice(std::slice::from_raw_parts((*locked).tts_isnull, natts));
             let attempts = (!nulls[at(Col::Attempts)]).then(|| values[at(Col::Attempts)].value() as i32).unwrap_or(0);
-            let attempts = attempts.checked_add(1).unwrap_or_else(|| out_of_range("attempts", &id));
-            let lease_expires_at = request.now_ms.checked_add(request.lease_ms).unwrap_or_else(|| out_of_range("lease", &id));
+            let attempt = attempts.checked_add(1).unwrap_or_else(|| out_of_range("attempts", &id));
+            let (status, lease_expires_at, finished_at) = match request.action {
+                Action::Lease(lease_ms) => {
+                    let lease_expires_at = request.now_ms.checked_add(lease_ms).unwrap_or_else(|| out_of_range("lease", &id));
+                    (CLAIMED.with(|c| *c), Some(pg_sys::Datum::from(lease_expires_at)), None)
+                }
+                Action::Take => (CLAIMED.with(|c| *c), None, None),
+                Action::TakeAndComplete { .. } => (SUCCESS.with(|s| *s), None, Some(pg_sys::Datum::from(request.now_ms))),
+            };
+            let sets_off = match request.action {
+                Action::TakeAndComplete { .. } => !nulls[at(Col::KeyPeriod)] || children.is_some_and(|c| c.has_children(snapshot, id)),
+                _ => false,
+            };
             let mut set = |c: Col, value: Option<pg_sys::Datum>| {
                 (values[at(c)], nulls[at(c)]) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
             };
-            set(Col::Status, Some(CLAIMED.with(|c| *c)));
-            set(Col::Attempts, Some(pg_sys::Datum::from(attempts)));
+            set(Col::Status, Some(status));
+            set(Col::Attempts, Some(pg_sys::Datum::from(attempt)));
             set(Col::ClaimedBy, request.worker);
             set(Col::ClaimedAt, Some(pg_sys::Datum::from(request.now_ms)));
-            set(Col::LeaseExpiresAt, Some(pg_sys::Datum::from(lease_expires_at)));
-            set(Col::FinishedAt, None);
+            set(Col::LeaseExpiresAt, lease_expires_at);
+            set(Col::FinishedAt, finished_at);
             pg_sys::ExecStoreVirtualTuple(new);
-            let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
-            #[cfg(feature = "pg15")]
-            let mut update_indexes = false;
-            #[cfg(not(feature = "pg15"))]
-            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
-            // the row is locked by this transaction: the update does not wait
-            let outcome = pg_sys::table_tuple_update(
-                self.rel,
-                &mut tid,
-                new,
-                (*self.estate).es_output_cid,
-                snapshot,
-                std::ptr::null_mut(),
-                true,
-                &mut failure,
-                &mut lock_mode,
-                &mut update_indexes,
-            );
-            if outcome != pg_sys::TM_Result::TM_Ok {
+            let write = match request.action {
+                // a take writes nothing: the row lock is its lease
+                Action::Take => Write::Nothing,
+                Action::TakeAndComplete { keeps_history: false } if !sets_off => Write::Delete,
+                _ => Write::Update,
+            };
+            // the row is locked by this transaction: the write does not wait
+            if !self.write_locked(&mut tid, new, snapshot, write) {
                 return None;
             }
-            #[cfg(feature = "pg15")]
-            if update_indexes {
-                self.index_entries(new, true, false);
-            }
-            #[cfg(not(feature = "pg15"))]
-            if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
-                self.index_entries(new, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
-            }
-            let mut free = false;
-            let tuple = pg_sys::ExecFetchSlotHeapTuple(new, false, &mut free);
             let old = pg_sys::MemoryContextSwitchTo(self.caller_context);
-            let row = pg_sys::heap_copytuple(tuple);
+            let row = pg_sys::ExecCopySlotHeapTuple(new);
             pg_sys::MemoryContextSwitchTo(old);
-            Some(ClaimedJob { row, priority, key, waited_ms: request.now_ms - due })
+            Some(ClaimedJob { row, id, attempt, priority, key, waited_ms: request.now_ms - due, sets_off })
+        }
+    }
+}
+
+/// What a direct claim writes of a row it locked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Nothing,
+    Update,
+    Delete,
+}
+
+impl Writer {
+    /// Writes the row at `tid`, which this transaction has locked, as
+    /// `write` says: its new version from `new` (and that version's index
+    /// entries when the update is not HOT), or its deletion. False when the
+    /// table refuses (never, for a row this transaction holds).
+    ///
+    /// # Safety
+    /// Open; `new` is this writer's slot, stored; `snapshot` registered.
+    unsafe fn write_locked(&self, tid: &mut pg_sys::ItemPointerData, new: *mut pg_sys::TupleTableSlot, snapshot: pg_sys::Snapshot, write: Write) -> bool {
+        // SAFETY: per the contract above.
+        unsafe {
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let cid = (*self.estate).es_output_cid;
+            match write {
+                Write::Nothing => true,
+                Write::Delete => {
+                    pg_sys::table_tuple_delete(self.rel, tid, cid, snapshot, std::ptr::null_mut(), true, &mut failure, false)
+                        == pg_sys::TM_Result::TM_Ok
+                }
+                Write::Update => {
+                    let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
+                    #[cfg(feature = "pg15")]
+                    let mut update_indexes = false;
+                    #[cfg(not(feature = "pg15"))]
+                    let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+                    let outcome = pg_sys::table_tuple_update(
+                        self.rel,
+                        tid,
+                        new,
+                        cid,
+                        snapshot,
+                        std::ptr::null_mut(),
+                        true,
+                        &mut failure,
+                        &mut lock_mode,
+                        &mut update_indexes,
+                    );
+                    if outcome != pg_sys::TM_Result::TM_Ok {
+                        return false;
+                    }
+                    #[cfg(feature = "pg15")]
+                    if update_indexes {
+                        self.index_entries(new, true, false);
+                    }
+                    #[cfg(not(feature = "pg15"))]
+                    if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
+                        self.index_entries(new, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
+                    }
+                    true
+                }
+            }
         }
     }
 }

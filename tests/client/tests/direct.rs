@@ -675,3 +675,74 @@ fn an_error_between_the_lock_and_the_write_leaves_the_job_as_it_was() {
     assert_eq!(claimed.as_deref(), Some("worn"));
     assert_indexes_check(&mut c, 9);
 }
+
+/// rq_take of one queue takes directly, with and without `complete`: the
+/// same jobs as its statement, each row as the statement returns it; in a
+/// queue without history a completed job is deleted, unless its end sets
+/// something off (a key period, a waiting child), and then it is kept.
+#[test]
+fn a_direct_take_takes_what_its_statement_takes() {
+    let db = fresh_db("rq_it_direct_take");
+    let mut c = connect(&db);
+    // what a row returned holds that does not depend on when it ran
+    let taken = |c: &mut Client, sql: &str| -> (bool, Vec<String>) {
+        let before = runs(c);
+        let rows: Vec<String> = c
+            .query(
+                &format!(
+                    "SELECT format('%s %s %s %s %s %s', payload, status, attempts, claimed_by, lease_expires_at, \
+                     finished_at >= claimed_at) FROM ({sql}) t"
+                ),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        (runs(c) > before, rows)
+    };
+    let mut seen = Vec::new();
+    for direct in ["on", "off"] {
+        let queue = format!("take-{direct}");
+        claim_setup(&mut c, &queue);
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}")).unwrap();
+        // (the first take of a queue finds its lanes with a statement)
+        c.batch_execute(&format!("BEGIN; SELECT rq_take(ARRAY['{queue}'], 'w'); ROLLBACK")).unwrap();
+        c.batch_execute("BEGIN").unwrap();
+        let (ran, rows) = taken(&mut c, &format!("SELECT * FROM rq_take(ARRAY['{queue}'], 'w', batch => 2)"));
+        assert_eq!(ran, direct == "off", "a take with direct_writes {direct} ran a statement: {ran}");
+        c.batch_execute("COMMIT").unwrap();
+        seen.push(rows);
+        let (ran, rows) = taken(&mut c, &format!("SELECT * FROM rq_take(ARRAY['{queue}'], 'w', batch => 3, complete => true)"));
+        assert_eq!(ran, direct == "off", "a completing take with direct_writes {direct} ran a statement: {ran}");
+        seen.push(rows);
+    }
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    assert_eq!(seen[0], seen[2], "taken, direct and planned");
+    assert_eq!(seen[1], seen[3], "taken and completed, direct and planned");
+    assert_eq!(seen[0], vec!["p2-1 claimed 1 w  ", "p2-2 claimed 1 w  "], "a take commits nothing of its own");
+    assert_eq!(seen[1], vec!["p2-1 success 1 w  t", "p2-2 success 1 w  t", "p2-3 success 1 w  t"]);
+    // a queue without history: deleted, and returned as it ended; a job
+    // with a key period, or a child waiting for it, is kept (its end sets
+    // something off), and the child is queued
+    c.batch_execute(
+        "SELECT rq_set_history('h', false); SELECT rq_enqueue('h', 'plain'); \
+         SELECT rq_enqueue('h', 'keyed', key => 'k', key_period => '1 hour')",
+    )
+    .unwrap();
+    let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('h', 'parent')", &[]).unwrap().get(0);
+    c.execute("SELECT rq_enqueue('kids', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
+    c.batch_execute("BEGIN; SELECT rq_take(ARRAY['h'], complete => true); ROLLBACK").unwrap();
+    let (ran, rows) = taken(&mut c, "SELECT * FROM rq_take(ARRAY['h'], 'w', complete => true)");
+    assert!(!ran, "a completing take in a queue without history: direct");
+    assert_eq!(rows, vec!["plain success 1 w  t"]);
+    // (what the others' ends set off runs its statement: rq_job_ended)
+    let (_, rows) = taken(&mut c, "SELECT * FROM rq_take(ARRAY['h'], 'w', batch => 10, complete => true)");
+    assert_eq!(rows, vec!["keyed success 1 w  t", "parent success 1 w  t"]);
+    let left: Vec<String> =
+        c.query("SELECT payload FROM jobs WHERE queue = 'h' ORDER BY payload", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(left, vec!["keyed", "parent"], "the plain job is deleted; the two whose end sets something off are kept");
+    let child: String = c.query_one("SELECT status FROM jobs WHERE queue = 'kids'", &[]).unwrap().get(0);
+    assert_eq!(child, "queued", "the child waits no more");
+    assert_indexes_check(&mut c, 9);
+}
