@@ -249,7 +249,12 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
                     }
                     (*info).ii_ExpressionsState = states;
                 }
-                if is_ready_by_queue(oid, info, &layout) {
+                // a valid index (not a REINDEX CONCURRENTLY's copy being
+                // built, nor one a failed build left), the first found
+                if (*form).indisvalid && (*form).indisready && (*form).indislive
+                    && layout.ready_by_queue.is_none()
+                    && is_ready_by_queue(oid, info, &layout)
+                {
                     layout.ready_by_queue = Some(oid);
                 }
                 // the primary key on id alone (rd_pkindex is set by RelationGetIndexList)
@@ -380,11 +385,14 @@ pub struct JobValues {
     pub priority: i32,
 }
 
-/// Whether the direct path may be tried at all in this call.
+/// Whether the direct path may be tried at all in this call: not in a
+/// READ ONLY transaction (nor on a standby), whose refusal (25006) the
+/// statement raises.
 fn allowed() -> bool {
-    // SAFETY: a backend global.
+    // SAFETY: backend globals.
     crate::settings::direct_writes()
         && unsafe { pg_sys::SessionReplicationRole } != pg_sys::SESSION_REPLICATION_ROLE_REPLICA as i32
+        && !unsafe { pg_sys::XactReadOnly }
 }
 
 /// The jobs table opened for direct writes, with its indexes and a small
@@ -1199,7 +1207,12 @@ impl Writer {
             values.copy_from_slice(std::slice::from_raw_parts((*locked).tts_values, natts));
             nulls.copy_from_slice(std::slice::from_raw_parts((*locked).tts_isnull, natts));
             let attempts = (!nulls[at(Col::Attempts)]).then(|| values[at(Col::Attempts)].value() as i32).unwrap_or(0);
-            let attempt = attempts.checked_add(1).unwrap_or_else(|| out_of_range("attempts", &id));
+            // (a take writes nothing: its statement returns the attempt at
+            // the largest integer rather than refuse the job)
+            let attempt = match request.action {
+                Action::Take => attempts.saturating_add(1),
+                _ => attempts.checked_add(1).unwrap_or_else(|| out_of_range("attempts", &id)),
+            };
             let (status, lease_expires_at, finished_at) = match request.action {
                 Action::Lease(lease_ms) => {
                     let lease_expires_at = request.now_ms.checked_add(lease_ms).unwrap_or_else(|| out_of_range("lease", &id));
@@ -1228,9 +1241,21 @@ impl Writer {
                 Action::TakeAndComplete { keeps_history: false } if !sets_off => Write::Delete,
                 _ => Write::Update,
             };
-            // the row is locked by this transaction: the write does not wait
+            if write == Write::Delete {
+                // the row comes back with its large values of its own, not
+                // pointing to what the delete removes (as the statement's
+                // whole-row value)
+                let attributes = pgrx::PgTupleDesc::from_pg_unchecked((*self.rel).rd_att);
+                for (i, attribute) in attributes.iter().enumerate() {
+                    if !nulls[i] && attribute.attlen == -1 {
+                        values[i] = pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(values[i].cast_mut_ptr()));
+                    }
+                }
+            }
+            // the row is locked by this transaction: the write does not wait,
+            // and cannot be refused
             if !self.write_locked(&mut tid, new, snapshot, write) {
-                return None;
+                pgrx::error!("raquel: the claim of job {id} could not write the row it had locked");
             }
             let old = pg_sys::MemoryContextSwitchTo(self.caller_context);
             let row = pg_sys::ExecCopySlotHeapTuple(new);

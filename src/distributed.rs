@@ -265,7 +265,7 @@ unsafe fn claim_from(
         // SAFETY: per this function's contract; the last result is the claim's rows.
         unsafe { statements::return_rows(fcinfo) };
     }
-    statements::forget_result();
+    statements::free_result();
     rows
 }
 

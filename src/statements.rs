@@ -614,16 +614,13 @@ pub fn jobs_have(function: pg_sys::Oid, column: &CStr) -> bool {
 /// returns rows, whose empty results would otherwise pile up until `finish`.
 pub fn free_result() {
     // SAFETY: SPI_freetuptable takes the current result (or NULL) and
-    // forgets it; SPI_tuptable is not read again before the next statement.
-    unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) }
-}
-
-/// Frees the last SPI result and forgets it, so that a later `return_rows`
-/// finds nothing to add.
-pub fn forget_result() {
-    free_result();
-    // SAFETY: SPI's global, just freed; nothing reads it before the next statement.
-    unsafe { pg_sys::SPI_tuptable = std::ptr::null_mut() };
+    // frees it; SPI_tuptable is then forgotten, so that a later
+    // `return_rows` finds nothing to add and a second free (after a verb
+    // that ran no statement in between, src/direct.rs) frees nothing.
+    unsafe {
+        pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable);
+        pg_sys::SPI_tuptable = std::ptr::null_mut();
+    }
 }
 
 /// Column `column` (from 1) of row `row` of the last SPI result.

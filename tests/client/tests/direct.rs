@@ -609,6 +609,12 @@ fn a_claim_runs_its_statement_where_it_may_not_be_direct() {
         assert!(ran, "{level}: the statement");
         assert_eq!(payloads.len(), 1);
     }
+    // a READ ONLY transaction: the statement, which refuses (25006)
+    for verb in [claim, "SELECT rq_take(ARRAY['q'])", "SELECT rq_enqueue('q', 'x')"] {
+        c.batch_execute("BEGIN READ ONLY").unwrap();
+        assert_eq!(sqlstate(c.query(verb, &[])), "25006", "{verb} in a READ ONLY transaction");
+        c.batch_execute("ROLLBACK").unwrap();
+    }
     c.batch_execute(NOTE_JOBS).unwrap();
     assert!(claim_ran_a_statement(&mut c, claim).0, "a user trigger: the statement");
     c.batch_execute("DROP TRIGGER note_job ON jobs; ALTER TABLE jobs ENABLE ROW LEVEL SECURITY").unwrap();
@@ -747,5 +753,17 @@ fn a_direct_take_takes_what_its_statement_takes() {
     assert_eq!(left, vec!["keyed", "parent"], "the plain job is deleted; the two whose end sets something off are kept");
     let child: String = c.query_one("SELECT status FROM jobs WHERE queue = 'kids'", &[]).unwrap().get(0);
     assert_eq!(child, "queued", "the child waits no more");
+    // a deleted job's payload stored out of line comes back whole
+    c.batch_execute(
+        "SELECT rq_set_history('big', false); \
+         SELECT rq_enqueue('big', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i))",
+    )
+    .unwrap();
+    c.batch_execute("BEGIN; SELECT rq_take(ARRAY['big'], complete => true); ROLLBACK").unwrap();
+    let length: i32 =
+        c.query_one("SELECT length(payload) FROM rq_take(ARRAY['big'], complete => true)", &[]).unwrap().get(0);
+    assert_eq!(length, 96_000);
+    let left: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'big'", &[]).unwrap().get(0);
+    assert_eq!(left, 0, "deleted");
     assert_indexes_check(&mut c, 9);
 }
