@@ -858,34 +858,8 @@ impl Writer {
                 (values[at(Col::Result)], nulls[at(Col::Result)]) = (result, false);
             }
             pg_sys::ExecStoreVirtualTuple(slot);
-            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
-            let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
-            #[cfg(feature = "pg15")]
-            let mut update_indexes = false;
-            #[cfg(not(feature = "pg15"))]
-            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
-            let outcome = pg_sys::table_tuple_update(
-                self.rel,
-                &mut (*found).t_self,
-                slot,
-                (*self.estate).es_output_cid,
-                snapshot,
-                std::ptr::null_mut(),
-                true,
-                &mut failure,
-                &mut lock_mode,
-                &mut update_indexes,
-            );
-            if outcome != pg_sys::TM_Result::TM_Ok {
+            if !self.update(&mut (*found).t_self, slot, snapshot) {
                 return None;
-            }
-            #[cfg(feature = "pg15")]
-            if update_indexes {
-                self.index_entries(slot, true, false);
-            }
-            #[cfg(not(feature = "pg15"))]
-            if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
-                self.index_entries(slot, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
             }
             let mut free = false;
             let tuple = pg_sys::ExecFetchSlotHeapTuple(slot, false, &mut free);
@@ -1284,46 +1258,59 @@ impl Writer {
     unsafe fn write_locked(&self, tid: &mut pg_sys::ItemPointerData, new: *mut pg_sys::TupleTableSlot, snapshot: pg_sys::Snapshot, write: Write) -> bool {
         // SAFETY: per the contract above.
         unsafe {
-            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
-            let cid = (*self.estate).es_output_cid;
             match write {
                 Write::Nothing => true,
                 Write::Delete => {
+                    let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+                    let cid = (*self.estate).es_output_cid;
                     pg_sys::table_tuple_delete(self.rel, tid, cid, snapshot, std::ptr::null_mut(), true, &mut failure, false)
                         == pg_sys::TM_Result::TM_Ok
                 }
-                Write::Update => {
-                    let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
-                    #[cfg(feature = "pg15")]
-                    let mut update_indexes = false;
-                    #[cfg(not(feature = "pg15"))]
-                    let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
-                    let outcome = pg_sys::table_tuple_update(
-                        self.rel,
-                        tid,
-                        new,
-                        cid,
-                        snapshot,
-                        std::ptr::null_mut(),
-                        true,
-                        &mut failure,
-                        &mut lock_mode,
-                        &mut update_indexes,
-                    );
-                    if outcome != pg_sys::TM_Result::TM_Ok {
-                        return false;
-                    }
-                    #[cfg(feature = "pg15")]
-                    if update_indexes {
-                        self.index_entries(new, true, false);
-                    }
-                    #[cfg(not(feature = "pg15"))]
-                    if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
-                        self.index_entries(new, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
-                    }
-                    true
-                }
+                Write::Update => self.update(tid, new, snapshot),
             }
+        }
+    }
+
+    /// Updates the row at `tid` to the new version in `slot` (waiting for a
+    /// transaction that holds the row, as an UPDATE does), with that
+    /// version's index entries when the update is not HOT. False when the
+    /// row was changed or deleted by another transaction meanwhile.
+    ///
+    /// # Safety
+    /// Open; `slot` is this writer's, stored; `snapshot` registered.
+    unsafe fn update(&self, tid: &mut pg_sys::ItemPointerData, slot: *mut pg_sys::TupleTableSlot, snapshot: pg_sys::Snapshot) -> bool {
+        // SAFETY: per the contract above.
+        unsafe {
+            let mut failure: pg_sys::TM_FailureData = std::mem::zeroed();
+            let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
+            #[cfg(feature = "pg15")]
+            let mut update_indexes = false;
+            #[cfg(not(feature = "pg15"))]
+            let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+            let outcome = pg_sys::table_tuple_update(
+                self.rel,
+                tid,
+                slot,
+                (*self.estate).es_output_cid,
+                snapshot,
+                std::ptr::null_mut(),
+                true,
+                &mut failure,
+                &mut lock_mode,
+                &mut update_indexes,
+            );
+            if outcome != pg_sys::TM_Result::TM_Ok {
+                return false;
+            }
+            #[cfg(feature = "pg15")]
+            if update_indexes {
+                self.index_entries(slot, true, false);
+            }
+            #[cfg(not(feature = "pg15"))]
+            if update_indexes != pg_sys::TU_UpdateIndexes::TU_None {
+                self.index_entries(slot, true, update_indexes == pg_sys::TU_UpdateIndexes::TU_Summarizing);
+            }
+            true
         }
     }
 }
