@@ -755,45 +755,38 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
     } else {
         claim.run(now_ms(), false);
     }
-    match mode {
-        Mode::Lease => {
-            if claim.claimed_count() > 0 {
-                // the rescue duty's deadline, told to the background worker at commit
-                deadlines::note(now_ms().saturating_add(lease_ms));
+    if mode == Mode::Lease && claim.claimed_count() > 0 {
+        // the rescue duty's deadline, told to the background worker at commit
+        deadlines::note(now_ms().saturating_add(lease_ms));
+    }
+    match claim.direct.take() {
+        Some(jobs) => {
+            let queue = claim.cursors_of.as_deref().unwrap_or_default();
+            for job in &jobs {
+                crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
             }
-            match claim.direct.take() {
-                Some(jobs) => {
-                    let queue = claim.cursors_of.as_deref().unwrap_or_default();
-                    for job in &jobs {
-                        crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
-                    }
-                    // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
-                    unsafe { return_jobs(fcinfo, &jobs) };
-                }
-                None => {
-                    crate::metrics::note_claimed_rows();
-                    // SAFETY: the last SPI result is the claim's rows; still connected.
-                    unsafe { statements::return_rows(fcinfo) };
+            // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
+            unsafe { return_jobs(fcinfo, &jobs) };
+            match mode {
+                Mode::Lease => {}
+                Mode::Take => crate::take::taken_directly(&jobs, worker_arg),
+                Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => {
+                    crate::take::completed_directly(function, queue, &jobs)
                 }
             }
         }
-        Mode::Take => match claim.direct.take() {
-            Some(jobs) => {
-                crate::take::taken_directly(claim.cursors_of.as_deref().unwrap_or_default(), &jobs, worker_arg);
-                // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
-                unsafe { return_jobs(fcinfo, &jobs) };
+        None => match mode {
+            Mode::Lease => {
+                crate::metrics::note_claimed_rows();
+                // SAFETY: the last SPI result is the claim's rows; still connected.
+                unsafe { statements::return_rows(fcinfo) };
             }
             // SAFETY: the last SPI result is the taken rows; still connected.
-            None => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
-        },
-        Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => match claim.direct.take() {
-            Some(jobs) => {
-                // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
-                unsafe { return_jobs(fcinfo, &jobs) };
-                crate::take::completed_directly(function, claim.cursors_of.as_deref().unwrap_or_default(), &jobs);
-            }
+            Mode::Take => unsafe { crate::take::return_taken_rows(fcinfo, worker_arg) },
             // SAFETY: as above: the taken and completed rows.
-            None => unsafe { crate::take::return_completed_rows(fcinfo, function) },
+            Mode::TakeAndComplete | Mode::TakeAndCompleteDeleting => unsafe {
+                crate::take::return_completed_rows(fcinfo, function)
+            },
         },
     }
     statements::finish();

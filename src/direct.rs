@@ -1,8 +1,8 @@
 //! The direct path: a hot verb writes the jobs table without a statement:
 //! rq_enqueue and rq_enqueue_batch their new rows (`insert`,
-//! `insert_batch`), rq_claim of one queue its claims (`claim`, walking
-//! jobs_ready_by_queue_idx with an index scan), rq_complete a claimed
-//! job's end (`complete`).
+//! `insert_batch`), rq_claim and rq_take of one queue their claims (`claim`,
+//! walking jobs_ready_by_queue_idx with index scans), rq_complete a
+//! claimed job's end (`complete`).
 //!
 //! Why: a verb that runs a kept plan through SPI pays the executor's set-up
 //! of that plan on every call (docs/src/design/hot-path.md: ExecutorStart

@@ -130,26 +130,24 @@ pub unsafe fn return_completed_rows(fcinfo: pg_sys::FunctionCallInfo, function: 
     crate::ended::jobs_ended(function, false, &ended);
 }
 
-/// What `return_taken_rows` does for each job, for jobs of `queue` taken
-/// directly (src/direct.rs), whose rows are already as a claim makes them:
-/// counts each claimed, and remembers it.
-pub fn taken_directly(queue: &str, jobs: &[crate::direct::ClaimedJob], worker: Option<pg_sys::Datum>) {
+/// What `return_taken_rows` does for each job, for jobs taken directly
+/// (src/direct.rs), whose rows are already as a claim makes them (and
+/// counted claimed by the caller): remembers each.
+pub fn taken_directly(jobs: &[crate::direct::ClaimedJob], worker: Option<pg_sys::Datum>) {
     // SAFETY: worker is the call's text argument (or NULL).
     let worker_name = worker.and_then(|w| unsafe { String::from_datum(w, false) });
     for job in jobs {
-        crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
         remember(job.id, job.attempt, job.key.0 + job.waited_ms, worker_name.clone());
     }
 }
 
-/// What `return_completed_rows` does for each job, for jobs of `queue`
-/// taken and completed directly (src/direct.rs): counts each claimed, and
-/// then runs what follows their ends (src/ended.rs).
+/// What `return_completed_rows` does after the rows, for jobs of `queue`
+/// taken and completed directly (src/direct.rs, counted claimed by the
+/// caller): runs what follows their ends (src/ended.rs).
 pub fn completed_directly(function: pg_sys::Oid, queue: &str, jobs: &[crate::direct::ClaimedJob]) {
     let ended: Vec<_> = jobs
         .iter()
         .map(|job| {
-            crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
             // (claimed and completed at one instant; never claimed under a
             // lease, so it held no slot)
             let outcome = crate::ended::Outcome::Succeeded;
