@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
-const PORT: u16 = 54418;
+const PORT: u16 = 25418;
 const DB: &str = "rq_durable_faults";
 const ORDERS: usize = 40;
 const WORKERS: usize = 4;

@@ -1,4 +1,4 @@
-//! Failover to a synchronous standby under load. A primary (port 54414) and a
+//! Failover to a synchronous standby under load. A primary (port 25414) and a
 //! streaming standby made with pg_basebackup, with synchronous replication,
 //! both preloading raquel. While producers enqueue and worker processes work
 //! the queue, the primary is stopped with `-m immediate` and the standby
@@ -23,7 +23,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The first primary, then each standby in turn.
-const PORTS: [u16; 3] = [54414, 54415, 54416];
+const PORTS: [u16; 3] = [25414, 25415, 25416];
 const DB: &str = "rq_failover";
 
 /// The lease of the claim, and the max_age of the job, that the old primary

@@ -1,4 +1,4 @@
-//! The queue under faults, on a server of this test's own (port 54410): while
+//! The queue under faults, on a server of this test's own (port 25410): while
 //! producers enqueue and worker processes work the queue, workers are
 //! SIGKILLed and restarted, workers are paused (SIGSTOP) past their lease so
 //! that their job goes to another worker, backends are terminated, one backend is
@@ -23,7 +23,7 @@ use raquel_client_tests::eventually;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-const PORT: u16 = 54410;
+const PORT: u16 = 25410;
 const DB: &str = "rq_faults";
 /// Longer than the workers' 2-second lease plus a round of the background
 /// worker, so that a paused worker's job is rescued and goes to another.

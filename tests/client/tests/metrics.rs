@@ -230,8 +230,12 @@ fn a_dropped_databases_metrics_slots_are_freed_and_lost_counts_are_said() {
     assert_eq!(counted, 30, "enqueues counted after the databases that held the slots were dropped");
     assert!(warned, "no WARNING said that events were not counted");
     // a database holds at most half the slots: a1 and a2 each kept 128 and
-    // lost 72, b's 30 found none, and a1's and a2's went with them
-    assert!(lost(&mut cb) >= 2 * 72 + 30 + 2 * 128, "the events with no slot are counted as lost: {}", lost(&mut cb));
+    // lost 72, b's 30 found none, and a1's and a2's went with them. The
+    // other tests of this file share the server: a slot one of their
+    // databases let go while b enqueued was b's to take (a CI run saw 1)
+    let b_counted: i64 = (1..=30).map(|i| sums(&mut cb, &format!("full{i}"))[0]).sum();
+    let lost_events = lost(&mut cb);
+    assert!(lost_events >= 2 * 72 + (30 - b_counted) + 2 * 128, "the events with no slot are counted as lost: {lost_events} (b counted {b_counted})");
 }
 
 #[test]

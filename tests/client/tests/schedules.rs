@@ -198,7 +198,7 @@ fn bad_schedules_are_refused_and_change_nothing() {
 
 #[test]
 fn a_crash_and_restart_during_due_slots_enqueue_each_slot_once() {
-    // A server of this test's own (port 54417): per-second schedules run,
+    // A server of this test's own (port 25417): per-second schedules run,
     // the server is killed (every process at once, mid-round or not) and
     // started again three seconds later. Every slot, those missed while it
     // was down too, has exactly one job, whatever the catch-up: a slot a
@@ -206,7 +206,7 @@ fn a_crash_and_restart_during_due_slots_enqueue_each_slot_once() {
     // each kept 43 of 61 slots across restarts).
     use raquel_client_tests::cluster::Cluster;
     use std::time::Duration;
-    let server = Cluster::create("schedules", 54417, &[("raquel.worker_interval", "200ms")]);
+    let server = Cluster::create("schedules", 25417, &[("raquel.worker_interval", "200ms")]);
     server.start();
     server.checked_connection("postgres").batch_execute("CREATE DATABASE rq").unwrap();
     let mut c = server.checked_connection("rq");
