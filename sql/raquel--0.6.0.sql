@@ -11,27 +11,201 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
 )
 STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION raquel_internal."rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+CREATE  FUNCTION raquel_internal."rq_due_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -47,18 +221,14 @@ AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -80,11 +250,297 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- raquel::limits::rq_default_max_retry_delay
 CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::enqueue::rq_job_options
+CREATE  FUNCTION raquel_internal."rq_job_options"(
+	"queue" TEXT, /* Option < & str > */
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"max_age" interval, /* Option < Interval > */
+	"max_retry_count" INT, /* Option < i32 > */
+	"min_retry_delay" interval, /* Option < Interval > */
+	"max_retry_delay" interval, /* Option < Interval > */
+	"backoff_base" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"now_ms" bigint,  /* i64 */
+	"due_ms" bigint,  /* i64 */
+	"max_age_ms" bigint,  /* Option < i64 > */
+	"min_retry_delay_ms" bigint,  /* i64 */
+	"max_retry_delay_ms" bigint,  /* i64 */
+	"backoff_base_ms" bigint  /* i64 */
+)
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -112,348 +568,11 @@ AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_due_ms
-CREATE  FUNCTION raquel_internal."rq_due_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::ids::rq_uuid7
 CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -680,352 +799,237 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 /* <begin connected objects> */
 -- requires:
 --   schema
+--   events::rq_job_ready_in_lane
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
 
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
 
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
 );
 
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
 
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
 
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs, one statement: sql/steps.record.sql): it runs once per step
--- of every durable job.
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
+-- for the jobs `after`: blocked while any of those is unfinished, queued as
+-- they were if all succeeded already, cancelled if one ended otherwise.
+-- For the enqueue functions (which run as the extension's owner);
+-- rq_check_parents (src/workflows.rs) says what `after` may name: at most
+-- 1000 jobs and 100 000 edges, and for a caller who may not read jobs only
+-- jobs its own session enqueued, so that a producer learns nothing about
+-- other jobs.
 --
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
-
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
-
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql calls them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+-- The parents are read, never locked or written: a producer's open
+-- transaction holds up nobody's verbs on them, and claims do not pass them
+-- over. A parent that ends while this transaction is open does not see
+-- its edges (not committed yet); rq_check_parents asks the background
+-- worker to look in at commit, and its duty rq_settle_workflows releases
+-- (or cancels) such children then.
+CREATE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-    ended   uuid[];
-    sets_off boolean[];
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-          AND j.scheduled_at + j.max_age <= now_ms
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH due AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-              AND j.scheduled_at + j.max_age <= now_ms
-            ORDER BY j.scheduled_at + j.max_age
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        , expired AS (
-            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-            FROM due WHERE j.queue = q AND j.id = due.id
-            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
-        )
-        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
-        changed := changed + more;
-        -- what follows their ends (src/ended.rs): counted, their awaiters
-        -- woken, a key enqueued with a key_period held (sql/finish.sql)
-        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
-    END LOOP;
-    RETURN changed;
-END
-$$;
-
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
+    IF after IS NULL OR cardinality(after) = 0 THEN
         RETURN;
     END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
+    SELECT a.id::text INTO missing FROM unnest(after) a (id)
+    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
+    END IF;
+    INSERT INTO @extschema@.job_parents (child_id, parent_id)
+    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
+    ON CONFLICT DO NOTHING;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
+    END IF;
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
 END
 $$;
 
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+-- A job with children ended: on success, each child waits for one parent
+-- fewer and is queued (waking a waiting claim at commit) when none is
+-- left; on any other end, every blocked descendant is cancelled. Called by
+-- the verbs that end a job that has children (rq_has_children), and by the
+-- background worker for parents that ended some other way (rq_settle_workflows).
+CREATE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    ended    record;
+    released record;
+    cancelled_ids uuid[];
+    cancelled_queues text[];
+    cancelled_sets_off boolean[];
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
+    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
+    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
+        RETURN;
     END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
+    IF ended.status = 'success' THEN
+        FOR released IN
+            WITH edges AS (
+                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
+            )
+            UPDATE @extschema@.jobs c
+            SET blocked_by = c.blocked_by - 1,
+                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
+            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
+        LOOP
+            IF released.status = 'queued' THEN
+                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    WITH RECURSIVE descendants AS (
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        UNION
+        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+    ), cancelled AS (
+        UPDATE @extschema@.jobs c
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
+        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
+    ), gone AS (
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
+    )
+    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
+    FROM cancelled c;
+    -- what follows their ends (src/ended.rs): their awaiters woken, a key
+    -- enqueued with a key_period held (their own children are among them)
+    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
 END
 $$;
-/* </end connected objects> */
 
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
 $$;
 
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
 
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1623,180 +1627,712 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
+-- requires:
+--   schema
 
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
 
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
---   flow
---   distributed
+--   schema
+--   enqueue::rq_job_options
 --   errors::rq_refuse
+--   limits::rq_check_arrays
+--   privileges::rq_caller_may_read
 
--- Queues that keep no history. A job of such a queue that succeeds through
--- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
--- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
--- same write instead of being updated to 'success': no new row version, no
--- index entries, nothing left for the prune duty. The verb still returns the
--- row as it ended (status 'success'), and the metrics still count it. A job
--- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
--- pruned as usual, and so is a job whose end sets something off (jobs waiting
--- for it with `after`, a key held for a period) until that is done. A job
--- the Python library finishes with its own UPDATE is kept, too.
+-- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
+-- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
+-- written directly (src/direct.rs), and the rest by a kept plan of one
+-- INSERT (sql/enqueue.insert.sql) or rq_enqueue_batch_planned below. Both check and
+-- convert the options in one place, src/enqueue.rs (rq_job_options here),
+-- and both run with the extension owner's rights: a producer needs EXECUTE
+-- on them and no privilege on the table (see rq_grant_producer).
 --
--- Like a pruned job, a deleted one can no longer be named by `after`.
--- Finishing verbs read the table (src/history.rs keeps a copy per backend,
--- dropped when it changes); not on Citus (0A000).
-CREATE TABLE queues_without_history (
-    queue text NOT NULL,
-    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
-);
+-- A retry delay left NULL is the table's default (1 second, 12 hours and
+-- 1 second: src/limits.rs).
 
-COMMENT ON TABLE queues_without_history IS
-    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
-
-SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
-
--- Every backend's copy is dropped when a change commits (as for
--- queue_limits, sql/flow.sql).
-CREATE TRIGGER queues_without_history_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-    ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- Whether `queue` keeps its succeeded jobs (keep, the default for every
--- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
--- the caller's rights: INSERT and DELETE on queues_without_history.
-CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+-- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
+-- keys, group keys or parents, and plain ones when the table is not as
+-- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
+-- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
+-- the pinned search_path keeps a caller's objects from standing in for ours
+-- (every reference in the body is qualified too).
+CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    o       record;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
 BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    IF keep IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
+        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
+        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
+    IF payloads IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
     END IF;
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
-    IF keep THEN
-        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
-    ELSE
-        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
-        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
     END IF;
-    RETURN keep;
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
+
+    IF keys IS NULL AND after IS NULL THEN
+        RETURN QUERY
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, group_key)
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+        ORDER BY p.n
+        RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
+        RETURN;
+    END IF;
+
+    -- With keys: a key that an unfinished job of this queue already holds
+    -- gives back that job instead of a new one. ON CONFLICT waits for a
+    -- concurrent enqueue of the same key to commit or roll back, so two
+    -- sessions never both insert one. The jobs that were there already are
+    -- read by a second statement, whose fresh snapshot sees a job that such
+    -- a concurrent session just committed.
+    IF cardinality(keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+    END IF;
+    WITH inserted AS (
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, key, group_key)
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
+        ORDER BY p.n
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
+        DO NOTHING
+        RETURNING j.id
+    )
+    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
+    RETURN QUERY
+    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
+    UNION ALL
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
+    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
+
+    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
+    WHERE k.key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM @extschema@.jobs j
+        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
+    END IF;
+END
+$$;
+
+-- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned above
+-- for the rest. A producer needs no privilege on the table, only EXECUTE on
+-- it (see rq_grant_producer): it runs as the extension's owner.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+-- The same C function by the name raquel's own code calls: sql/schema.sql
+-- says why.
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- The same with JSON payloads, each stored as its text.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        jsonb[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- One job: one INSERT. With a key that an unfinished job of the queue
+-- holds, that job comes back instead of a new one. A group_key puts the job
+-- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
+-- those jobs (sql/workflows.sql). With a key_period, a job of this key that
+-- ended less than key_period ago comes back too (sql/finish.sql).
+CREATE FUNCTION rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- The same with a JSON payload, stored as its text (the table's payload is
+-- text, as in the Python library).
+CREATE FUNCTION rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
+-- enqueues a job for each row change, in the same transaction as the change.
+-- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
+-- new is null when the operation has none.
+CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
 END
 $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
-CREATE  FUNCTION raquel_internal."rq_shard_queue"(
-	"id" uuid /* Option < pgrx :: Uuid > */
-) RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+-- requires:
+--   enqueue
+--   schedules::rq_cron_next
+--   schedules::rq_schedule_slots
+--   schedules::rq_schedule_due
+--   schedules::rq_check_schedule_options
+--   clock::rq_ms_to_timestamptz
+--   clock::rq_ms_to_interval
+--   limits::rq_check_batch
+
+-- Recurring jobs, enqueued by the background worker inside the server: no
+-- process outside PostgreSQL keeps a schedule firing. A schedule's slots
+-- come from its cron pattern in its time zone (src/schedules.rs); the
+-- worker's duty rq_fire_schedules enqueues each due slot once.
+--
+-- Once: the duty locks the schedule's row, enqueues the slot's job and
+-- moves next_run_at past it in one transaction, so a slow round, a crash
+-- mid-round or a restart either did both or neither, and a second round
+-- passes over the locked row or finds next_run_at moved. A schedule's jobs
+-- are its own: they carry no key, so nothing another role enqueues can
+-- stand in for them or hold up the duty.
+
+CREATE TABLE schedules (
+    name            text    NOT NULL,
+    cron            text    NOT NULL,
+    timezone        text    NOT NULL DEFAULT 'UTC',
+    queue           text    NOT NULL,
+    payload         text,
+    -- Slots a round reached over a minute late (the server down, the
+    -- worker off): 'none' skips them, 'last' runs one job for them (at the
+    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
+    catch_up        text    NOT NULL DEFAULT 'last',
+    enabled         boolean NOT NULL DEFAULT true,
+    -- the options of rq_enqueue, as the jobs table keeps them (ms)
+    max_age         bigint,
+    max_retry_count integer,
+    min_retry_delay integer,
+    max_retry_delay integer,
+    backoff_base    integer,
+    priority        integer NOT NULL DEFAULT 0,
+    -- the next slot not yet enqueued, and the last one enqueued (ms)
+    next_run_at     bigint,
+    last_run_at     bigint,
+    last_job_id     uuid,
+    -- why the last slot could not be enqueued (NULL once one is): that slot
+    -- was skipped, and the schedule goes on with the next
+    last_error      text,
+
+    CONSTRAINT schedules_pkey PRIMARY KEY (name),
+    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
+);
+
+COMMENT ON TABLE schedules IS
+    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('schedules', '');
+
+-- The duty's walk: enabled schedules by their next slot.
+CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
+
+-- Creates or replaces a schedule. Its next slot is the first after now; a
+-- replaced schedule keeps its history (last_run_at, last_job_id). Every
+-- argument is checked first (22023; 54000 for a payload larger than
+-- raquel.max_payload_size), so an error changes nothing and every job the
+-- schedule will enqueue can be enqueued.
+CREATE FUNCTION raquel_internal.rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+-- The same with a JSON payload, stored as its text.
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         jsonb,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+END
+$$;
+
+-- Deletes a schedule; whether there was one. Its jobs stay.
+CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
+    SELECT count(*) > 0 FROM gone
+$$;
+
+-- Stops a schedule firing; resuming it starts again at the first slot after
+-- now (the slots in between are not run, whatever its catch_up). An unknown
+-- name is error P0002.
+CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
+END
+$$;
+
+-- Schedules for people: instants as timestamptz.
+CREATE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id, s.last_error
+FROM @extschema@.schedules s;
+
+-- The background worker's duty: enqueues the due slots of up to `batch`
+-- schedules; how many jobs it enqueued. A slot a round reaches within a
+-- minute is on time and runs; older ones were missed (the server was down,
+-- the worker off, or the schedule created with a slot in the past) and
+-- follow catch_up (src/schedules.rs). A schedule another session holds
+-- locked is left to it.
+--
+-- Each schedule fires in a subtransaction of its own: one that fails (its
+-- payload grown past a lowered raquel.max_payload_size, say) skips its due
+-- slots, records why in last_error, says so in a WARNING with the failure's
+-- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
+-- One whose next slot cannot even be computed (a pattern changed by hand)
+-- is disabled.
+CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+    failure  text;
+    state    text;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        BEGIN
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
+                    at => raquel_internal.rq_ms_to_timestamptz(slot),
+                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
+-- requires:
+--   schema
 
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
 
-/* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
-/* </end connected objects> */
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
 
-/* <begin connected objects> */
--- raquel::enqueue::rq_job_options
-CREATE  FUNCTION raquel_internal."rq_job_options"(
-	"queue" TEXT, /* Option < & str > */
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"max_age" interval, /* Option < Interval > */
-	"max_retry_count" INT, /* Option < i32 > */
-	"min_retry_delay" interval, /* Option < Interval > */
-	"max_retry_delay" interval, /* Option < Interval > */
-	"backoff_base" interval /* Option < Interval > */
-) RETURNS TABLE (
-	"now_ms" bigint,  /* i64 */
-	"due_ms" bigint,  /* i64 */
-	"max_age_ms" bigint,  /* Option < i64 > */
-	"min_retry_delay_ms" bigint,  /* i64 */
-	"max_retry_delay_ms" bigint,  /* i64 */
-	"backoff_base_ms" bigint  /* i64 */
-)
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
-/* </end connected objects> */
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
 
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2053,249 +2589,345 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+-- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
 --   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
 
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
 
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
--- for the jobs `after`: blocked while any of those is unfinished, queued as
--- they were if all succeeded already, cancelled if one ended otherwise.
--- For the enqueue functions (which run as the extension's owner);
--- rq_check_parents (src/workflows.rs) says what `after` may name: at most
--- 1000 jobs and 100 000 edges, and for a caller who may not read jobs only
--- jobs its own session enqueued, so that a producer learns nothing about
--- other jobs.
---
--- The parents are read, never locked or written: a producer's open
--- transaction holds up nobody's verbs on them, and claims do not pass them
--- over. A parent that ends while this transaction is open does not see
--- its edges (not committed yet); rq_check_parents asks the background
--- worker to look in at commit, and its duty rq_settle_workflows releases
--- (or cancels) such children then.
-CREATE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    missing text;
-    ended   record;
-    pending uuid[];
-BEGIN
-    IF after IS NULL OR cardinality(after) = 0 THEN
-        RETURN;
-    END IF;
-    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
-    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
-    SELECT a.id::text INTO missing FROM unnest(after) a (id)
-    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
-    LIMIT 1;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
-    END IF;
-    INSERT INTO @extschema@.job_parents (child_id, parent_id)
-    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
-    ON CONFLICT DO NOTHING;
-    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
-    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
-    ORDER BY p.id LIMIT 1;
-    IF FOUND THEN
-        UPDATE @extschema@.jobs j
-        SET status = 'cancelled', finished_at = now_ms,
-            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
-        WHERE j.id = ANY (ids);
-        RETURN;
-    END IF;
-    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
-                     WHERE p.id = ANY (after) AND p.status <> 'success');
-    IF cardinality(pending) = 0 THEN
-        RETURN;
-    END IF;
-    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
-    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
-    ON CONFLICT DO NOTHING;
-    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
-    WHERE j.id = ANY (ids);
-END
-$$;
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- A job with children ended: on success, each child waits for one parent
--- fewer and is queued (waking a waiting claim at commit) when none is
--- left; on any other end, every blocked descendant is cancelled. Called by
--- the verbs that end a job that has children (rq_has_children), and by the
--- background worker for parents that ended some other way (rq_settle_workflows).
-CREATE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms   bigint := raquel_internal.rq_now_ms();
-    ended    record;
-    released record;
-    cancelled_ids uuid[];
-    cancelled_queues text[];
-    cancelled_sets_off boolean[];
-BEGIN
-    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
-    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
-        RETURN;
-    END IF;
-    IF ended.status = 'success' THEN
-        FOR released IN
-            WITH edges AS (
-                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
-            )
-            UPDATE @extschema@.jobs c
-            SET blocked_by = c.blocked_by - 1,
-                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
-            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
-            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
-        LOOP
-            IF released.status = 'queued' THEN
-                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
-            END IF;
-        END LOOP;
-        RETURN;
-    END IF;
-    WITH RECURSIVE descendants AS (
-        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
-        UNION
-        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
-    ), cancelled AS (
-        UPDATE @extschema@.jobs c
-        SET status = 'cancelled', finished_at = now_ms,
-            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
-        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
-        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
-    ), gone AS (
-        DELETE FROM @extschema@.job_dependencies d
-        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
-    )
-    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
-    FROM cancelled c;
-    -- what follows their ends (src/ended.rs): their awaiters woken, a key
-    -- enqueued with a key_period held (their own children are among them)
-    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
-END
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    parent  uuid;
-    settled bigint := 0;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
-    LOOP
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
-    END LOOP;
-    RETURN settled;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
-
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
     END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
     END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql calls them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    ended   uuid[];
+    sets_off boolean[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
+        changed := changed + more;
+        -- what follows their ends (src/ended.rs): counted, their awaiters
+        -- woken, a key enqueued with a key_period held (sql/finish.sql)
+        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   flow
+--   distributed
+--   errors::rq_refuse
+
+-- Queues that keep no history. A job of such a queue that succeeds through
+-- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
+-- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
+-- same write instead of being updated to 'success': no new row version, no
+-- index entries, nothing left for the prune duty. The verb still returns the
+-- row as it ended (status 'success'), and the metrics still count it. A job
+-- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
+-- pruned as usual, and so is a job whose end sets something off (jobs waiting
+-- for it with `after`, a key held for a period) until that is done. A job
+-- the Python library finishes with its own UPDATE is kept, too.
+--
+-- Like a pruned job, a deleted one can no longer be named by `after`.
+-- Finishing verbs read the table (src/history.rs keeps a copy per backend,
+-- dropped when it changes); not on Citus (0A000).
+CREATE TABLE queues_without_history (
+    queue text NOT NULL,
+    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
+);
+
+COMMENT ON TABLE queues_without_history IS
+    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
+
+SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
+
+-- Every backend's copy is dropped when a change commits (as for
+-- queue_limits, sql/flow.sql).
+CREATE TRIGGER queues_without_history_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON queues_without_history
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- Whether `queue` keeps its succeeded jobs (keep, the default for every
+-- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
+-- the caller's rights: INSERT and DELETE on queues_without_history.
+CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    IF keep IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
+    END IF;
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
+    IF keep THEN
+        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
+    ELSE
+        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
+        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    END IF;
+    RETURN keep;
 END
 $$;
 /* </end connected objects> */
@@ -3197,643 +3829,12 @@ FROM jobs j;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- requires:
---   schema
---   enqueue::rq_job_options
---   errors::rq_refuse
---   limits::rq_check_arrays
---   privileges::rq_caller_may_read
-
--- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
--- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
--- written directly (src/direct.rs), and the rest by a kept plan of one
--- INSERT (sql/enqueue.insert.sql) or rq_enqueue_batch_planned below. Both check and
--- convert the options in one place, src/enqueue.rs (rq_job_options here),
--- and both run with the extension owner's rights: a producer needs EXECUTE
--- on them and no privilege on the table (see rq_grant_producer).
---
--- A retry delay left NULL is the table's default (1 second, 12 hours and
--- 1 second: src/limits.rs).
-
--- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
--- keys, group keys or parents, and plain ones when the table is not as
--- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
--- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
--- the pinned search_path keeps a caller's objects from standing in for ours
--- (every reference in the body is qualified too).
-CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    o       record;
-    new_ids  uuid[];
-    missing  text;
-    may_read boolean;
-BEGIN
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
-        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
-        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
-    IF payloads IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
-    END IF;
-    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
-        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
-    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
-        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
-    END IF;
-    -- group keys, when given, pair with the payloads by position
-    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
-        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
-    END IF;
-
-    IF keys IS NULL AND after IS NULL THEN
-        RETURN QUERY
-        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                               min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority, group_key)
-        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
-        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
-        ORDER BY p.n
-        RETURNING j.*;
-        RETURN;
-    END IF;
-
-    IF keys IS NULL THEN
-        -- after: the new jobs wait for those (sql/workflows.sql)
-        WITH inserted AS (
-            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                                   min_retry_delay, max_retry_delay, backoff_base,
-                                   enqueued_at, scheduled_at, priority, group_key)
-            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
-            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
-            ORDER BY p.n
-            RETURNING j.id
-        )
-        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
-        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
-        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
-        RETURN;
-    END IF;
-
-    -- With keys: a key that an unfinished job of this queue already holds
-    -- gives back that job instead of a new one. ON CONFLICT waits for a
-    -- concurrent enqueue of the same key to commit or roll back, so two
-    -- sessions never both insert one. The jobs that were there already are
-    -- read by a second statement, whose fresh snapshot sees a job that such
-    -- a concurrent session just committed.
-    IF cardinality(keys) <> cardinality(payloads) THEN
-        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
-    END IF;
-    WITH inserted AS (
-        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                               min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority, key, group_key)
-        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
-        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
-        ORDER BY p.n
-        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
-        DO NOTHING
-        RETURNING j.id
-    )
-    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
-    -- after: the new jobs (not the key holders) wait for those
-    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
-
-    -- The jobs that held keys already: whole for a caller who may read the
-    -- table, otherwise only their id, queue and key (src/privileges.rs).
-    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
-    RETURN QUERY
-    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
-    UNION ALL
-    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
-                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
-            END).*
-    FROM @extschema@.jobs j
-    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
-      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
-
-    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
-    WHERE k.key IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM @extschema@.jobs j
-        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
-          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
-    LIMIT 1;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
-    END IF;
-END
-$$;
-
--- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
--- that writes plain jobs directly and runs rq_enqueue_batch_planned above
--- for the rest. A producer needs no privilege on the table, only EXECUTE on
--- it (see rq_grant_producer): it runs as the extension's owner.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
--- The same C function by the name raquel's own code calls: sql/schema.sql
--- says why.
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- The same with JSON payloads, each stored as its text.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        jsonb[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- One job: one INSERT. With a key that an unfinished job of the queue
--- holds, that job comes back instead of a new one. A group_key puts the job
--- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
--- those jobs (sql/workflows.sql). With a key_period, a job of this key that
--- ended less than key_period ago comes back too (sql/finish.sql).
-CREATE FUNCTION rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- The same with a JSON payload, stored as its text (the table's payload is
--- text, as in the Python library).
-CREATE FUNCTION rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
--- enqueues a job for each row change, in the same transaction as the change.
--- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
--- new is null when the operation has none.
-CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF TG_LEVEL <> 'ROW' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_WHEN = 'INSTEAD OF' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_RELID = '@extschema@.jobs'::regclass THEN
-        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_NARGS <> 1 THEN
-        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
-        'op', TG_OP,
-        'schema', TG_TABLE_SCHEMA,
-        'table', TG_TABLE_NAME,
-        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
-    IF TG_WHEN = 'BEFORE' THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    RETURN NULL;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   enqueue
---   schedules::rq_cron_next
---   schedules::rq_schedule_slots
---   schedules::rq_schedule_due
---   schedules::rq_check_schedule_options
---   clock::rq_ms_to_timestamptz
---   clock::rq_ms_to_interval
---   limits::rq_check_batch
-
--- Recurring jobs, enqueued by the background worker inside the server: no
--- process outside PostgreSQL keeps a schedule firing. A schedule's slots
--- come from its cron pattern in its time zone (src/schedules.rs); the
--- worker's duty rq_fire_schedules enqueues each due slot once.
---
--- Once: the duty locks the schedule's row, enqueues the slot's job and
--- moves next_run_at past it in one transaction, so a slow round, a crash
--- mid-round or a restart either did both or neither, and a second round
--- passes over the locked row or finds next_run_at moved. A schedule's jobs
--- are its own: they carry no key, so nothing another role enqueues can
--- stand in for them or hold up the duty.
-
-CREATE TABLE schedules (
-    name            text    NOT NULL,
-    cron            text    NOT NULL,
-    timezone        text    NOT NULL DEFAULT 'UTC',
-    queue           text    NOT NULL,
-    payload         text,
-    -- Slots a round reached over a minute late (the server down, the
-    -- worker off): 'none' skips them, 'last' runs one job for them (at the
-    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
-    catch_up        text    NOT NULL DEFAULT 'last',
-    enabled         boolean NOT NULL DEFAULT true,
-    -- the options of rq_enqueue, as the jobs table keeps them (ms)
-    max_age         bigint,
-    max_retry_count integer,
-    min_retry_delay integer,
-    max_retry_delay integer,
-    backoff_base    integer,
-    priority        integer NOT NULL DEFAULT 0,
-    -- the next slot not yet enqueued, and the last one enqueued (ms)
-    next_run_at     bigint,
-    last_run_at     bigint,
-    last_job_id     uuid,
-    -- why the last slot could not be enqueued (NULL once one is): that slot
-    -- was skipped, and the schedule goes on with the next
-    last_error      text,
-
-    CONSTRAINT schedules_pkey PRIMARY KEY (name),
-    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
-);
-
-COMMENT ON TABLE schedules IS
-    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('schedules', '');
-
--- The duty's walk: enabled schedules by their next slot.
-CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
-
--- Creates or replaces a schedule. Its next slot is the first after now; a
--- replaced schedule keeps its history (last_run_at, last_job_id). Every
--- argument is checked first (22023; 54000 for a payload larger than
--- raquel.max_payload_size), so an error changes nothing and every job the
--- schedule will enqueue can be enqueued.
-CREATE FUNCTION raquel_internal.rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    o        record;
-    next_ms  bigint;
-    schedule @extschema@.schedules;
-BEGIN
-    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
-        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
-    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
-    IF next_ms IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
-    END IF;
-    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
-        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
-    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
-        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
-        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
-    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
-    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
-        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
-        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
-        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
-        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
-    RETURNING s.* INTO schedule;
-    IF schedule.enabled THEN
-        PERFORM raquel_internal.rq_schedule_due(next_ms);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_schedule
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
-
--- The same with a JSON payload, stored as its text.
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         jsonb,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
-END
-$$;
-
--- Deletes a schedule; whether there was one. Its jobs stay.
-CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
-    SELECT count(*) > 0 FROM gone
-$$;
-
--- Stops a schedule firing; resuming it starts again at the first slot after
--- now (the slots in between are not run, whatever its catch_up). An unknown
--- name is error P0002.
-CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
-CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s
-    SET enabled = true,
-        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
-                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
-    WHERE s.name = rq_resume_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
-    END IF;
-    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
-    RETURN schedule;
-END
-$$;
-
--- Schedules for people: instants as timestamptz.
-CREATE VIEW rq_schedules AS
-SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
-       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
-       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
-       s.last_job_id, s.last_error
-FROM @extschema@.schedules s;
-
--- The background worker's duty: enqueues the due slots of up to `batch`
--- schedules; how many jobs it enqueued. A slot a round reaches within a
--- minute is on time and runs; older ones were missed (the server was down,
--- the worker off, or the schedule created with a slot in the past) and
--- follow catch_up (src/schedules.rs). A schedule another session holds
--- locked is left to it.
---
--- Each schedule fires in a subtransaction of its own: one that fails (its
--- payload grown past a lowered raquel.max_payload_size, say) skips its due
--- slots, records why in last_error, says so in a WARNING with the failure's
--- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
--- One whose next slot cannot even be computed (a pattern changed by hand)
--- is disabled.
-CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms   bigint := raquel_internal.rq_now_ms();
-    schedule record;
-    due      bigint[];
-    slot     bigint;
-    job_id   uuid;
-    enqueued bigint := 0;
-    failure  text;
-    state    text;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR schedule IN
-        SELECT s.* FROM @extschema@.schedules s
-        WHERE s.enabled AND s.next_run_at <= now_ms
-        ORDER BY s.next_run_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    LOOP
-        BEGIN
-            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
-                                                 schedule.catch_up);
-            job_id := NULL;
-            FOREACH slot IN ARRAY due LOOP
-                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
-                    at => raquel_internal.rq_ms_to_timestamptz(slot),
-                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
-                    max_retry_count => schedule.max_retry_count,
-                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
-                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
-                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
-                    priority => schedule.priority) j;
-            END LOOP;
-            UPDATE @extschema@.schedules s
-            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
-                last_job_id = coalesce(job_id, s.last_job_id),
-                last_error = NULL
-            WHERE s.name = schedule.name;
-            enqueued := enqueued + cardinality(due);
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
-            BEGIN
-                UPDATE @extschema@.schedules s
-                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                    last_error = format('%s (SQLSTATE %s)', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
-            EXCEPTION WHEN OTHERS THEN
-                UPDATE @extschema@.schedules s
-                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
-            END;
-        END;
-    END LOOP;
-    RETURN enqueued;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -36,8 +36,9 @@ SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
 -- before the record committed. A step already recorded is refused (23505)
 -- and nothing changes. One row written: the step's (and the job's row
 -- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs, one statement: sql/steps.record.sql): it runs once per step
--- of every durable job.
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
 --
 -- It writes job_steps as the extension's owner: a worker may read the
 -- steps but not write them (sql/privileges.sql), so that no step is

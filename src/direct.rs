@@ -2,7 +2,8 @@
 //! rq_enqueue and rq_enqueue_batch their new rows (`insert`,
 //! `insert_batch`), rq_claim and rq_take of one queue their claims (`claim`,
 //! walking jobs_ready_by_queue_idx with index scans), rq_complete a
-//! claimed job's end (`complete`).
+//! claimed job's end (`complete`), and rq_step the step of a job it
+//! holds (`step::record`: a row of job_steps).
 //!
 //! Why: a verb that runs a kept plan through SPI pays the executor's set-up
 //! of that plan on every call (docs/src/design/hot-path.md: ExecutorStart
@@ -39,6 +40,8 @@
 
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
+
+pub mod step;
 
 /// The jobs table's columns that raquel made, with their base types.
 const COLUMNS: [(&str, pg_sys::Oid); 26] = [

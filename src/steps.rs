@@ -1,7 +1,8 @@
 //! Steps: what a job's run has done so far, kept across its attempts
-//! (declared in sql/steps.sql). `rq_step` records one with one statement
-//! (sql/steps.record.sql): it is called once per step of every durable job,
-//! so it is C, with a kept plan, and writes the step's row and nothing else.
+//! (declared in sql/steps.sql). `rq_step` records one: it is called once
+//! per step of every durable job, so it is C, writes the step's row
+//! directly where it may (src/direct/step.rs) and otherwise with one
+//! statement (sql/steps.record.sql), and writes nothing else.
 
 use crate::clock::now_ms;
 use crate::errors::{self, Cannot};
@@ -84,6 +85,18 @@ pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> 
     check_name(id, name, "record a step of");
     let Some(id) = id else { errors::raise_cannot(function, None, attempt, "step", &["claimed"]) };
     let name = name.unwrap_or_default();
+    // written directly where it may be (src/direct/step.rs); the statement
+    // otherwise, and to say why a step is refused
+    if let (Some(attempt), Some(name)) = (attempt, name.into_datum()) {
+        let step = crate::direct::step::NewStep { id, attempt, name, result, now_ms: now_ms() };
+        let (jobs, steps) = (crate::privileges::jobs_of(function), crate::privileges::table_of(function, "job_steps"));
+        if let Some(row) = crate::direct::step::record(jobs, steps, &step) {
+            // SAFETY: a composite datum in SPI's memory, copied out before SPI_finish frees it.
+            let row = unsafe { pg_sys::SPI_datumTransfer(row, false, -1) };
+            statements::finish();
+            return row;
+        }
+    }
     let job_steps = || statements::in_schema_of(function, "job_steps");
     // the names are looked up only when the plan is made, not on every call
     let text = || {

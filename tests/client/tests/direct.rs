@@ -767,3 +767,139 @@ fn a_direct_take_takes_what_its_statement_takes() {
     assert_eq!(left, 0, "deleted");
     assert_indexes_check(&mut c, 9);
 }
+
+/// Records step `name` of job `id` (claimed as `attempt`) with `result`
+/// and says whether it ran a statement to do it.
+fn step_ran_a_statement(c: &mut Client, id: &str, attempt: i32, name: &str, result: &str) -> bool {
+    let before = runs(c);
+    c.execute(&format!("SELECT rq_step($1::text::uuid, $2, $3, {result})"), &[&id, &attempt, &name]).unwrap();
+    runs(c) > before
+}
+
+/// Enqueues a job of `queue` and claims it: its id and attempt.
+fn claimed(c: &mut Client, queue: &str) -> (String, i32) {
+    c.execute("SELECT rq_enqueue($1, 'x')", &[&queue]).unwrap();
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// rq_step of a claimed job records its row directly, the row its
+/// statement records; a step recorded twice, a stale attempt and a job not
+/// claimed go to the statement, which says why; a user's trigger on
+/// job_steps sends the step to the statement, and fires.
+#[test]
+fn a_direct_step_records_the_row_its_statement_records() {
+    let db = fresh_db("rq_it_direct_step");
+    let mut c = connect(&db);
+    let (id, attempt) = claimed(&mut c, "s");
+    let step = "SELECT job_id::text, name, result::text, attempt, recorded_at > 0 FROM job_steps WHERE name = $1";
+    assert!(!step_ran_a_statement(&mut c, &id, attempt, "direct", "'{\"a\": [1, 2]}'"), "a step is recorded directly");
+    c.batch_execute("SET raquel.direct_writes = off").unwrap();
+    assert!(step_ran_a_statement(&mut c, &id, attempt, "planned", "'{\"a\": [1, 2]}'"), "the statement with direct_writes off");
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    let rows: Vec<String> =
+        ["direct", "planned"].iter().map(|n| format!("{:?}", c.query_one(step, &[n]).unwrap()).replace(n, "NAME")).collect();
+    assert_eq!(rows[0], rows[1], "the direct row is the statement's");
+    // the row returned is the row stored; a NULL result is stored as NULL
+    let returned: String =
+        c.query_one("SELECT s::text FROM rq_step($1::text::uuid, $2, 'third') s", &[&id, &attempt]).unwrap().get(0);
+    let stored: String = c.query_one("SELECT s::text FROM job_steps s WHERE name = 'third'", &[]).unwrap().get(0);
+    assert_eq!(returned, stored, "the returned row is the stored row");
+    let null: bool = c.query_one("SELECT result IS NULL FROM job_steps WHERE name = 'third'", &[]).unwrap().get(0);
+    assert!(null);
+    // recorded twice: the statement says so, and by which attempt (23505)
+    let twice = c.execute("SELECT rq_step($1::text::uuid, $2, 'direct', '1')", &[&id, &attempt]).unwrap_err();
+    assert_eq!(twice.code().map(|s| s.code()), Some("23505"));
+    let message = twice.as_db_error().map(|e| e.message().to_string()).unwrap_or_default();
+    assert!(message.contains("already recorded"), "{message}");
+    // a stale attempt, a job not claimed: 55000, nothing recorded
+    assert_eq!(sqlstate(c.query("SELECT rq_step($1::text::uuid, $2, 'late', NULL)", &[&id, &(attempt + 1)])), "55000");
+    let queued: String = c.query_one("SELECT id::text FROM rq_enqueue('t', 'x')", &[]).unwrap().get(0);
+    assert_eq!(sqlstate(c.query("SELECT rq_step($1::text::uuid, 0, 'early', NULL)", &[&queued])), "55000");
+    let steps: i64 = c.query_one("SELECT count(*) FROM job_steps", &[]).unwrap().get(0);
+    assert_eq!(steps, 3, "the refused steps recorded nothing");
+    // rolled back, a direct step is gone; in the claim's own transaction, direct
+    c.batch_execute("BEGIN").unwrap();
+    assert!(!step_ran_a_statement(&mut c, &id, attempt, "undone", "NULL"));
+    c.batch_execute("ROLLBACK").unwrap();
+    let undone: i64 = c.query_one("SELECT count(*) FROM job_steps WHERE name = 'undone'", &[]).unwrap().get(0);
+    assert_eq!(undone, 0);
+    c.batch_execute("SELECT rq_enqueue('u', 'x')").unwrap();
+    c.batch_execute("BEGIN").unwrap();
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['u'])", &[]).unwrap();
+    let (own, own_attempt): (String, i32) = (row.get(0), row.get(1));
+    assert!(!step_ran_a_statement(&mut c, &own, own_attempt, "in the claim's transaction", "'1'"));
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&own, &own_attempt]).unwrap();
+    c.batch_execute("COMMIT").unwrap();
+    // a user's trigger on job_steps: the statement, and the trigger fires
+    c.batch_execute(
+        "CREATE TABLE seen_steps (name text); \
+         CREATE FUNCTION note_step() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen_steps VALUES (NEW.name); RETURN NEW; END $$; \
+         CREATE TRIGGER note_step AFTER INSERT ON job_steps FOR EACH ROW EXECUTE FUNCTION note_step()",
+    )
+    .unwrap();
+    assert!(step_ran_a_statement(&mut c, &id, attempt, "watched", "NULL"), "a user's trigger: the statement");
+    let seen: i64 = c.query_one("SELECT count(*) FROM seen_steps WHERE name = 'watched'", &[]).unwrap().get(0);
+    assert_eq!(seen, 1, "the trigger fired");
+    c.batch_execute("DROP TRIGGER note_step ON job_steps").unwrap();
+    assert!(!step_ran_a_statement(&mut c, &id, attempt, "unwatched", "NULL"), "the trigger dropped: direct again");
+    if every_index_checks(&mut c).is_some() {
+        c.batch_execute("SELECT bt_index_check('job_steps_pkey'::regclass, true)").unwrap();
+    }
+}
+
+/// A step that meets a rescue holding the job's row waits for it, and
+/// then finds the job handed back: refused (fenced), nothing recorded; a
+/// step that goes first holds the job's row against the rescue until it
+/// commits, so that no step is recorded for an attempt that lost its
+/// claim before the record committed. (Leases of 300 ms, held from before
+/// they lapse, as in the complete's race above.)
+#[test]
+fn a_direct_step_and_a_rescue_race_in_both_orders() {
+    let db = fresh_db("rq_it_direct_step_race");
+    let mut worker = connect(&db);
+    let mut duty = connect(&db);
+    let lapse = || thread::sleep(std::time::Duration::from_millis(400));
+    let claim = |c: &mut Client, queue: &str| {
+        c.execute("SELECT rq_enqueue($1, 'x')", &[&queue]).unwrap();
+        let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1], lease => '300 milliseconds')", &[&queue]).unwrap();
+        (row.get::<_, String>(0), row.get::<_, i32>(1))
+    };
+    // the rescue first
+    let (id, attempt) = claim(&mut worker, "q");
+    duty.batch_execute("BEGIN").unwrap();
+    duty.execute("SELECT FROM jobs WHERE id = $1::text::uuid FOR UPDATE", &[&id]).unwrap();
+    lapse();
+    let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
+    assert_eq!(rescued, 1, "the rescue hands the lapsed job back");
+    let stepping = {
+        let (db, id) = (db.clone(), id.clone());
+        thread::spawn(move || {
+            let mut c = connect(&db);
+            sqlstate(c.query("SELECT rq_step($1::text::uuid, $2, 'late', NULL)", &[&id, &attempt]))
+        })
+    };
+    thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!stepping.is_finished(), "the step waits for the rescue's row lock");
+    duty.batch_execute("COMMIT").unwrap();
+    assert_eq!(stepping.join().unwrap(), "55000", "the job was handed back: the old attempt is refused");
+    let steps: i64 = duty.query_one("SELECT count(*) FROM job_steps", &[]).unwrap().get(0);
+    assert_eq!(steps, 0);
+
+    // the step first: the rescue passes the row it holds by until it commits
+    let (id, attempt) = claim(&mut worker, "r");
+    worker.batch_execute("BEGIN").unwrap();
+    let before = runs(&mut worker);
+    worker.execute("SELECT rq_step($1::text::uuid, $2, 'first', NULL)", &[&id, &attempt]).unwrap();
+    assert_eq!(runs(&mut worker), before, "recorded directly");
+    lapse();
+    let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
+    assert_eq!(rescued, 0, "the rescue passes the row the step holds by");
+    worker.batch_execute("COMMIT").unwrap();
+    // (by this rescue or the background worker's, whichever comes first)
+    duty.batch_execute("SELECT rq_rescue()").unwrap();
+    let status: String = duty.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_ne!(status, "claimed", "then the lapsed job is handed back");
+    let steps: i64 = duty.query_one("SELECT count(*) FROM job_steps WHERE job_id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_eq!(steps, 1, "the step recorded before the rescue stays, for the next attempt to read");
+}
