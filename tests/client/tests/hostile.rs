@@ -442,6 +442,26 @@ fn repo_path(relative: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
 }
 
+/// Every Rust file of the extension (src/, its modules' folders too), by
+/// its path under src/ ("claim.rs", "direct/step.rs").
+fn rust_sources() -> Vec<(String, std::path::PathBuf)> {
+    let src = repo_path("src");
+    let mut found = Vec::new();
+    let mut folders = vec![src.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("the repository's src/ directory") {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push((path.strip_prefix(&src).unwrap().to_string_lossy().into_owned(), path));
+            }
+        }
+    }
+    assert!(found.len() > 10, "found only {} Rust files under src/", found.len());
+    found
+}
+
 /// Where the extension's code is written down, as (origin, SQL text).
 fn extension_code(observer: &mut Client) -> Vec<(String, String)> {
     let mut code = Vec::new();
@@ -484,10 +504,8 @@ fn extension_code(observer: &mut Client) -> Vec<(String, String)> {
     // The SQL in the Rust code: every string of the background worker, and
     // the strings of the other files that hold a statement.
     let mut worker_strings = 0;
-    for entry in std::fs::read_dir(repo_path("src")).expect("the repository's src/ directory") {
-        let path = entry.unwrap().path();
-        let file = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !file.ends_with(".rs") || file == "pg_tests.rs" {
+    for (file, path) in rust_sources() {
+        if file == "pg_tests.rs" {
             continue;
         }
         for literal in rust_string_literals(&std::fs::read_to_string(&path).unwrap()) {
@@ -1308,8 +1326,8 @@ fn function_name(signature: &str) -> &str {
 /// defaults, its row trigger), where a SET would cost each call.
 fn symbols_of_files_that_run_sql() -> BTreeSet<String> {
     let mut symbols = BTreeSet::new();
-    for entry in std::fs::read_dir(repo_path("src")).unwrap() {
-        let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    for (_, path) in rust_sources() {
+        let source = std::fs::read_to_string(path).unwrap();
         if !(source.contains("statements::connect()") || source.contains("Spi::")) {
             continue;
         }
