@@ -89,6 +89,8 @@ enum Col {
     EnqueuedAt = 9,
     ScheduledAt = 10,
     Attempts = 11,
+    Error = 12,
+    ErrorTrace = 13,
     ClaimedBy = 14,
     ClaimedAt = 15,
     FinishedAt = 16,
@@ -618,10 +620,12 @@ fn lasting_text(text: &std::ffi::CStr) -> pg_sys::Datum {
 }
 
 thread_local! {
-    /// 'queued', 'claimed' and 'success', made once per backend.
+    /// The statuses the direct writes store, made once per backend.
     static QUEUED: pg_sys::Datum = lasting_text(c"queued");
     static CLAIMED: pg_sys::Datum = lasting_text(c"claimed");
     static SUCCESS: pg_sys::Datum = lasting_text(c"success");
+    static FAILED: pg_sys::Datum = lasting_text(c"failed");
+    static EXHAUSTED: pg_sys::Datum = lasting_text(c"exhausted");
 }
 
 /// Inserts `job` into the jobs table `table` and returns its row (a
@@ -710,37 +714,58 @@ pub fn insert_batch(
     }
 }
 
-/// A job completed directly: its row (in the caller's memory) and what
-/// follows its end needs of it (src/ended.rs).
-pub struct Completed {
+/// How a claimed job ends directly: completed with its result (jsonb)
+/// when given, or failed with its error and trace (texts), then retried
+/// after its backoff or, with no retry left, exhausted (sql/finish.fail.sql).
+#[derive(Clone, Copy)]
+pub enum End {
+    Complete { result: Option<pg_sys::Datum> },
+    Fail { error: Option<pg_sys::Datum>, trace: Option<pg_sys::Datum> },
+}
+
+/// A job ended directly: its row (in the caller's memory) and what
+/// follows its end needs of it (src/ended.rs, src/finish.rs).
+pub struct EndedRow {
     pub row: pg_sys::Datum,
     pub queue: String,
     pub claimed_at: Option<i64>,
     /// Its end sets something off: it has a key_period, or jobs wait for it.
     pub sets_off: bool,
+    /// A failed job to be retried: when it is due, its max_age and
+    /// priority (for the waiting claims' wake-up); None when it ended.
+    pub retry: Option<Retry>,
 }
 
-/// Completes job `id`, claimed as attempt `attempt`, at `now_ms`, with
-/// `result` (jsonb) when given, in the jobs table `table` whose
-/// dependencies table (sql/workflows.sql) is `dependencies`: the UPDATE of
-/// sql/finish.complete.sql, written directly. None, having written
-/// nothing, when its queue does not `keeps_history` (the statement deletes
-/// the job), when it may not be done directly (see the module's comment;
-/// and the role must be allowed to read and update both tables as the
-/// statement reads and updates them), when the job is not claimed as that
-/// attempt, or when another transaction changed the row since this
-/// statement's snapshot (after waiting for it, as the UPDATE would): the
-/// caller runs its statement, which then does what an UPDATE does in each
-/// case (looks at the row again, or says why it cannot).
-pub fn complete(
+/// When a failed job is to be tried again (`EndedRow`).
+pub struct Retry {
+    pub due: i64,
+    pub max_age: Option<i64>,
+    pub priority: Option<i32>,
+}
+
+/// Ends job `id`, claimed as attempt `attempt`, at `now_ms`, as `end`
+/// says, in the jobs table `table` whose dependencies table
+/// (sql/workflows.sql) is `dependencies`: the UPDATE of
+/// sql/finish.complete.sql or sql/finish.fail.sql, written directly. None,
+/// having written nothing, when a complete's queue does not
+/// `keeps_history` (the statement deletes the job), when it may not be
+/// done directly (see the module's comment; and the role must be allowed
+/// to read and update both tables as the statement reads and updates
+/// them), when the job is not claimed as that attempt, or when another
+/// transaction changed the row since this statement's snapshot (after
+/// waiting for it, as the UPDATE would): the caller runs its statement,
+/// which then does what an UPDATE does in each case (looks at the row
+/// again, or says why it cannot).
+#[allow(clippy::too_many_arguments)]
+pub fn end(
     table: pg_sys::Oid,
     dependencies: pg_sys::Oid,
     id: pgrx::Uuid,
     attempt: i32,
     now_ms: i64,
-    result: Option<pg_sys::Datum>,
+    end: End,
     keeps_history: impl Fn(&str) -> bool,
-) -> Option<Completed> {
+) -> Option<EndedRow> {
     // SAFETY: inside a transaction, in a function call: see Writer::open.
     unsafe {
         let children = Dependencies::open(dependencies)?;
@@ -752,12 +777,10 @@ pub fn complete(
                 // the statement's snapshot: a new one in READ COMMITTED, the
                 // transaction's otherwise
                 let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-                let done = writer.complete_found(id_key, snapshot, id, attempt, now_ms, result, keeps_history).map(
-                    |(row, queue, claimed_at, key_period)| {
-                        let sets_off = key_period || children.has_children(snapshot, id);
-                        Completed { row, queue, claimed_at, sets_off }
-                    },
-                );
+                let done = writer.end_found(id_key, snapshot, id, attempt, now_ms, end, keeps_history).map(|mut ended| {
+                    ended.sets_off = ended.sets_off || children.has_children(snapshot, id);
+                    ended
+                });
                 pg_sys::UnregisterSnapshot(snapshot);
                 done
             });
@@ -812,29 +835,37 @@ impl Writer {
     }
 
     /// The job with `id` as `snapshot` sees it, through the primary key
-    /// `id_key`: when it is claimed as `attempt`, updated to success; its
-    /// new row (in the caller's memory), queue, claimed_at and whether it
-    /// has a key_period. None when it is not, or the update finds the row
-    /// changed by another transaction (having waited for it).
+    /// `id_key`: when it is claimed as `attempt`, updated as `end` says;
+    /// its new row (in the caller's memory) and what its end needs (with
+    /// `sets_off` from its key_period alone). None when it is not, or the
+    /// update finds the row changed by another transaction (having waited
+    /// for it).
     ///
     /// # Safety
-    /// Open; `snapshot` registered.
-    unsafe fn complete_found(
+    /// Open; `snapshot` registered; `end`'s datums are of the columns' types.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn end_found(
         &self,
         id_key: pg_sys::Oid,
         snapshot: pg_sys::Snapshot,
         id: pgrx::Uuid,
         attempt: i32,
         now_ms: i64,
-        result: Option<pg_sys::Datum>,
+        end: End,
         keeps_history: impl Fn(&str) -> bool,
-    ) -> Option<(pg_sys::Datum, String, Option<i64>, bool)> {
+    ) -> Option<EndedRow> {
         // SAFETY: per the contract above; the found row is copied before its
         // scan ends, and its values read as the table's column types.
         unsafe {
             let at = |c: Col| self.layout.at[c as usize];
-            let set = [Col::Status, Col::FinishedAt, Col::LeaseExpiresAt, Col::Result];
-            self.note_updated(if result.is_some() { &set } else { &set[..3] });
+            let set: &[Col] = match end {
+                End::Complete { result: Some(_) } => &[Col::Status, Col::FinishedAt, Col::LeaseExpiresAt, Col::Result],
+                End::Complete { result: None } => &[Col::Status, Col::FinishedAt, Col::LeaseExpiresAt],
+                End::Fail { .. } => {
+                    &[Col::Status, Col::FinishedAt, Col::ScheduledAt, Col::Error, Col::ErrorTrace, Col::LeaseExpiresAt]
+                }
+            };
+            self.note_updated(set);
             let found = find(self.rel, id_key, (at(Col::Id) + 1) as pg_sys::AttrNumber, snapshot, id)?;
             let slot = self.slot();
             pg_sys::ExecClearTuple(slot);
@@ -850,16 +881,54 @@ impl Writer {
                 return None;
             }
             let (queue, claimed_at, key_period) = (text(Col::Queue).unwrap_or_default(), int8(Col::ClaimedAt), !nulls[at(Col::KeyPeriod)]);
-            if !keeps_history(&queue) {
-                // a queue without history: the statement deletes the job
-                return None;
+            // what a failure's retry is computed from
+            let (requeues, max_retry_count, max_age, priority) =
+                (int4(Col::Requeues), int4(Col::MaxRetryCount), int8(Col::MaxAge), int4(Col::Priority));
+            let delays = [Col::BackoffBase, Col::MinRetryDelay, Col::MaxRetryDelay].map(int4);
+            let mut put = |c: Col, value: Option<pg_sys::Datum>| {
+                (values[at(c)], nulls[at(c)]) = match value {
+                    Some(v) => (v, false),
+                    None => (pg_sys::Datum::from(0), true),
+                }
+            };
+            let mut retry = None;
+            match end {
+                End::Complete { result } => {
+                    if !keeps_history(&queue) {
+                        // a queue without history: the statement deletes the job
+                        return None;
+                    }
+                    put(Col::Status, Some(SUCCESS.with(|s| *s)));
+                    put(Col::FinishedAt, Some(pg_sys::Datum::from(now_ms)));
+                    if let Some(result) = result {
+                        put(Col::Result, Some(result));
+                    }
+                }
+                End::Fail { error, trace } => {
+                    // n = the attempts that were not handed back; with no
+                    // retry left (n > max_retry_count), exhausted for good
+                    let n = attempt.saturating_sub(requeues.unwrap_or(0));
+                    if max_retry_count.is_some_and(|most| n > most) {
+                        put(Col::Status, Some(EXHAUSTED.with(|s| *s)));
+                        put(Col::FinishedAt, Some(pg_sys::Datum::from(now_ms)));
+                    } else {
+                        let delay = crate::backoff::backoff_ms(
+                            n,
+                            delays[0].unwrap_or(crate::limits::DEFAULT_BACKOFF_BASE_MS),
+                            delays[1].unwrap_or(crate::limits::DEFAULT_MIN_RETRY_DELAY_MS),
+                            delays[2].unwrap_or(crate::limits::DEFAULT_MAX_RETRY_DELAY_MS),
+                        );
+                        let due = now_ms.saturating_add(delay);
+                        put(Col::Status, Some(FAILED.with(|s| *s)));
+                        put(Col::FinishedAt, None);
+                        put(Col::ScheduledAt, Some(pg_sys::Datum::from(due)));
+                        retry = Some(Retry { due, max_age, priority });
+                    }
+                    put(Col::Error, error);
+                    put(Col::ErrorTrace, trace);
+                }
             }
-            (values[at(Col::Status)], nulls[at(Col::Status)]) = (SUCCESS.with(|s| *s), false);
-            (values[at(Col::FinishedAt)], nulls[at(Col::FinishedAt)]) = (pg_sys::Datum::from(now_ms), false);
-            (values[at(Col::LeaseExpiresAt)], nulls[at(Col::LeaseExpiresAt)]) = (pg_sys::Datum::from(0), true);
-            if let Some(result) = result {
-                (values[at(Col::Result)], nulls[at(Col::Result)]) = (result, false);
-            }
+            put(Col::LeaseExpiresAt, None);
             pg_sys::ExecStoreVirtualTuple(slot);
             if !self.update(&mut (*found).t_self, slot, snapshot) {
                 return None;
@@ -869,7 +938,7 @@ impl Writer {
             let old = pg_sys::MemoryContextSwitchTo(self.caller_context);
             let row = pg_sys::heap_copy_tuple_as_datum(tuple, desc);
             pg_sys::MemoryContextSwitchTo(old);
-            Some((row, queue, claimed_at, key_period))
+            Some(EndedRow { row, queue, claimed_at, sets_off: key_period, retry })
         }
     }
 }

@@ -217,30 +217,51 @@ impl Ending {
         )
     }
 
-    /// A complete of a claimed job, written directly (src/direct.rs) with
-    /// what its end sets off; None, having done nothing, where the
-    /// statement is to run: a job this transaction took, a job of a queue
+    /// The end of a claimed job, written directly (src/direct.rs) with what
+    /// it sets off; None, having done nothing, where the statement is to
+    /// run: a job this transaction took, a complete of a job of a queue
     /// without history (deleted), Citus, a table older than 0.3.0, and
     /// whenever the direct path declines (the job not claimed as this
     /// attempt, a row changed under it, a table not as raquel made it).
-    fn completed_directly(&self, frees_slots: bool) -> Option<pg_sys::Datum> {
-        if self.end != End::Complete || self.taken.is_some() || self.distributed || !self.workflows {
+    fn ended_directly(&self, frees_slots: bool) -> Option<pg_sys::Datum> {
+        if self.taken.is_some() || self.distributed || !self.workflows {
             return None;
         }
         // SAFETY: the attempt and now are an integer and a bigint argument.
         let (attempt, now) = unsafe {
             (self.args[1].and_then(|a| i32::from_datum(a, false))?, self.args[2].and_then(|n| i64::from_datum(n, false))?)
         };
+        let end = match self.end {
+            End::Complete => direct::End::Complete { result: self.args[10] },
+            End::Fail => direct::End::Fail { error: self.args[6], trace: self.args[7] },
+        };
         let table = crate::privileges::jobs_of(self.function);
         let dependencies = crate::privileges::table_of(self.function, "job_dependencies");
         let keeps_history = |queue: &str| !self.without_history.iter().any(|q| q == queue);
-        let done = direct::complete(table, dependencies, self.id, attempt, now, self.args[10], keeps_history)?;
+        let done = direct::end(table, dependencies, self.id, attempt, now, end, keeps_history)?;
         // SAFETY: a composite datum in SPI's memory, copied out before SPI_finish frees it.
         let row = unsafe { pg_sys::SPI_datumTransfer(done.row, false, -1) };
         let run_ms = done.claimed_at.map(|claimed_at| now_ms() - claimed_at);
-        let ended = Ended { id: self.id, queue: done.queue, outcome: Outcome::Succeeded, run_ms, was_claimed: true, sets_off: done.sets_off };
+        let outcome = match (self.end, done.retry) {
+            (End::Complete, _) => Outcome::Succeeded,
+            (End::Fail, None) => Outcome::Exhausted,
+            (End::Fail, Some(retry)) => {
+                self.to_be_retried(&done.queue, run_ms, Some(retry.due), retry.max_age, retry.priority);
+                return Some(row);
+            }
+        };
+        let ended = Ended { id: self.id, queue: done.queue, outcome, run_ms, was_claimed: true, sets_off: done.sets_off };
         ended::jobs_ended(self.function, frees_slots, &[ended]);
         Some(row)
+    }
+
+    /// What follows a failed attempt to be retried: counted failed, and a
+    /// waiting claim woken when it is due.
+    fn to_be_retried(&self, queue: &str, run_ms: Option<i64>, due: Option<i64>, max_age: Option<i64>, priority: Option<i32>) {
+        metrics::note(queue, Event::Failed, run_ms);
+        let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, Some(self.id)));
+        events::ready(crate::privileges::jobs_of(self.function), queue, due, max_age, lane);
+        take::finished(&self.id);
     }
 
     /// Runs the UPDATE and what the end sets off; the job's row, in the
@@ -249,7 +270,7 @@ impl Ending {
         // Before the UPDATE: reading the settings may run a statement, which
         // would replace the UPDATE's result.
         let frees_slots = flow::some_queue_counts_claims(self.function);
-        if let Some(row) = self.completed_directly(frees_slots) {
+        if let Some(row) = self.ended_directly(frees_slots) {
             return Some(row);
         }
         let text = || self.statement_text();
@@ -277,14 +298,9 @@ impl Ending {
             End::Complete => (Some(Outcome::Succeeded), 4),
             End::Fail => {
                 if unsafe { statements::value::<String>(0, 4) }.as_deref() == Some("failed") {
-                    // to be retried: counted failed, and a waiting claim
-                    // woken when it is due
-                    metrics::note(&queue, Event::Failed, run_ms);
                     let (due, max_age, priority) =
                         unsafe { (statements::value::<i64>(0, 5), statements::value::<i64>(0, 6), statements::value::<i32>(0, 7)) };
-                    let lane = priority.map_or(events::Lane::Unknown, |p| events::Lane::Of(p, Some(self.id)));
-                    events::ready(crate::privileges::jobs_of(self.function), &queue, due, max_age, lane);
-                    take::finished(&self.id);
+                    self.to_be_retried(&queue, run_ms, due, max_age, priority);
                     (None, 8)
                 } else {
                     (Some(Outcome::Exhausted), 8)

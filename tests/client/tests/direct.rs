@@ -768,6 +768,72 @@ fn a_direct_take_takes_what_its_statement_takes() {
     assert_indexes_check(&mut c, 9);
 }
 
+/// Fails the job of `queue` it claims with `error` and says whether it ran
+/// a statement to do it.
+fn fail_ran_a_statement(c: &mut Client, queue: &str, error: &str) -> bool {
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
+    let (id, attempt): (String, i32) = (row.get(0), row.get(1));
+    let before = runs(c);
+    c.execute("SELECT rq_fail($1::text::uuid, $2, $3, 'trace of ' || $3)", &[&id, &attempt, &error]).unwrap();
+    runs(c) > before
+}
+
+/// rq_fail of a claimed job writes it directly, the row its statement
+/// writes, whether it is retried after its backoff or exhausted; a retried
+/// job is claimed again when due; an exhausted parent cancels the job
+/// waiting for it; a stale attempt goes to the statement, which says why.
+#[test]
+fn a_direct_fail_writes_the_row_its_statement_writes() {
+    let db = fresh_db("rq_it_direct_fail");
+    let mut c = connect(&db);
+    // the columns that do not depend on when or by which path, and the
+    // retry's delay from the claim, to within the second the call took
+    let row = "SELECT queue, payload, status, attempts, error, error_trace, claimed_by, finished_at IS NULL, \
+               CASE WHEN status = 'failed' THEN (scheduled_at - claimed_at) / 1000 END, lease_expires_at, requeues \
+               FROM jobs WHERE queue = $1 ORDER BY claimed_at DESC, id DESC LIMIT 1";
+    let enqueue = [
+        "SELECT rq_enqueue('f', 'retried', backoff_base => '4 seconds')",
+        "SELECT rq_enqueue('f', 'retried, bounded', backoff_base => '1 second', min_retry_delay => '7 seconds', max_retry_count => 3)",
+        "SELECT rq_enqueue('f', 'exhausted', max_retry_count => 0)",
+    ];
+    for job in enqueue {
+        c.batch_execute(&format!("{job}; SET raquel.direct_writes = on")).unwrap();
+        assert!(!fail_ran_a_statement(&mut c, "f", "boom"), "a fail is written directly: {job}");
+        let direct = format!("{:?}", c.query_one(row, &[&"f"]).unwrap());
+        c.batch_execute(&format!("{job}; SET raquel.direct_writes = off")).unwrap();
+        assert!(fail_ran_a_statement(&mut c, "f", "boom"), "the statement with direct_writes off");
+        let planned = format!("{:?}", c.query_one(row, &[&"f"]).unwrap());
+        c.batch_execute("RESET raquel.direct_writes; DELETE FROM jobs WHERE queue = 'f'").unwrap();
+        assert_eq!(direct, planned, "{job}");
+    }
+    // retried at once (no backoff): claimed again, as its second attempt
+    c.batch_execute("SELECT rq_enqueue('again', 'x', backoff_base => '0', min_retry_delay => '0')").unwrap();
+    assert!(!fail_ran_a_statement(&mut c, "again", "once"));
+    let second: i32 = c.query_one("SELECT attempts FROM rq_claim(ARRAY['again'])", &[]).unwrap().get(0);
+    assert_eq!(second, 2, "the retried job is claimed again");
+    // an exhausted parent cancels its child
+    let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('p', 'parent', max_retry_count => 0)", &[]).unwrap().get(0);
+    c.execute("SELECT rq_enqueue('k', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
+    fail_ran_a_statement(&mut c, "p", "for good");
+    let child: String = c.query_one("SELECT status FROM jobs WHERE queue = 'k'", &[]).unwrap().get(0);
+    assert_eq!(child, "cancelled", "the child of an exhausted parent");
+    // a stale attempt: the statement says why (55000), and nothing changes
+    let (id, attempt) = claimed(&mut c, "s");
+    assert_eq!(sqlstate(c.query("SELECT rq_fail($1::text::uuid, $2, 'late')", &[&id, &(attempt + 1)])), "55000");
+    let status: String = c.query_one("SELECT status FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap().get(0);
+    assert_eq!(status, "claimed", "a refused fail changes nothing");
+    // rolled back, a direct fail leaves the job claimed
+    c.batch_execute("BEGIN").unwrap();
+    let before = runs(&mut c);
+    c.execute("SELECT rq_fail($1::text::uuid, $2, 'undone')", &[&id, &attempt]).unwrap();
+    assert_eq!(runs(&mut c), before, "failed directly");
+    c.batch_execute("ROLLBACK").unwrap();
+    let (status, error): (String, Option<String>) =
+        c.query_one("SELECT status, error FROM jobs WHERE id = $1::text::uuid", &[&id]).map(|r| (r.get(0), r.get(1))).unwrap();
+    assert_eq!((status.as_str(), error), ("claimed", None));
+    assert_indexes_check(&mut c, 9);
+}
+
 /// Records step `name` of job `id` (claimed as `attempt`) with `result`
 /// and says whether it ran a statement to do it.
 fn step_ran_a_statement(c: &mut Client, id: &str, attempt: i32, name: &str, result: &str) -> bool {
