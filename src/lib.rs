@@ -46,6 +46,7 @@ mod finish;
 mod flow;
 mod history;
 mod ids;
+mod install;
 mod invalidation;
 mod limits;
 mod metrics;

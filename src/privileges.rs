@@ -41,7 +41,7 @@ pub fn require_update(function: pg_sys::Oid, name: &str) {
 }
 
 /// require_update for the table named `table` beside `function`.
-pub fn require_update_of(function: pg_sys::Oid, table: &str, name: &str) {
+pub fn require_update_of(function: pg_sys::Oid, table: &'static str, name: &str) {
     if !may_update(table_of(function, table)) {
         crate::errors::Refusal::new(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -58,10 +58,12 @@ pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
 
 /// The table (or index) named `table` of `function`'s install (in the
 /// extension's schema, src/statements.rs); InvalidOid when there is none.
-pub fn table_of(function: pg_sys::Oid, table: &str) -> pg_sys::Oid {
-    let name = std::ffi::CString::new(table).expect("a table name has no NUL");
-    // SAFETY: catalog lookups by OID and by name, inside a transaction.
-    unsafe { pg_sys::get_relname_relid(name.as_ptr(), crate::statements::extension_schema(function)) }
+pub fn table_of(function: pg_sys::Oid, table: &'static str) -> pg_sys::Oid {
+    crate::install::table(function, table, || {
+        let name = std::ffi::CString::new(table).expect("a table name has no NUL");
+        // SAFETY: catalog lookups by OID and by name, inside a transaction.
+        unsafe { pg_sys::get_relname_relid(name.as_ptr(), crate::statements::extension_schema(function)) }
+    })
 }
 
 /// The role that called into the extension (not the owner a SECURITY

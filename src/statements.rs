@@ -605,9 +605,11 @@ pub unsafe fn first_row_copied() -> pg_sys::Datum {
 
 /// Whether the jobs table beside `function` has a column `column`: a table
 /// made by an older version of the extension, not yet updated, may not.
-pub fn jobs_have(function: pg_sys::Oid, column: &CStr) -> bool {
-    // SAFETY: catalog lookups by OID and name, inside a transaction.
-    unsafe { pg_sys::get_attnum(crate::privileges::jobs_of(function), column.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
+pub fn jobs_have(function: pg_sys::Oid, column: &'static CStr) -> bool {
+    crate::install::column(function, column, || {
+        // SAFETY: catalog lookups by OID and name, inside a transaction.
+        unsafe { pg_sys::get_attnum(crate::privileges::jobs_of(function), column.as_ptr()) != pg_sys::InvalidAttrNumber as i16 }
+    })
 }
 
 /// Frees the last SPI result: for a loop that runs statements until one

@@ -1,0 +1,65 @@
+//! What a verb asks the catalogs about its own install, answered once per
+//! backend: the tables beside a function (the jobs table, job_steps, …:
+//! src/privileges.rs `table_of`) and whether the jobs table has a column
+//! (`statements::jobs_have`: the schema generation of an install whose
+//! update has not run). A claim and its complete asked eight times, 19,500
+//! instructions of its 436,000 (callgrind); now each answer is a look in a
+//! short list.
+//!
+//! Forgotten the way PostgreSQL forgets its own caches: any change of a
+//! row of pg_proc, of a relation's name or of a column (CREATE, ALTER,
+//! DROP, an update script, and a full reset of the caches) clears every
+//! answer, and the next call asks again.
+
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+
+thread_local! {
+    /// (function, table name) → the table (InvalidOid: none).
+    static TABLES: RefCell<Vec<(pg_sys::Oid, &'static str, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };
+    /// (function, column of its jobs table) → whether it is there.
+    static COLUMNS: RefCell<Vec<(pg_sys::Oid, &'static std::ffi::CStr, bool)>> = const { RefCell::new(Vec::new()) };
+    static REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The table named `name` beside `function`, asked of the catalogs with
+/// `look` the first time.
+pub fn table(function: pg_sys::Oid, name: &'static str, look: impl FnOnce() -> pg_sys::Oid) -> pg_sys::Oid {
+    if let Some(found) = TABLES.with_borrow(|t| t.iter().find(|(f, n, _)| *f == function && *n == name).map(|(.., oid)| *oid)) {
+        return found;
+    }
+    let oid = look();
+    watch();
+    TABLES.with_borrow_mut(|t| t.push((function, name, oid)));
+    oid
+}
+
+/// Whether `function`'s jobs table has `column`, asked of the catalogs
+/// with `look` the first time.
+pub fn column(function: pg_sys::Oid, column: &'static std::ffi::CStr, look: impl FnOnce() -> bool) -> bool {
+    if let Some(found) = COLUMNS.with_borrow(|c| c.iter().find(|(f, n, _)| *f == function && *n == column).map(|(.., has)| *has)) {
+        return found;
+    }
+    let has = look();
+    watch();
+    COLUMNS.with_borrow_mut(|c| c.push((function, column, has)));
+    has
+}
+
+/// Registers, once per backend, the callbacks that forget.
+fn watch() {
+    if REGISTERED.replace(true) {
+        return;
+    }
+    for cache in [pg_sys::SysCacheIdentifier::PROCOID, pg_sys::SysCacheIdentifier::RELNAMENSP, pg_sys::SysCacheIdentifier::ATTNAME] {
+        // SAFETY: registers a callback that lives as long as the backend.
+        unsafe { pg_sys::CacheRegisterSyscacheCallback(cache as i32, Some(forget), pg_sys::Datum::from(0)) };
+    }
+}
+
+/// Runs while invalidations are processed: only forgets.
+#[pg_guard]
+unsafe extern "C-unwind" fn forget(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    TABLES.with_borrow_mut(|t| t.clear());
+    COLUMNS.with_borrow_mut(|c| c.clear());
+}
