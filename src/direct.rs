@@ -1,8 +1,8 @@
 //! The direct path: a hot verb writes the jobs table without a statement:
 //! rq_enqueue and rq_enqueue_batch their new rows (`insert`,
 //! `insert_batch`), rq_claim and rq_take of one queue their claims (`claim`,
-//! walking jobs_ready_by_queue_idx with index scans), rq_complete a
-//! claimed job's end (`complete`), and rq_step the step of a job it
+//! walking jobs_ready_by_queue_idx with index scans), rq_complete and
+//! rq_fail a claimed job's end (`end`), and rq_step the step of a job it
 //! holds (`step::record`: a row of job_steps).
 //!
 //! Why: a verb that runs a kept plan through SPI pays the executor's set-up
@@ -15,8 +15,8 @@
 //! by `ExecInsertIndexTuples` (every index, a user's too, with its
 //! predicate), and what raquel's row triggers would do, called here.
 //!
-//! Only while the table is as raquel made it: a plain heap table, no row
-//! security, no CHECK constraint or generated column of a user, no trigger
+//! Only while the table is as raquel made it: a plain heap table (not a
+//! partition), no row security or rule, no CHECK constraint or generated column of a user, no trigger
 //! but raquel's own three (enabled, as they are made), no deferred or
 //! exclusion constraint among its indexes, and the columns raquel made with
 //! their base types. Otherwise, or with `raquel.direct_writes` off, under
@@ -292,6 +292,8 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
         if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
             || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
             || (*form).relrowsecurity
+            || (*form).relhasrules
+            || (*form).relispartition
         {
             return None;
         }
@@ -778,7 +780,8 @@ pub fn end(
                 // transaction's otherwise
                 let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
                 let done = writer.end_found(id_key, snapshot, id, attempt, now_ms, end, keeps_history).map(|mut ended| {
-                    ended.sets_off = ended.sets_off || children.has_children(snapshot, id);
+                    // (a failure to be retried has not ended: nothing follows it)
+                    ended.sets_off = ended.retry.is_none() && (ended.sets_off || children.has_children(snapshot, id));
                     ended
                 });
                 pg_sys::UnregisterSnapshot(snapshot);

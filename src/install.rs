@@ -9,7 +9,11 @@
 //! Forgotten the way PostgreSQL forgets its own caches: any change of a
 //! row of pg_proc, of a relation's name or of a column (CREATE, ALTER,
 //! DROP, an update script, and a full reset of the caches) clears every
-//! answer, and the next call asks again.
+//! answer, and the next call asks again. That is coarse: a VACUUM or
+//! ANALYZE of any table, and any temporary table made, clear it too, so
+//! on a busy server the answers are asked again more often than the
+//! idle single-backend count above shows; asking is what every call did
+//! before.
 
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -20,6 +24,9 @@ thread_local! {
     /// (function, column of its jobs table) → whether it is there.
     static COLUMNS: RefCell<Vec<(pg_sys::Oid, &'static std::ffi::CStr, bool)>> = const { RefCell::new(Vec::new()) };
     static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    /// Counts the forgettings: an answer looked up while one came in (a
+    /// lock taken while looking takes in invalidations) is not kept.
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The table named `name` beside `function`, asked of the catalogs with
@@ -28,9 +35,12 @@ pub fn table(function: pg_sys::Oid, name: &'static str, look: impl FnOnce() -> p
     if let Some(found) = TABLES.with_borrow(|t| t.iter().find(|(f, n, _)| *f == function && *n == name).map(|(.., oid)| *oid)) {
         return found;
     }
-    let oid = look();
     watch();
-    TABLES.with_borrow_mut(|t| t.push((function, name, oid)));
+    let before = GENERATION.get();
+    let oid = look();
+    if GENERATION.get() == before {
+        TABLES.with_borrow_mut(|t| t.push((function, name, oid)));
+    }
     oid
 }
 
@@ -40,9 +50,12 @@ pub fn column(function: pg_sys::Oid, column: &'static std::ffi::CStr, look: impl
     if let Some(found) = COLUMNS.with_borrow(|c| c.iter().find(|(f, n, _)| *f == function && *n == column).map(|(.., has)| *has)) {
         return found;
     }
-    let has = look();
     watch();
-    COLUMNS.with_borrow_mut(|c| c.push((function, column, has)));
+    let before = GENERATION.get();
+    let has = look();
+    if GENERATION.get() == before {
+        COLUMNS.with_borrow_mut(|c| c.push((function, column, has)));
+    }
     has
 }
 
@@ -60,6 +73,7 @@ fn watch() {
 /// Runs while invalidations are processed: only forgets.
 #[pg_guard]
 unsafe extern "C-unwind" fn forget(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    GENERATION.set(GENERATION.get() + 1);
     TABLES.with_borrow_mut(|t| t.clear());
     COLUMNS.with_borrow_mut(|c| c.clear());
 }

@@ -8,8 +8,9 @@
 //! It declines, having written nothing, and the statement runs, which says
 //! why or does what an INSERT does: when the direct path may not be tried
 //! (src/direct.rs), the jobs table is not as raquel made it, job_steps is
-//! not (a trigger, row security, a CHECK, a column or an index that is not
-//! raquel's kind), the job is not claimed as the attempt, its row changed
+//! not (a trigger, a rule, row security, a CHECK, a column or an index that
+//! is not raquel's kind, a partition), the job is not claimed as the
+//! attempt, its row changed
 //! since this statement's snapshot, or the step is recorded already. The
 //! job's row is locked before the step is looked for, as the statement
 //! locks it: a declined step may leave it locked FOR SHARE, which the
@@ -36,14 +37,14 @@ pub struct NewStep {
     pub now_ms: i64,
 }
 
-/// job_steps's columns as sql/steps.sql makes them, in the order a new
-/// step's values are given (`insert`).
-const STEP_COLUMNS: [(&str, pg_sys::Oid); 5] = [
-    ("job_id", pg_sys::UUIDOID),
-    ("name", pg_sys::TEXTOID),
-    ("result", pg_sys::JSONBOID),
-    ("attempt", pg_sys::INT4OID),
-    ("recorded_at", pg_sys::INT8OID),
+/// job_steps's columns as sql/steps.sql makes them (name, type, NOT
+/// NULL), in the order a new step's values are given (`insert`).
+const STEP_COLUMNS: [(&str, pg_sys::Oid, bool); 5] = [
+    ("job_id", pg_sys::UUIDOID, true),
+    ("name", pg_sys::TEXTOID, true),
+    ("result", pg_sys::JSONBOID, false),
+    ("attempt", pg_sys::INT4OID, true),
+    ("recorded_at", pg_sys::INT8OID, true),
 ];
 
 /// Records `step` in the table `steps` (job_steps) of the job in `table`
@@ -71,6 +72,8 @@ pub fn record(table: pg_sys::Oid, steps: pg_sys::Oid, step: &NewStep) -> Option<
         // before is seen, and the written row gets the command's id
         pg_sys::CommandCounterIncrement();
         let jobs = pg_sys::table_open(table, pg_sys::RowShareLock as pg_sys::LOCKMODE);
+        // (the first read of the table in a backend opens its indexes with
+        // RowExclusiveLock, as a write of the jobs table does: once)
         let layout = read(jobs).map(|(layout, _, _)| layout);
         let row = layout.and_then(|layout| {
             let id_key = layout.id_key?;
@@ -144,8 +147,9 @@ unsafe fn lock_claimed(
 
 /// Where each of STEP_COLUMNS is in `rel`'s rows (attribute number - 1),
 /// or None when job_steps is not as raquel made it: a plain heap table
-/// without row security, triggers, CHECK constraints or generated
-/// columns, with those columns alone.
+/// (not a partition) without row security, rules, triggers, CHECK
+/// constraints or generated columns, with those columns alone, each of
+/// its type (no domain) and NOT NULL as made.
 ///
 /// # Safety
 /// `rel` is open.
@@ -156,6 +160,8 @@ unsafe fn step_layout(rel: pg_sys::Relation) -> Option<[usize; STEP_COLUMNS.len(
         if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
             || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
             || (*form).relrowsecurity
+            || (*form).relhasrules
+            || (*form).relispartition
             || !(*rel).trigdesc.is_null()
         {
             return None;
@@ -171,8 +177,9 @@ unsafe fn step_layout(rel: pg_sys::Relation) -> Option<[usize; STEP_COLUMNS.len(
                 continue;
             }
             let name = std::ffi::CStr::from_ptr(attr.attname.data.as_ptr()).to_str().ok()?;
-            let c = STEP_COLUMNS.iter().position(|(n, _)| *n == name)?;
-            if at[c] != usize::MAX || pg_sys::getBaseType(attr.atttypid) != STEP_COLUMNS[c].1 {
+            let c = STEP_COLUMNS.iter().position(|(n, ..)| *n == name)?;
+            let (_, type_oid, not_null) = STEP_COLUMNS[c];
+            if at[c] != usize::MAX || attr.atttypid != type_oid || attr.attnotnull != not_null {
                 return None;
             }
             at[c] = i;

@@ -786,11 +786,12 @@ fn fail_ran_a_statement(c: &mut Client, queue: &str, error: &str) -> bool {
 fn a_direct_fail_writes_the_row_its_statement_writes() {
     let db = fresh_db("rq_it_direct_fail");
     let mut c = connect(&db);
-    // the columns that do not depend on when or by which path, and the
-    // retry's delay from the claim, to within the second the call took
+    // the columns that do not depend on when or by which path, and whether
+    // a retry is due its first backoff after the claim (the larger of the
+    // base and the minimum), give or take the minute the calls may take
     let row = "SELECT queue, payload, status, attempts, error, error_trace, claimed_by, finished_at IS NULL, \
-               CASE WHEN status = 'failed' THEN (scheduled_at - claimed_at) / 1000 END, lease_expires_at, requeues \
-               FROM jobs WHERE queue = $1 ORDER BY claimed_at DESC, id DESC LIMIT 1";
+               CASE WHEN status = 'failed' THEN scheduled_at - claimed_at - greatest(backoff_base, min_retry_delay) BETWEEN 0 AND 60000 END, \
+               lease_expires_at, requeues FROM jobs WHERE queue = $1 ORDER BY claimed_at DESC, id DESC LIMIT 1";
     let enqueue = [
         "SELECT rq_enqueue('f', 'retried', backoff_base => '4 seconds')",
         "SELECT rq_enqueue('f', 'retried, bounded', backoff_base => '1 second', min_retry_delay => '7 seconds', max_retry_count => 3)",
@@ -814,6 +815,8 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
     // an exhausted parent cancels its child
     let parent: String = c.query_one("SELECT id::text FROM rq_enqueue('p', 'parent', max_retry_count => 0)", &[]).unwrap().get(0);
     c.execute("SELECT rq_enqueue('k', 'child', after => ARRAY[$1::text::uuid])", &[&parent]).unwrap();
+    // (what the parent's end sets off runs its statement, rq_job_ended: so
+    // the count of statements cannot tell the path here)
     fail_ran_a_statement(&mut c, "p", "for good");
     let child: String = c.query_one("SELECT status FROM jobs WHERE queue = 'k'", &[]).unwrap().get(0);
     assert_eq!(child, "cancelled", "the child of an exhausted parent");
@@ -909,6 +912,11 @@ fn a_direct_step_records_the_row_its_statement_records() {
     assert_eq!(seen, 1, "the trigger fired");
     c.batch_execute("DROP TRIGGER note_step ON job_steps").unwrap();
     assert!(!step_ran_a_statement(&mut c, &id, attempt, "unwatched", "NULL"), "the trigger dropped: direct again");
+    // a NOT NULL of the user's on result: the statement, which holds it (23502)
+    c.batch_execute("UPDATE job_steps SET result = 'null' WHERE result IS NULL; ALTER TABLE job_steps ALTER result SET NOT NULL").unwrap();
+    assert_eq!(sqlstate(c.query("SELECT rq_step($1::text::uuid, $2, 'no result', NULL)", &[&id, &attempt])), "23502");
+    assert!(step_ran_a_statement(&mut c, &id, attempt, "a result", "'1'"), "a NOT NULL raquel did not make: the statement");
+    c.batch_execute("ALTER TABLE job_steps ALTER result DROP NOT NULL").unwrap();
     if every_index_checks(&mut c).is_some() {
         c.batch_execute("SELECT bt_index_check('job_steps_pkey'::regclass, true)").unwrap();
     }
