@@ -122,7 +122,25 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
     let mut killed = Vec::new();
     for _ in 0..2 {
         let (mut child, seen) = started(&mut worker);
-        let line = seen.recv_timeout(Duration::from_secs(30)).expect("a step done before the kill");
+        let line = seen.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
+            // (a fresh clone's run once timed out here, and did not again in
+            // runs under load: what the jobs and the sessions were doing)
+            let jobs: Vec<String> = c
+                .query("SELECT format('%s %s attempt %s, due in %s ms, lease %s ms', payload, status, attempts, \
+                        scheduled_at - rq_now_ms(), lease_expires_at - rq_now_ms()) FROM jobs ORDER BY payload", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let sessions: Vec<String> = c
+                .query("SELECT format('%s %s %s: %s', pid, state, wait_event, left(query, 120)) FROM pg_stat_activity \
+                        WHERE datname = current_database() AND pid <> pg_backend_pid()", &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            panic!("no step done within 30 s before kill {} (killed after: {killed:?}); jobs: {jobs:?}; sessions: {sessions:?}", killed.len() + 1)
+        });
         child.kill().unwrap(); // SIGKILL: between this step and the next
         child.wait().unwrap();
         killed.push(line);
