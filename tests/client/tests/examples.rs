@@ -122,25 +122,38 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
     let mut killed = Vec::new();
     for _ in 0..2 {
         let (mut child, seen) = started(&mut worker);
-        let line = seen.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-            // (a fresh clone's run once timed out here, and did not again in
-            // runs under load: what the jobs and the sessions were doing)
-            let jobs: Vec<String> = c
-                .query("SELECT format('%s %s attempt %s, due in %s ms, lease %s ms', payload, status, attempts, \
-                        scheduled_at - rq_now_ms(), lease_expires_at - rq_now_ms()) FROM jobs ORDER BY payload", &[])
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            let sessions: Vec<String> = c
-                .query("SELECT format('%s %s %s: %s', pid, state, wait_event, left(query, 120)) FROM pg_stat_activity \
-                        WHERE datname = current_database() AND pid <> pg_backend_pid()", &[])
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            panic!("no step done within 30 s before kill {} (killed after: {killed:?}); jobs: {jobs:?}; sessions: {sessions:?}", killed.len() + 1)
-        });
+        // A line: a step just done. A worker fast enough (or a test thread
+        // slow enough) may have done every order's first step before the
+        // last kill landed: the next worker then has no step to do until
+        // the payments come, and is killed as it waits (a fresh clone's
+        // run once waited 30 s for a line that could not come).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let line = loop {
+            if let Ok(line) = seen.recv_timeout(Duration::from_millis(200)) {
+                break line;
+            }
+            let reserved: bool = c.query_one("SELECT count(*) = 3 FROM job_steps WHERE name = 'reserve'", &[]).unwrap().get(0);
+            if reserved {
+                break "(every order reserved before it started: killed as it waited)".to_string();
+            }
+            if Instant::now() > deadline {
+                let jobs: Vec<String> = c
+                    .query("SELECT format('%s %s attempt %s, due in %s ms, lease %s ms', payload, status, attempts, \
+                            scheduled_at - rq_now_ms(), lease_expires_at - rq_now_ms()) FROM jobs ORDER BY payload", &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                let sessions: Vec<String> = c
+                    .query("SELECT format('%s %s %s: %s', pid, state, wait_event, left(query, 120)) FROM pg_stat_activity \
+                            WHERE datname = current_database() AND pid <> pg_backend_pid()", &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                panic!("no step done within 30 s before kill {} (killed after: {killed:?}); jobs: {jobs:?}; sessions: {sessions:?}", killed.len() + 1)
+            }
+        };
         child.kill().unwrap(); // SIGKILL: between this step and the next
         child.wait().unwrap();
         killed.push(line);
