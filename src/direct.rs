@@ -292,7 +292,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
         if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
             || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
             || (*form).relrowsecurity
-            || (*form).relhasrules
+            || !(*rel).rd_rules.is_null()
             || (*form).relispartition
         {
             return None;

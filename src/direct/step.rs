@@ -160,7 +160,7 @@ unsafe fn step_layout(rel: pg_sys::Relation) -> Option<[usize; STEP_COLUMNS.len(
         if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
             || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
             || (*form).relrowsecurity
-            || (*form).relhasrules
+            || !(*rel).rd_rules.is_null()
             || (*form).relispartition
             || !(*rel).trigdesc.is_null()
         {

@@ -788,13 +788,14 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
     let mut c = connect(&db);
     // the columns that do not depend on when or by which path, and whether
     // a retry is due its first backoff after the claim (the larger of the
-    // base and the minimum), give or take the minute the calls may take
+    // base and the minimum: an hour or two, so that the minute the calls
+    // may take is small beside a wrong delay)
     let row = "SELECT queue, payload, status, attempts, error, error_trace, claimed_by, finished_at IS NULL, \
                CASE WHEN status = 'failed' THEN scheduled_at - claimed_at - greatest(backoff_base, min_retry_delay) BETWEEN 0 AND 60000 END, \
                lease_expires_at, requeues FROM jobs WHERE queue = $1 ORDER BY claimed_at DESC, id DESC LIMIT 1";
     let enqueue = [
-        "SELECT rq_enqueue('f', 'retried', backoff_base => '4 seconds')",
-        "SELECT rq_enqueue('f', 'retried, bounded', backoff_base => '1 second', min_retry_delay => '7 seconds', max_retry_count => 3)",
+        "SELECT rq_enqueue('f', 'retried', backoff_base => '1 hour')",
+        "SELECT rq_enqueue('f', 'retried, bounded', backoff_base => '1 second', min_retry_delay => '2 hours', max_retry_count => 3)",
         "SELECT rq_enqueue('f', 'exhausted', max_retry_count => 0)",
     ];
     for job in enqueue {
@@ -917,6 +918,7 @@ fn a_direct_step_records_the_row_its_statement_records() {
     assert_eq!(sqlstate(c.query("SELECT rq_step($1::text::uuid, $2, 'no result', NULL)", &[&id, &attempt])), "23502");
     assert!(step_ran_a_statement(&mut c, &id, attempt, "a result", "'1'"), "a NOT NULL raquel did not make: the statement");
     c.batch_execute("ALTER TABLE job_steps ALTER result DROP NOT NULL").unwrap();
+    assert!(!step_ran_a_statement(&mut c, &id, attempt, "unbound", "NULL"), "the NOT NULL dropped: direct again");
     if every_index_checks(&mut c).is_some() {
         c.batch_execute("SELECT bt_index_check('job_steps_pkey'::regclass, true)").unwrap();
     }

@@ -90,7 +90,8 @@ fn the_node_worker_example_works_a_queue() {
 
 /// Three orders for a durable example, run by `worker()` (a fresh process
 /// each call): the first worker is SIGKILLed right after it printed its
-/// first step done, the second too, and a third takes over; once every
+/// first step done, the second too (or, when every order is reserved
+/// already, as it waits), and a third takes over; once every
 /// order is parked for its payment the test emits the payments. Every order
 /// ends once: one reservation, one shipment with its amount, each of its
 /// four steps recorded once, its result stored, no wait left.
@@ -129,8 +130,12 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
         // run once waited 30 s for a line that could not come).
         let deadline = Instant::now() + Duration::from_secs(30);
         let line = loop {
-            if let Ok(line) = seen.recv_timeout(Duration::from_millis(200)) {
-                break line;
+            match seen.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => break line,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the durable example ended before a step: {:?}", child.wait())
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
             let reserved: bool = c.query_one("SELECT count(*) = 3 FROM job_steps WHERE name = 'reserve'", &[]).unwrap().get(0);
             if reserved {
