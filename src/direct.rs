@@ -288,20 +288,10 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
     // SAFETY: the relation's cache entry, its descriptor and trigger
     // descriptor are valid while it is open; catalog lookups by OID.
     unsafe {
-        let form = (*rel).rd_rel;
-        if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
-            || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
-            || (*form).relrowsecurity
-            || !(*rel).rd_rules.is_null()
-            || (*form).relispartition
-        {
+        if !plain_heap(rel) {
             return None;
         }
         let desc = (*rel).rd_att;
-        let constr = (*desc).constr;
-        if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
-            return None;
-        }
         // the columns: raquel's, each once, with its base type
         let mut at = [usize::MAX; COLUMNS.len()];
         let attributes = pgrx::PgTupleDesc::from_pg_unchecked(desc);
@@ -342,6 +332,26 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
             }
         }
         Some(Layout { at, id_key: None, ready_by_queue: None })
+    }
+}
+
+/// Whether `rel` is a plain heap table, as raquel makes its tables: not a
+/// partition, without row security, rules, CHECK constraints or generated
+/// columns (a direct write would pass each of them by).
+///
+/// # Safety
+/// `rel` is open.
+unsafe fn plain_heap(rel: pg_sys::Relation) -> bool {
+    // SAFETY: the relation's cache entry and descriptor, while it is open.
+    unsafe {
+        let form = (*rel).rd_rel;
+        let constr = (*(*rel).rd_att).constr;
+        (*form).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char
+            && (*form).relam == pg_sys::HEAP_TABLE_AM_OID
+            && !(*form).relrowsecurity
+            && (*rel).rd_rules.is_null()
+            && !(*form).relispartition
+            && (constr.is_null() || ((*constr).num_check == 0 && !(*constr).has_generated_stored))
     }
 }
 

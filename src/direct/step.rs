@@ -23,7 +23,7 @@
 //! statement's `ON CONFLICT DO NOTHING` leads to raquel's "already
 //! recorded" (23505 too).
 
-use super::{allowed, find, read, Col, Layout};
+use super::{allowed, find, plain_heap, read, Col, Layout};
 use pgrx::prelude::*;
 
 /// A step to record (rq_step, src/steps.rs): step `name` (a text datum)
@@ -156,21 +156,10 @@ unsafe fn lock_claimed(
 unsafe fn step_layout(rel: pg_sys::Relation) -> Option<[usize; STEP_COLUMNS.len()]> {
     // SAFETY: the relation's cache entry and descriptors, while it is open.
     unsafe {
-        let form = (*rel).rd_rel;
-        if (*form).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
-            || (*form).relam != pg_sys::HEAP_TABLE_AM_OID
-            || (*form).relrowsecurity
-            || !(*rel).rd_rules.is_null()
-            || (*form).relispartition
-            || !(*rel).trigdesc.is_null()
-        {
+        if !plain_heap(rel) || !(*rel).trigdesc.is_null() {
             return None;
         }
         let desc = (*rel).rd_att;
-        let constr = (*desc).constr;
-        if !constr.is_null() && ((*constr).num_check > 0 || (*constr).has_generated_stored) {
-            return None;
-        }
         let mut at = [usize::MAX; STEP_COLUMNS.len()];
         for (i, attr) in pgrx::PgTupleDesc::from_pg_unchecked(desc).iter().enumerate() {
             if attr.attisdropped {
