@@ -16,9 +16,9 @@
 --   (ready)         what the walk reads of a ready job: `id`, or `*` for a
 --                   take, which writes nothing (src/claim.rs Mode)
 --   (claimed)       what becomes of the ready jobs, the CTE `claimed` (and
---                   any it needs): claimed (sql/claim.lease.sql), taken
+--                   any it needs): claimed (sql/transition.claim.sql), taken
 --                   (sql/claim.take.sql), or taken and completed
---                   (sql/claim.take_complete.sql; sql/claim.take_deleting.sql
+--                   (sql/transition.take_complete.sql; sql/transition.take_deleting.sql
 --                   where some queue keeps no history, $5 those queues)
 --   (the two are written between at signs below; src/claim.rs fills them)
 --

@@ -101,55 +101,14 @@ BEGIN
 END
 $$;
 
--- The duties on a distributed table (sql/duties.sql calls them). Citus runs
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
 -- FOR UPDATE only in a statement of one shard, so each duty goes queue by
 -- queue: one statement across the shards finds the queues with work (no
 -- lock), then each queue's rows are taken as on one server, in its own
 -- shard, skipping rows others hold. Only the coordinator runs them, so the
 -- background workers of the worker nodes do not walk the same rows; a row
 -- is changed once whoever runs them, since each UPDATE re-checks its status.
-CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-    ended   uuid[];
-    sets_off boolean[];
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-          AND j.scheduled_at + j.max_age <= now_ms
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH due AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-              AND j.scheduled_at + j.max_age <= now_ms
-            ORDER BY j.scheduled_at + j.max_age
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        , expired AS (
-            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-            FROM due WHERE j.queue = q AND j.id = due.id
-            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
-        )
-        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
-        changed := changed + more;
-        -- what follows their ends (src/ended.rs): counted, their awaiters
-        -- woken, a key enqueued with a key_period held (sql/finish.sql)
-        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
-    END LOOP;
-    RETURN changed;
-END
-$$;
 
 -- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
 -- (through rq_lapsed) to fail one by one.

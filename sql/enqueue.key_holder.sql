@@ -1,5 +1,5 @@
 -- The unfinished job that holds a key (src/enqueue.rs), read after the
--- keyed INSERT (sql/enqueue.insert.sql) inserted nothing. A new statement
+-- keyed INSERT (sql/transition.enqueue.sql) inserted nothing. A new statement
 -- has a new snapshot, so it sees a holder that a concurrent session
 -- committed while the INSERT waited for it.
 --   $1 queue, $2 key

@@ -14,7 +14,7 @@ $$;
 -- can be claimed wakes, at commit, a waiting claim of its queue: a commit
 -- wakes up to as many waiting claims of each queue as it enqueued jobs in
 -- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
 -- raquel.notify on, it also notifies each queue it touched: PostgreSQL
 -- folds identical notifications of one transaction into one and delivers
 -- them at commit, so one NOTIFY per queue per committed transaction, none

@@ -6,7 +6,7 @@
 -- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
 
 -- rq_complete is every job's last call, so it is written in Rust
--- (src/finish.rs) around one kept plan: sql/finish.complete.sql. It ends a
+-- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
 -- claimed job, or one this transaction took (src/take.rs), with its result
 -- if given (sql/results.sql).
 CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
@@ -17,7 +17,7 @@ AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
 -- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
 -- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
 -- the attempts that were not handed back. In C (src/finish.rs), one kept
--- plan of sql/finish.fail.sql, as rq_complete: a claimed job, or one this
+-- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
 -- transaction took (src/take.rs).
 CREATE FUNCTION rq_fail(
     id          uuid,

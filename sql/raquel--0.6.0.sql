@@ -11,87 +11,19 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
 STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -108,17 +40,6 @@ AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::limits::rq_event_keep_ms
 CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
 	"keep" interval /* Option < Interval > */
@@ -129,13 +50,19 @@ AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -150,24 +77,67 @@ AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
 ) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+CREATE  FUNCTION raquel_internal."rq_due_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -182,30 +152,15 @@ AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_ms
-CREATE  FUNCTION raquel_internal."rq_due_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
 VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -221,14 +176,100 @@ AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -250,24 +291,35 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -284,85 +336,58 @@ AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
 ) RETURNS void
-VOLATILE PARALLEL UNSAFE 
+VOLATILE PARALLEL UNSAFE  
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -391,34 +416,6 @@ AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::limits::rq_check_batch
 CREATE  FUNCTION raquel_internal."rq_check_batch"(
 	"batch" INT /* Option < i32 > */
@@ -429,118 +426,47 @@ AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
-STABLE PARALLEL SAFE 
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -555,24 +481,54 @@ AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -799,836 +755,6 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 /* <begin connected objects> */
 -- requires:
 --   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
-
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
-
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
--- for the jobs `after`: blocked while any of those is unfinished, queued as
--- they were if all succeeded already, cancelled if one ended otherwise.
--- For the enqueue functions (which run as the extension's owner);
--- rq_check_parents (src/workflows.rs) says what `after` may name: at most
--- 1000 jobs and 100 000 edges, and for a caller who may not read jobs only
--- jobs its own session enqueued, so that a producer learns nothing about
--- other jobs.
---
--- The parents are read, never locked or written: a producer's open
--- transaction holds up nobody's verbs on them, and claims do not pass them
--- over. A parent that ends while this transaction is open does not see
--- its edges (not committed yet); rq_check_parents asks the background
--- worker to look in at commit, and its duty rq_settle_workflows releases
--- (or cancels) such children then.
-CREATE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    missing text;
-    ended   record;
-    pending uuid[];
-BEGIN
-    IF after IS NULL OR cardinality(after) = 0 THEN
-        RETURN;
-    END IF;
-    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
-    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
-    SELECT a.id::text INTO missing FROM unnest(after) a (id)
-    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
-    LIMIT 1;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
-    END IF;
-    INSERT INTO @extschema@.job_parents (child_id, parent_id)
-    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
-    ON CONFLICT DO NOTHING;
-    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
-    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
-    ORDER BY p.id LIMIT 1;
-    IF FOUND THEN
-        UPDATE @extschema@.jobs j
-        SET status = 'cancelled', finished_at = now_ms,
-            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
-        WHERE j.id = ANY (ids);
-        RETURN;
-    END IF;
-    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
-                     WHERE p.id = ANY (after) AND p.status <> 'success');
-    IF cardinality(pending) = 0 THEN
-        RETURN;
-    END IF;
-    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
-    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
-    ON CONFLICT DO NOTHING;
-    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
-    WHERE j.id = ANY (ids);
-END
-$$;
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- A job with children ended: on success, each child waits for one parent
--- fewer and is queued (waking a waiting claim at commit) when none is
--- left; on any other end, every blocked descendant is cancelled. Called by
--- the verbs that end a job that has children (rq_has_children), and by the
--- background worker for parents that ended some other way (rq_settle_workflows).
-CREATE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms   bigint := raquel_internal.rq_now_ms();
-    ended    record;
-    released record;
-    cancelled_ids uuid[];
-    cancelled_queues text[];
-    cancelled_sets_off boolean[];
-BEGIN
-    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
-    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
-        RETURN;
-    END IF;
-    IF ended.status = 'success' THEN
-        FOR released IN
-            WITH edges AS (
-                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
-            )
-            UPDATE @extschema@.jobs c
-            SET blocked_by = c.blocked_by - 1,
-                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
-            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
-            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
-        LOOP
-            IF released.status = 'queued' THEN
-                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
-            END IF;
-        END LOOP;
-        RETURN;
-    END IF;
-    WITH RECURSIVE descendants AS (
-        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
-        UNION
-        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
-    ), cancelled AS (
-        UPDATE @extschema@.jobs c
-        SET status = 'cancelled', finished_at = now_ms,
-            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
-        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
-        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
-    ), gone AS (
-        DELETE FROM @extschema@.job_dependencies d
-        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
-    )
-    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
-    FROM cancelled c;
-    -- what follows their ends (src/ended.rs): their awaiters woken, a key
-    -- enqueued with a key_period held (their own children are among them)
-    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
-END
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    parent  uuid;
-    settled bigint := 0;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
-    LOOP
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
-    END LOOP;
-    RETURN settled;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
-
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
-    END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
-    END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   limits::rq_default_lease
-
--- Handing jobs to workers. A claim is an attempt and a lease: the job's
--- attempts go up by one, and the job is the worker's until lease_expires_at
--- (then the rescue duty counts the attempt as failed). The attempts value the
--- claim returns is the fencing token for rq_complete / rq_fail.
---
--- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
--- wait up to a day (0: return at once, maybe with nothing), in READ
--- COMMITTED only. Jobs come in claim order: priority (higher first),
--- scheduled time, id.
---
--- Every worker calls this for every job, so it is written in Rust
--- (src/claim.rs): the arguments are checked there, and the claim statement
--- (sql/claim.ready.sql) is prepared once per backend for each queue filter
--- and batch size, each plan walking a ready index in claim order. A waiting
--- claim sleeps on its latch between claims; a commit that enqueues jobs
--- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
--- preloaded library there are no wake-ups, and it looks every 100 ms.
-CREATE FUNCTION rq_claim(
-    queues text[]   DEFAULT NULL,
-    worker text     DEFAULT NULL,
-    batch  integer  DEFAULT 1,
-    lease  interval DEFAULT raquel_internal.rq_default_lease(),
-    wait   interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_c';
-
--- A claim that only locks, for work done inside this transaction
--- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
--- and written nothing; each comes back as a claim would make it (claimed,
--- its attempts + 1 the fencing token, no lease). This transaction finishes
--- them with rq_complete or rq_fail, in one write each; its commit lets go
--- of those it did not finish, and its rollback (a crash) leaves every one
--- ready at once with no attempt counted. With `complete`, each is completed
--- in the same write as it is taken: the transaction's commit is their
--- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
--- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
-CREATE FUNCTION rq_take(
-    queues   text[]   DEFAULT NULL,
-    worker   text     DEFAULT NULL,
-    batch    integer  DEFAULT 1,
-    complete boolean  DEFAULT false,
-    wait     interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_take_c';
-
--- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token, with its result) and claims
--- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call); an
--- id needs its attempt (22004 without). An id that cannot be completed is
--- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
-CREATE FUNCTION rq_complete_and_claim(
-    id      uuid     DEFAULT NULL,
-    attempt integer  DEFAULT NULL,
-    queues  text[]   DEFAULT NULL,
-    worker  text     DEFAULT NULL,
-    batch   integer  DEFAULT 1,
-    lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0',
-    result  jsonb    DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
-
--- A worker's loop in batches: completes the jobs in hand (as
--- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], one for every id) and claims the next `batch` (as rq_claim),
--- in one statement: one round trip and one commit serve a whole batch. NULL
--- or empty ids only claim (the loop's first call). In C (src/claim.rs).
-CREATE FUNCTION rq_complete_batch_and_claim(
-    ids      uuid[]    DEFAULT NULL,
-    attempts integer[] DEFAULT NULL,
-    queues   text[]    DEFAULT NULL,
-    worker   text      DEFAULT NULL,
-    batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0',
-    results  jsonb[]   DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
-
--- The same for a job whose work failed: rq_fail, then rq_claim.
-CREATE FUNCTION rq_fail_and_claim(
-    id          uuid     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
-    error       text     DEFAULT NULL,
-    error_trace text     DEFAULT NULL,
-    queues      text[]   DEFAULT NULL,
-    worker      text     DEFAULT NULL,
-    batch       integer  DEFAULT 1,
-    lease       interval DEFAULT raquel_internal.rq_default_lease(),
-    wait        interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
-
--- A waiting claim holds locks on the jobs table while it sleeps, and DROP
--- EXTENSION would wait behind it for as long as the wait lasts: before any
--- DROP EXTENSION starts, every waiting claim in the database is woken and
--- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
--- no search_path to pin.
-CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_drop_started';
-CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION raquel_internal.rq_drop_started();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   claim
---   clock::rq_now_ms
---   flow::rq_check_limits
---   flow::rq_wake_claims
---   flow::rq_require_flow_claim
-
--- Flow control inside the claim: paused queues, a queue's concurrency and
--- rate limits, and fair groups. Every claim through rq_claim obeys them, so
--- every worker in every language does, with no coordinator. Claims made
--- outside raquel's functions (the Python library's dequeue, a hand-written
--- UPDATE) know nothing of them.
---
--- A queue has flow control while it has a row here. Each backend keeps the
--- settings in memory, so a queue without a row costs a claim nothing more
--- (src/flow.rs); the table's trigger tells every backend at commit when the
--- settings change.
-CREATE TABLE queue_limits (
-    queue             text    NOT NULL,
-    -- No claim takes the queue's jobs while it is paused.
-    paused            boolean NOT NULL DEFAULT false,
-    -- At most this many of the queue's jobs claimed at once.
-    max_claimed       integer,
-    -- At most `rate` claims per `per`, as a token bucket: it holds up to
-    -- `rate` tokens, starts full and gains rate/per continuously; each job
-    -- claimed takes one.
-    rate              integer,
-    per               interval,
-    -- At most this many claimed jobs of one group at once.
-    group_max_claimed integer,
-    -- The queue has had jobs with a group_key: claims take turns among its
-    -- groups. Set by the first such job (rq_job_turn).
-    grouped           boolean NOT NULL DEFAULT false,
-    -- The state the limits keep, written by claims under the row's lock:
-    -- the jobs claimed under max_claimed (those still claimed count), and
-    -- the tokens left at tokens_at (ms).
-    claimed           uuid[]  NOT NULL DEFAULT '{}',
-    tokens            double precision,
-    tokens_at         bigint,
-
-    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
-    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
-    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
-    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
-);
-
-COMMENT ON TABLE queue_limits IS
-    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
-
--- pg_dump keeps the settings (the state columns come along; they only ever
--- hold back claims for jobs that are no longer claimed, which count for nothing).
-SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
-
--- Every backend's copy of the settings is dropped when a change to them
--- commits (src/flow.rs). The claims' own writes to the state columns do not
--- fire it. It runs no SQL, but its Rust sits beside code that does
--- (src/flow.rs), and every such function pins its search_path.
-CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
-LANGUAGE c
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
-CREATE TRIGGER queue_limits_changed
-    AFTER INSERT OR DELETE OR TRUNCATE
-       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
-    ON queue_limits
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- A grouped job's turn, set as it is inserted (however it is enqueued):
--- one past its group's last ready job's turn (the last queued or failed
--- one: two probes of jobs_group_idx), and never before the turn the
--- queue's claims have reached at its priority (its first due grouped job's),
--- so that a group that was idle takes its turn next rather than catching up
--- on turns it missed. Claims go by priority, then turn: the groups take
--- turns, a group with a million jobs and a group with ten side by side.
--- It runs as the extension's owner: a role that may only INSERT jobs may
--- not read the table the turn comes from.
-CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms bigint := raquel_internal.rq_now_ms();
-BEGIN
-    IF NEW.status NOT IN ('queued', 'failed') THEN
-        RETURN NEW;
-    END IF;
-    NEW.turn := greatest(
-        (SELECT max(last.turn) + 1 FROM (
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'queued' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)
-            UNION ALL
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'failed' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)) last),
-        (SELECT j.turn FROM @extschema@.jobs j
-         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
-           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-         ORDER BY j.priority DESC, j.turn
-         LIMIT 1),
-        1);
-    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
-        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
-        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
-    END IF;
-    RETURN NEW;
-END
-$$;
--- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
--- every INSERT statement); the function tests the status.
-CREATE TRIGGER jobs_grouped
-    BEFORE INSERT ON jobs
-    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
-    EXECUTE FUNCTION raquel_internal.rq_job_turn();
-
--- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
--- waiting. Idempotent; a queue may be paused before it has jobs.
-CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
-    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
-    RETURNING l.* INTO settings;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_pause
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
-
--- Lets claims take a paused queue's jobs again, and wakes its waiting
--- claims at commit. Idempotent.
-CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    UPDATE @extschema@.queue_limits l SET paused = false
-    WHERE l.queue = rq_resume.queue AND l.paused
-    RETURNING l.* INTO settings;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_wake_claims(queue);
-        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
-    ELSE
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
-        IF NOT FOUND THEN
-            settings.queue := queue;
-            settings.paused := false;
-            settings.grouped := false;
-            settings.claimed := '{}';
-        END IF;
-    END IF;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_resume
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
-
--- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
--- bad argument), so an error changes nothing. A limit lowered below what is
--- claimed now holds back new claims until enough jobs end; a limit raised
--- or removed wakes the queue's waiting claims at commit.
-CREATE FUNCTION rq_set_limits(
-    queue             text,
-    max_claimed       integer  DEFAULT NULL,
-    rate              integer  DEFAULT NULL,
-    per               interval DEFAULT '1 second',
-    group_max_claimed integer  DEFAULT NULL
-) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
-    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
-    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
-            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
-            rq_set_limits.group_max_claimed)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
-    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
-        group_max_claimed = excluded.group_max_claimed,
-        -- a new rate starts with a full bucket
-        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                      THEN l.tokens END,
-        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                         THEN l.tokens_at END
-    RETURNING l.* INTO settings;
-    PERFORM raquel_internal.rq_wake_claims(queue);
-    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
-END
-$$;
-
--- A row that no longer sets anything is deleted, so that the queue's claims
--- go back to the plain claim; returns the row as it was.
-CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    DELETE FROM @extschema@.queue_limits l
-    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
-      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
-    SELECT $2;
-$$;
-
--- The plain claim (src/claim.rs), which knows no flow settings: what
--- rq_claim_flow calls for what the settings allow. It runs only inside
--- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
--- through rq_claim to obey the settings.
-CREATE FUNCTION raquel_internal.rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
-RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
-
--- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
--- name order, until the claiming transaction ends), and that state written
--- after a claim took `claimed` (the jobs claimed under max_claimed) and left
--- `tokens` at `tokens_at`. They run as the extension's owner, and only
--- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
--- not lock or write it, so no role can refill a rate's bucket or empty a
--- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
-CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
-    RETURN QUERY
-    SELECT l.* FROM @extschema@.queue_limits l
-    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
-    ORDER BY l.queue
-    FOR UPDATE;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
-    UPDATE @extschema@.queue_limits l
-    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
-        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
-        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
-    WHERE l.queue = rq_flow_took.queue;
-END
-$$;
-
--- rq_claim's claim for queues that have flow settings (src/claim.rs), with
--- rq_claim's arguments checked. Queues NULL means any queue. It and
--- rq_claim_fair run only inside rq_claim (42501 otherwise).
---
--- Each queue with settings is claimed from on its own: a paused one not at
--- all; a limited one under its row's lock (FOR UPDATE, held until the
--- claiming transaction ends; several are locked at once, in name order),
--- which makes its claims one at a time and lets each read what the ones
--- before it committed: how many of the jobs claimed under max_claimed are
--- still claimed, and the tokens left. The queues
--- without settings are claimed from together, by the plain claim. The
--- order in which the queues with settings and the rest take their turn to
--- fill the batch starts at a random one, so that none of them always goes
--- first. For any queue, the queues without settings are the ones with
--- ready jobs (one probe of the ready index for each).
-CREATE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    wanted   integer := batch;
-    limited  text[];
-    others   text[];
-    first    integer;
-    member   integer;
-    settings @extschema@.queue_limits;
-    now_ms   bigint;
-    allow    integer;
-    live     uuid[];
-    bucket   double precision;
-    got      uuid[];
-    job      @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
-    IF queues IS NULL THEN
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
-        others := ARRAY(
-            WITH RECURSIVE ready_queues AS (
-                (SELECT j.queue FROM @extschema@.jobs j
-                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
-                 ORDER BY j.queue LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.queue FROM @extschema@.jobs j
-                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
-                        ORDER BY j.queue LIMIT 1)
-                FROM ready_queues r WHERE r.queue IS NOT NULL
-            )
-            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
-    ELSE
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
-        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
-                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
-    END IF;
-    -- A claim on several limited queues locks their rows up front, in name
-    -- order: two such claims never wait for each other in a circle, however
-    -- their turns below are ordered.
-    IF cardinality(limited) > 1 THEN
-        PERFORM FROM raquel_internal.rq_flow_lock(limited);
-    END IF;
-    first := floor(random() * (cardinality(limited) + 1))::integer;
-    FOR turn IN 0 .. cardinality(limited) LOOP
-        EXIT WHEN wanted <= 0;
-        member := (first + turn) % (cardinality(limited) + 1) + 1;
-        IF member > cardinality(limited) THEN
-            CONTINUE WHEN cardinality(others) = 0;
-            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
-                wanted := wanted - 1;
-                RETURN NEXT job;
-            END LOOP;
-            CONTINUE;
-        END IF;
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-        CONTINUE WHEN NOT FOUND OR settings.paused;
-        allow := wanted;
-        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
-            -- read again by a new statement, which sees what the claims
-            -- that held the lock before committed
-            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-            CONTINUE WHEN NOT FOUND OR settings.paused;
-            now_ms := raquel_internal.rq_now_ms();
-            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
-                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
-            IF settings.max_claimed IS NOT NULL THEN
-                allow := least(allow, settings.max_claimed - cardinality(live));
-            END IF;
-            IF settings.rate IS NOT NULL THEN
-                bucket := least(settings.rate::double precision,
-                    coalesce(settings.tokens, settings.rate)
-                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                allow := least(allow, floor(bucket)::integer);
-            END IF;
-            CONTINUE WHEN allow <= 0;
-        END IF;
-        got := '{}';
-        FOR job IN
-            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
-        LOOP
-            got := got || job.id;
-            RETURN NEXT job;
-        END LOOP;
-        IF settings.grouped AND cardinality(got) < allow THEN
-            FOR job IN
-                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
-                                                        lease_ms, settings.group_max_claimed)
-            LOOP
-                got := got || job.id;
-                RETURN NEXT job;
-            END LOOP;
-        END IF;
-        wanted := wanted - cardinality(got);
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
-        END IF;
-    END LOOP;
-END
-$$;
-
--- A grouped queue's claim of its grouped jobs (its jobs without a group go
--- first, by the plain claim: rq_claim_flow). Jobs come in the fair order:
--- priority, then turn, then scheduled time and id. With group_max_claimed,
--- each candidate's group is locked for the rest of the transaction
--- (pg_try_advisory_xact_lock on the queue's and the group's hashes; a group
--- another claim holds is passed over) and its claimed jobs counted by a new
--- statement, which sees every claim of the group committed before; the
--- walk takes one job per group, and walks again while it finds some. Its
--- cost grows with the jobs of the groups it passes over (those at their
--- limit), not with the number of groups.
-CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms    bigint := raquel_internal.rq_now_ms();
-    wanted    integer := batch;
-    tried     text[];
-    found_one boolean;
-    candidate record;
-    job       @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
-    IF group_max_claimed IS NULL THEN
-        RETURN QUERY
-        WITH ready AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT wanted
-            FOR UPDATE SKIP LOCKED
-        ), claimed AS (
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            FROM ready WHERE j.id = ready.id
-            RETURNING j.*
-        )
-        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
-        RETURN;
-    END IF;
-    <<walks>>
-    LOOP
-        tried := '{}';
-        found_one := false;
-        FOR candidate IN
-            SELECT j.id, j.group_key FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT 1000
-        LOOP
-            CONTINUE WHEN candidate.group_key = ANY (tried);
-            tried := tried || candidate.group_key;
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
-            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
-                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
-                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
-            RETURNING j.* INTO job;
-            CONTINUE WHEN NOT FOUND;
-            RETURN NEXT job;
-            found_one := true;
-            wanted := wanted - 1;
-            EXIT walks WHEN wanted = 0;
-        END LOOP;
-        EXIT WHEN NOT found_one;
-    END LOOP;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
 
 -- Results: a job completed with a result (rq_complete's `result`, and the
 -- batch and one-call verbs' `results` / `result`) keeps it in the jobs
@@ -1653,6 +779,93 @@ AS 'MODULE_PATHNAME', 'rq_await_c';
 /* <begin connected objects> */
 -- requires:
 --   schema
+--   backoff::rq_backoff
+--   errors::rq_raise_cannot
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   events::rq_job_ready_in_lane
+
+-- Finishing a claimed job. Every verb that acts on a claimed job takes the
+-- claim's attempt number as its second argument, the fencing token, and
+-- requires it (0.6.0): a worker whose lease ran out and whose job was
+-- handed to someone else gets an error instead of acting on the new
+-- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
+-- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
+
+-- rq_complete is every job's last call, so it is written in Rust
+-- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
+-- claimed job, or one this transaction took (src/take.rs), with its result
+-- if given (sql/results.sql).
+CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+
+-- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
+-- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
+-- the attempts that were not handed back. In C (src/finish.rs), one kept
+-- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
+-- transaction took (src/take.rs).
+CREATE FUNCTION rq_fail(
+    id          uuid,
+    attempt     integer,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+-- The same C function by the name raquel's own code calls (rq_rescue):
+-- sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- Completes many claimed (or taken) jobs in one statement. All or nothing:
+-- when any id cannot be completed (unknown, not claimed, stale token) the
+-- call raises the error rq_complete would have raised for it, and nothing
+-- changes. Tokens (one per id, required) pair with the ids by position,
+-- and so do results (null for a job without one). The rows come back in id order (on
+-- Citus, queue by queue). In C (src/finish.rs).
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+
+-- What a job's end sets off, for the verbs that end a job whose
+-- rq_has_children or key_period says there is something: the jobs waiting for
+-- it are released or cancelled (sql/workflows.sql), and a key enqueued with
+-- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- A job of another status is left alone.
+CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
 --   enqueue::rq_job_options
 --   errors::rq_refuse
 --   limits::rq_check_arrays
@@ -1661,7 +874,8 @@ AS 'MODULE_PATHNAME', 'rq_await_c';
 -- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
 -- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
 -- written directly (src/direct.rs), and the rest by a kept plan of one
--- INSERT (sql/enqueue.insert.sql) or rq_enqueue_batch_planned below. Both check and
+-- INSERT (sql/transition.enqueue.sql) or rq_enqueue_batch_planned
+-- (sql/transitions.sql). Both check and
 -- convert the options in one place, src/enqueue.rs (rq_job_options here),
 -- and both run with the extension owner's rights: a producer needs EXECUTE
 -- on them and no privilege on the table (see rq_grant_producer).
@@ -1669,139 +883,9 @@ AS 'MODULE_PATHNAME', 'rq_await_c';
 -- A retry delay left NULL is the table's default (1 second, 12 hours and
 -- 1 second: src/limits.rs).
 
--- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
--- keys, group keys or parents, and plain ones when the table is not as
--- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
--- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
--- the pinned search_path keeps a caller's objects from standing in for ours
--- (every reference in the body is qualified too).
-CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    o       record;
-    new_ids  uuid[];
-    missing  text;
-    may_read boolean;
-BEGIN
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
-        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
-        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
-    IF payloads IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
-    END IF;
-    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
-        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
-    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
-        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
-    END IF;
-    -- group keys, when given, pair with the payloads by position
-    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
-        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
-    END IF;
-
-    IF keys IS NULL AND after IS NULL THEN
-        RETURN QUERY
-        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                               min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority, group_key)
-        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
-        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
-        ORDER BY p.n
-        RETURNING j.*;
-        RETURN;
-    END IF;
-
-    IF keys IS NULL THEN
-        -- after: the new jobs wait for those (sql/workflows.sql)
-        WITH inserted AS (
-            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                                   min_retry_delay, max_retry_delay, backoff_base,
-                                   enqueued_at, scheduled_at, priority, group_key)
-            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
-            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
-            ORDER BY p.n
-            RETURNING j.id
-        )
-        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
-        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
-        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
-        RETURN;
-    END IF;
-
-    -- With keys: a key that an unfinished job of this queue already holds
-    -- gives back that job instead of a new one. ON CONFLICT waits for a
-    -- concurrent enqueue of the same key to commit or roll back, so two
-    -- sessions never both insert one. The jobs that were there already are
-    -- read by a second statement, whose fresh snapshot sees a job that such
-    -- a concurrent session just committed.
-    IF cardinality(keys) <> cardinality(payloads) THEN
-        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
-    END IF;
-    WITH inserted AS (
-        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
-                               min_retry_delay, max_retry_delay, backoff_base,
-                               enqueued_at, scheduled_at, priority, key, group_key)
-        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
-               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
-               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
-        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
-        ORDER BY p.n
-        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
-        DO NOTHING
-        RETURNING j.id
-    )
-    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
-    -- after: the new jobs (not the key holders) wait for those
-    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
-
-    -- The jobs that held keys already: whole for a caller who may read the
-    -- table, otherwise only their id, queue and key (src/privileges.rs).
-    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
-    RETURN QUERY
-    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
-    UNION ALL
-    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
-                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
-            END).*
-    FROM @extschema@.jobs j
-    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
-      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
-
-    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
-    WHERE k.key IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM @extschema@.jobs j
-        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
-          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
-    LIMIT 1;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
-    END IF;
-END
-$$;
-
 -- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
--- that writes plain jobs directly and runs rq_enqueue_batch_planned above
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned
+-- (sql/transitions.sql)
 -- for the rest. A producer needs no privilege on the table, only EXECUTE on
 -- it (see rq_grant_producer): it runs as the extension's owner.
 CREATE FUNCTION rq_enqueue_batch(
@@ -2294,6 +1378,63 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 -- requires:
 --   schema
 
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
 -- Telling the world about new jobs: waking waiting claims (and, with
 -- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
 
@@ -2310,7 +1451,7 @@ $$;
 -- can be claimed wakes, at commit, a waiting claim of its queue: a commit
 -- wakes up to as many waiting claims of each queue as it enqueued jobs in
 -- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/lifecycle.sql.) With
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
 -- raquel.notify on, it also notifies each queue it touched: PostgreSQL
 -- folds identical notifications of one transaction into one and delivers
 -- them at commit, so one NOTIFY per queue per committed transaction, none
@@ -2333,6 +1474,332 @@ CREATE TRIGGER jobs_enqueued
     AFTER INSERT ON jobs
     FOR EACH ROW
     EXECUTE FUNCTION raquel_internal.rq_job_events();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   limits::rq_default_lease
+
+-- Handing jobs to workers. A claim is an attempt and a lease: the job's
+-- attempts go up by one, and the job is the worker's until lease_expires_at
+-- (then the rescue duty counts the attempt as failed). The attempts value the
+-- claim returns is the fencing token for rq_complete / rq_fail.
+--
+-- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
+-- wait up to a day (0: return at once, maybe with nothing), in READ
+-- COMMITTED only. Jobs come in claim order: priority (higher first),
+-- scheduled time, id.
+--
+-- Every worker calls this for every job, so it is written in Rust
+-- (src/claim.rs): the arguments are checked there, and the claim statement
+-- (sql/claim.ready.sql) is prepared once per backend for each queue filter
+-- and batch size, each plan walking a ready index in claim order. A waiting
+-- claim sleeps on its latch between claims; a commit that enqueues jobs
+-- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
+-- preloaded library there are no wake-ups, and it looks every 100 ms.
+CREATE FUNCTION rq_claim(
+    queues text[]   DEFAULT NULL,
+    worker text     DEFAULT NULL,
+    batch  integer  DEFAULT 1,
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
+    wait   interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
+-- A worker's loop in one round trip: completes the job in hand (as
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- The same for a job whose work failed: rq_fail, then rq_claim.
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2590,283 +2057,618 @@ $$;
 
 /* <begin connected objects> */
 -- requires:
---   schema
+--   finish
+--   schedules
+--   distributed
+--   metrics
+--   worker::rq_worker_wake
+--   limits::rq_check_batch
+--   limits::rq_retention_ms
 
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
+-- Housekeeping duties. The background worker runs them every round; without
+-- it (no shared_preload_libraries), run them by hand or from cron. Each one
+-- handles at most `batch` jobs and returns how many it changed, so that one
+-- call is one short transaction: call again while it returns `batch`. Each
+-- walks a partial index of just the rows it is after, and skips rows that
+-- another session holds locked. JIT is off for them: on a table of millions
+-- of rows the planner's estimates passed jit_above_cost, and compiling took
+-- 5 to 20 ms a call for queries that find nothing in a millisecond.
 
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
+-- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
+-- (SKIP LOCKED: a row some session still holds locked is that session's,
+-- however old its claim), for rq_rescue. On Citus, queue by queue
+-- (sql/distributed.sql).
+CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
+END
+$$;
 
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+-- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
+-- follows the retry rules, exactly as if the worker had called rq_fail. A
+-- claim without lease_expires_at (made by the Python library or by hand) has
+-- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
+-- session still holds locked is that session's, however old its claim.
+CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+    failed  @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
+    LOOP
+        failed := raquel_internal.rq_fail(job.id, job.attempts,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
 
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+-- The name users call: raquel's own code calls raquel_internal.rq_rescue
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_rescue($1) $$;
 
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
+-- Finished jobs older than the retention: deleted. The retention defaults to
+-- the raquel.retention setting (a week); zero keeps finished jobs forever.
 
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
+    keep_ms := raquel_internal.rq_retention_ms(retention);
+    IF keep_ms = 0 THEN
+        RETURN 0;
+    END IF;
+    cutoff := now_ms - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
+    )
+    SELECT count(*) INTO changed FROM gone;
+    RETURN changed;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_prune
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
+
+-- When the next duty falls due (ms since the epoch; NULL: nothing is
+-- coming): the first lease to end, the first job to expire, the first
+-- finished job to pass the retention. The background worker asks after
+-- each round, and does not come back before then unless a backend notes
+-- something sooner (src/deadlines.rs). Each is the first entry of its
+-- duty's index.
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
+CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1));
+END
+$$;
+
+-- The background worker's wake-up by its public name (src/worker.rs): the
+-- same C function as raquel_internal.rq_worker_wake, which raquel calls.
+CREATE FUNCTION rq_worker_wake() RETURNS boolean
+LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+
+-- Tell the launcher a database now has the extension; say so when there is
+-- no launcher to tell.
+DO $$
+BEGIN
+    IF NOT raquel_internal.rq_worker_wake() THEN
+        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
+            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
+    END IF;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
---   schema
+--   claim
+--   clock::rq_now_ms
+--   flow::rq_check_limits
+--   flow::rq_wake_claims
+--   flow::rq_require_flow_claim
 
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+-- Flow control inside the claim: paused queues, a queue's concurrency and
+-- rate limits, and fair groups. Every claim through rq_claim obeys them, so
+-- every worker in every language does, with no coordinator. Claims made
+-- outside raquel's functions (the Python library's dequeue, a hand-written
+-- UPDATE) know nothing of them.
+--
+-- A queue has flow control while it has a row here. Each backend keeps the
+-- settings in memory, so a queue without a row costs a claim nothing more
+-- (src/flow.rs); the table's trigger tells every backend at commit when the
+-- settings change.
+CREATE TABLE queue_limits (
+    queue             text    NOT NULL,
+    -- No claim takes the queue's jobs while it is paused.
+    paused            boolean NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs claimed at once.
+    max_claimed       integer,
+    -- At most `rate` claims per `per`, as a token bucket: it holds up to
+    -- `rate` tokens, starts full and gains rate/per continuously; each job
+    -- claimed takes one.
+    rate              integer,
+    per               interval,
+    -- At most this many claimed jobs of one group at once.
+    group_max_claimed integer,
+    -- The queue has had jobs with a group_key: claims take turns among its
+    -- groups. Set by the first such job (rq_job_turn).
+    grouped           boolean NOT NULL DEFAULT false,
+    -- The state the limits keep, written by claims under the row's lock:
+    -- the jobs claimed under max_claimed (those still claimed count), and
+    -- the tokens left at tokens_at (ms).
+    claimed           uuid[]  NOT NULL DEFAULT '{}',
+    tokens            double precision,
+    tokens_at         bigint,
 
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
+    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
+    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
+    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
+    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
+);
+
+COMMENT ON TABLE queue_limits IS
+    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
+
+-- pg_dump keeps the settings (the state columns come along; they only ever
+-- hold back claims for jobs that are no longer claimed, which count for nothing).
+SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
+
+-- Every backend's copy of the settings is dropped when a change to them
+-- commits (src/flow.rs). The claims' own writes to the state columns do not
+-- fire it. It runs no SQL, but its Rust sits beside code that does
+-- (src/flow.rs), and every such function pins its search_path.
+CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
+CREATE TRIGGER queue_limits_changed
+    AFTER INSERT OR DELETE OR TRUNCATE
+       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
+    ON queue_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- A grouped job's turn, set as it is inserted (however it is enqueued):
+-- one past its group's last ready job's turn (the last queued or failed
+-- one: two probes of jobs_group_idx), and never before the turn the
+-- queue's claims have reached at its priority (its first due grouped job's),
+-- so that a group that was idle takes its turn next rather than catching up
+-- on turns it missed. Claims go by priority, then turn: the groups take
+-- turns, a group with a million jobs and a group with ten side by side.
+-- It runs as the extension's owner: a role that may only INSERT jobs may
+-- not read the table the turn comes from.
+CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    now_ms bigint := raquel_internal.rq_now_ms();
 BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+    NEW.turn := greatest(
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
+-- every INSERT statement); the function tests the status.
+CREATE TRIGGER jobs_grouped
+    BEFORE INSERT ON jobs
+    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
+    EXECUTE FUNCTION raquel_internal.rq_job_turn();
+
+-- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
+-- waiting. Idempotent; a queue may be paused before it has jobs.
+CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
 END
 $$;
 
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- The name users call: raquel's own code calls raquel_internal.rq_pause
 -- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
+CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
+AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
 
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql calls them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+-- Lets claims take a paused queue's jobs again, and wakes its waiting
+-- claims at commit. Idempotent.
+CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-    ended   uuid[];
-    sets_off boolean[];
+    settings @extschema@.queue_limits;
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
     END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-          AND j.scheduled_at + j.max_age <= now_ms
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH due AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-              AND j.scheduled_at + j.max_age <= now_ms
-            ORDER BY j.scheduled_at + j.max_age
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        , expired AS (
-            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-            FROM due WHERE j.queue = q AND j.id = due.id
-            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
-        )
-        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
-        changed := changed + more;
-        -- what follows their ends (src/ended.rs): counted, their awaiters
-        -- woken, a key enqueued with a key_period held (sql/finish.sql)
-        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
-    END LOOP;
-    RETURN changed;
+    RETURN settings;
 END
 $$;
 
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+-- The name users call: raquel's own code calls raquel_internal.rq_resume
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
+
+-- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
+-- bad argument), so an error changes nothing. A limit lowered below what is
+-- claimed now holds back new claims until enough jobs end; a limit raised
+-- or removed wakes the queue's waiting claims at commit.
+CREATE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
+    settings @extschema@.queue_limits;
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
+    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM raquel_internal.rq_wake_claims(queue);
+    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
 END
 $$;
 
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+-- A row that no longer sets anything is deleted, so that the queue's claims
+-- go back to the plain claim; returns the row as it was.
+CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.queue_limits l
+    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
+      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
+    SELECT $2;
+$$;
+
+-- The plain claim (src/claim.rs), which knows no flow settings: what
+-- rq_claim_flow calls for what the settings allow. It runs only inside
+-- rq_claim's flow claim (42501 otherwise, src/flow.rs): claims must go
+-- through rq_claim to obey the settings.
+CREATE FUNCTION raquel_internal.rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_ready_c';
+
+-- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
+-- name order, until the claiming transaction ends), and that state written
+-- after a claim took `claimed` (the jobs claimed under max_claimed) and left
+-- `tokens` at `tokens_at`. They run as the extension's owner, and only
+-- inside rq_claim's flow claim (src/flow.rs): workers read the state but may
+-- not lock or write it, so no role can refill a rate's bucket or empty a
+-- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
+CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
+    RETURN QUERY
+    SELECT l.* FROM @extschema@.queue_limits l
+    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+    ORDER BY l.queue
+    FOR UPDATE;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
+    UPDATE @extschema@.queue_limits l
+    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
+        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
+        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
+    WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+
+-- rq_claim's claim for queues that have flow settings (src/claim.rs), with
+-- rq_claim's arguments checked. Queues NULL means any queue. It and
+-- rq_claim_fair run only inside rq_claim (42501 otherwise).
+--
+-- Each queue with settings is claimed from on its own: a paused one not at
+-- all; a limited one under its row's lock (FOR UPDATE, held until the
+-- claiming transaction ends; several are locked at once, in name order),
+-- which makes its claims one at a time and lets each read what the ones
+-- before it committed: how many of the jobs claimed under max_claimed are
+-- still claimed, and the tokens left. The queues
+-- without settings are claimed from together, by the plain claim. The
+-- order in which the queues with settings and the rest take their turn to
+-- fill the batch starts at a random one, so that none of them always goes
+-- first. For any queue, the queues without settings are the ones with
+-- ready jobs (one probe of the ready index for each).
+CREATE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
+    wanted   integer := batch;
+    limited  text[];
+    others   text[];
+    first    integer;
+    member   integer;
+    settings @extschema@.queue_limits;
+    now_ms   bigint;
+    allow    integer;
+    live     uuid[];
+    bucket   double precision;
+    got      uuid[];
+    job      @extschema@.jobs;
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
+    IF queues IS NULL THEN
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
+        others := ARRAY(
+            WITH RECURSIVE ready_queues AS (
+                (SELECT j.queue FROM @extschema@.jobs j
+                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
+                 ORDER BY j.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.queue FROM @extschema@.jobs j
+                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
+                        ORDER BY j.queue LIMIT 1)
+                FROM ready_queues r WHERE r.queue IS NOT NULL
+            )
+            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
+    ELSE
+        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
+        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
+                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
     END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
+    -- A claim on several limited queues locks their rows up front, in name
+    -- order: two such claims never wait for each other in a circle, however
+    -- their turns below are ordered.
+    IF cardinality(limited) > 1 THEN
+        PERFORM FROM raquel_internal.rq_flow_lock(limited);
+    END IF;
+    first := floor(random() * (cardinality(limited) + 1))::integer;
+    FOR turn IN 0 .. cardinality(limited) LOOP
+        EXIT WHEN wanted <= 0;
+        member := (first + turn) % (cardinality(limited) + 1) + 1;
+        IF member > cardinality(limited) THEN
+            CONTINUE WHEN cardinality(others) = 0;
+            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
+                wanted := wanted - 1;
+                RETURN NEXT job;
+            END LOOP;
+            CONTINUE;
+        END IF;
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+        CONTINUE WHEN NOT FOUND OR settings.paused;
+        allow := wanted;
+        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
+            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
+            -- read again by a new statement, which sees what the claims
+            -- that held the lock before committed
+            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+            CONTINUE WHEN NOT FOUND OR settings.paused;
+            now_ms := raquel_internal.rq_now_ms();
+            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+            IF settings.max_claimed IS NOT NULL THEN
+                allow := least(allow, settings.max_claimed - cardinality(live));
+            END IF;
+            IF settings.rate IS NOT NULL THEN
+                bucket := least(settings.rate::double precision,
+                    coalesce(settings.tokens, settings.rate)
+                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                allow := least(allow, floor(bucket)::integer);
+            END IF;
+            CONTINUE WHEN allow <= 0;
+        END IF;
+        got := '{}';
+        FOR job IN
+            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
+        LOOP
+            got := got || job.id;
+            RETURN NEXT job;
+        END LOOP;
+        IF settings.grouped AND cardinality(got) < allow THEN
+            FOR job IN
+                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
+                                                        lease_ms, settings.group_max_claimed)
+            LOOP
+                got := got || job.id;
+                RETURN NEXT job;
+            END LOOP;
+        END IF;
+        wanted := wanted - cardinality(got);
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        END IF;
     END LOOP;
-    RETURN changed;
 END
 $$;
 /* </end connected objects> */
@@ -2933,98 +2735,574 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- requires:
 --   schema
---   backoff::rq_backoff
---   errors::rq_raise_cannot
+--   events::rq_job_ready_in_lane
 --   errors::rq_refuse
 --   limits::rq_check_arrays
---   events::rq_job_ready_in_lane
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
 
--- Finishing a claimed job. Every verb that acts on a claimed job takes the
--- claim's attempt number as its second argument, the fencing token, and
--- requires it (0.6.0): a worker whose lease ran out and whose job was
--- handed to someone else gets an error instead of acting on the new
--- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
 
--- rq_complete is every job's last call, so it is written in Rust
--- (src/finish.rs) around one kept plan: sql/finish.complete.sql. It ends a
--- claimed job, or one this transaction took (src/take.rs), with its result
--- if given (sql/results.sql).
-CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
+);
 
--- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
--- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
--- the attempts that were not handed back. In C (src/finish.rs), one kept
--- plan of sql/finish.fail.sql, as rq_complete: a claimed job, or one this
--- transaction took (src/take.rs).
-CREATE FUNCTION rq_fail(
-    id          uuid,
-    attempt     integer,
-    error       text    DEFAULT NULL,
-    error_trace text    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
--- The same C function by the name raquel's own code calls (rq_rescue):
--- sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
 
--- Completes many claimed (or taken) jobs in one statement. All or nothing:
--- when any id cannot be completed (unknown, not claimed, stale token) the
--- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens (one per id, required) pair with the ids by position,
--- and so do results (null for a job without one). The rows come back in id order (on
--- Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 
--- What a job's end sets off, for the verbs that end a job whose
--- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/workflows.sql), and a key enqueued with
--- a key_period stays held by it for that long (key_holds, sql/schema.sql).
--- A job of another status is left alone.
-CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
-LANGUAGE plpgsql VOLATILE
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
 DECLARE
-    ended record;
+    parent  uuid;
+    settled bigint := 0;
 BEGIN
-    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
-    FROM @extschema@.jobs j
-    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
-    IF NOT FOUND THEN
-        RETURN;
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
     END IF;
-    IF raquel_internal.rq_has_children(ended.id) THEN
-        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
     END IF;
-    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
-        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
-        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
-        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
-    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
 END
 $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
+--   enqueue
 --   finish
+--   workflows
+--   flow
+--   distributed
 --   durations::rq_due_ms
 --   limits::rq_lease_ms
 --   limits::rq_default_lease
+
+-- A job's transitions, in one place (src/transitions.rs has the map): every
+-- change of a job's status that raquel makes in PL/pgSQL is in this file,
+-- and every one made by a statement that Rust runs is in a
+-- sql/transition.*.sql file, or written directly by src/direct.rs. A test
+-- (src/transitions.rs) fails when a status is written anywhere else. What
+-- follows a job's end is one epilogue that every ending path calls
+-- (src/ended.rs, through raquel_internal.rq_ended here).
+
+-- Born: many jobs at once, on the planned path.
+-- rq_enqueue_batch's planned path (src/enqueue_batch.rs): every batch with
+-- keys, group keys or parents, and plain ones when the table is not as
+-- raquel made it. Called by rq_enqueue_batch, which runs as the extension's
+-- owner, so this runs as the owner too (not for PUBLIC: sql/privileges.sql);
+-- the pinned search_path keeps a caller's objects from standing in for ours
+-- (every reference in the body is qualified too).
+CREATE FUNCTION raquel_internal.rq_enqueue_batch_planned(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    o       record;
+    new_ids  uuid[];
+    missing  text;
+    may_read boolean;
+BEGIN
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_enqueue_batch_planned.queue, rq_enqueue_batch_planned.at,
+        rq_enqueue_batch_planned.delay, rq_enqueue_batch_planned.max_age, rq_enqueue_batch_planned.max_retry_count,
+        rq_enqueue_batch_planned.min_retry_delay, rq_enqueue_batch_planned.max_retry_delay, rq_enqueue_batch_planned.backoff_base);
+    IF payloads IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('payloads_null', '{}');
+    END IF;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['payloads', 'keys', 'group_keys'],
+        ARRAY[array_ndims(payloads), array_ndims(keys), array_ndims(group_keys)], keys || group_keys);
+    IF group_keys IS NOT NULL OR after IS NOT NULL THEN
+        PERFORM raquel_internal.rq_refuse_distributed('a workflow (after) or fair groups (group_keys)');
+    END IF;
+    -- group keys, when given, pair with the payloads by position
+    IF group_keys IS NOT NULL AND cardinality(group_keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('group_keys_count', ARRAY[cardinality(group_keys), cardinality(payloads)]::text[]);
+    END IF;
+
+    IF keys IS NULL AND after IS NULL THEN
+        RETURN QUERY
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, group_key)
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
+        FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+        ORDER BY p.n
+        RETURNING j.*;
+        RETURN;
+    END IF;
+
+    IF keys IS NULL THEN
+        -- after: the new jobs wait for those (sql/workflows.sql)
+        WITH inserted AS (
+            INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                                   min_retry_delay, max_retry_delay, backoff_base,
+                                   enqueued_at, scheduled_at, priority, group_key)
+            SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+                   o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+                   coalesce(rq_enqueue_batch_planned.priority, 0), p.group_key
+            FROM unnest(payloads, group_keys) WITH ORDINALITY AS p (payload, group_key, n)
+            ORDER BY p.n
+            RETURNING j.id
+        )
+        SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+        PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+        RETURN QUERY SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids) ORDER BY j.id;
+        RETURN;
+    END IF;
+
+    -- With keys: a key that an unfinished job of this queue already holds
+    -- gives back that job instead of a new one. ON CONFLICT waits for a
+    -- concurrent enqueue of the same key to commit or roll back, so two
+    -- sessions never both insert one. The jobs that were there already are
+    -- read by a second statement, whose fresh snapshot sees a job that such
+    -- a concurrent session just committed.
+    IF cardinality(keys) <> cardinality(payloads) THEN
+        PERFORM raquel_internal.rq_refuse('keys_count', ARRAY[cardinality(keys), cardinality(payloads)]::text[]);
+    END IF;
+    WITH inserted AS (
+        INSERT INTO @extschema@.jobs AS j (queue, payload, max_age, max_retry_count,
+                               min_retry_delay, max_retry_delay, backoff_base,
+                               enqueued_at, scheduled_at, priority, key, group_key)
+        SELECT rq_enqueue_batch_planned.queue, p.payload, o.max_age_ms, rq_enqueue_batch_planned.max_retry_count,
+               o.min_retry_delay_ms, o.max_retry_delay_ms, o.backoff_base_ms, o.now_ms, o.due_ms,
+               coalesce(rq_enqueue_batch_planned.priority, 0), p.key, p.group_key
+        FROM unnest(payloads, keys, group_keys) WITH ORDINALITY AS p (payload, key, group_key, n)
+        ORDER BY p.n
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed')
+        DO NOTHING
+        RETURNING j.id
+    )
+    SELECT coalesce(array_agg(inserted.id), '{}') INTO new_ids FROM inserted;
+    -- after: the new jobs (not the key holders) wait for those
+    PERFORM raquel_internal.rq_hold_for_parents(new_ids, after);
+
+    -- The jobs that held keys already: whole for a caller who may read the
+    -- table, otherwise only their id, queue and key (src/privileges.rs).
+    may_read := raquel_internal.rq_caller_may_read('@extschema@.jobs'::regclass);
+    RETURN QUERY
+    SELECT j.* FROM @extschema@.jobs j WHERE j.id = ANY (new_ids)
+    UNION ALL
+    SELECT (CASE WHEN may_read THEN ROW(j.*)::@extschema@.jobs
+                 ELSE json_populate_record(NULL::@extschema@.jobs, json_build_object('id', j.id, 'queue', j.queue, 'key', j.key))
+            END).*
+    FROM @extschema@.jobs j
+    WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = ANY (keys)
+      AND j.status IN ('queued', 'claimed', 'failed', 'blocked') AND NOT j.id = ANY (new_ids);
+
+    SELECT k.key INTO missing FROM unnest(keys) AS k (key)
+    WHERE k.key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM @extschema@.jobs j
+        WHERE j.queue = rq_enqueue_batch_planned.queue AND j.key = k.key
+          AND j.status IN ('queued', 'claimed', 'failed', 'blocked'))
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('key_finished', ARRAY[missing, rq_enqueue_batch_planned.queue]);
+    END IF;
+END
+$$;
+
+-- Born blocked, or released (queued) or cancelled when their parents end:
+-- a workflow's children (sql/workflows.sql).
+-- Makes the jobs `ids`, just inserted (queued) by this transaction, wait
+-- for the jobs `after`: blocked while any of those is unfinished, queued as
+-- they were if all succeeded already, cancelled if one ended otherwise.
+-- For the enqueue functions (which run as the extension's owner);
+-- rq_check_parents (src/workflows.rs) says what `after` may name: at most
+-- 1000 jobs and 100 000 edges, and for a caller who may not read jobs only
+-- jobs its own session enqueued, so that a producer learns nothing about
+-- other jobs.
+--
+-- The parents are read, never locked or written: a producer's open
+-- transaction holds up nobody's verbs on them, and claims do not pass them
+-- over. A parent that ends while this transaction is open does not see
+-- its edges (not committed yet); rq_check_parents asks the background
+-- worker to look in at commit, and its duty rq_settle_workflows releases
+-- (or cancels) such children then.
+CREATE FUNCTION raquel_internal.rq_hold_for_parents(ids uuid[], after uuid[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    missing text;
+    ended   record;
+    pending uuid[];
+BEGIN
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM raquel_internal.rq_check_arrays(ARRAY['after'], ARRAY[array_ndims(after)], NULL);
+    PERFORM raquel_internal.rq_check_parents(cardinality(ids), after);
+    SELECT a.id::text INTO missing FROM unnest(after) a (id)
+    WHERE NOT EXISTS (SELECT FROM @extschema@.jobs p WHERE p.id = a.id)
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_refuse('after_unknown', ARRAY[missing]);
+    END IF;
+    INSERT INTO @extschema@.job_parents (child_id, parent_id)
+    SELECT c.id, p.id FROM unnest(ids) c (id) CROSS JOIN (SELECT DISTINCT a.id FROM unnest(after) a (id)) p
+    ON CONFLICT DO NOTHING;
+    SELECT p.id, p.status INTO ended FROM @extschema@.jobs p
+    WHERE p.id = ANY (after) AND p.status IN ('exhausted', 'expired', 'cancelled')
+    ORDER BY p.id LIMIT 1;
+    IF FOUND THEN
+        UPDATE @extschema@.jobs j
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        WHERE j.id = ANY (ids);
+        RETURN;
+    END IF;
+    pending := ARRAY(SELECT DISTINCT p.id FROM @extschema@.jobs p
+                     WHERE p.id = ANY (after) AND p.status <> 'success');
+    IF cardinality(pending) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(pending) p (id) CROSS JOIN unnest(ids) c (id)
+    ON CONFLICT DO NOTHING;
+    UPDATE @extschema@.jobs j SET status = 'blocked', blocked_by = cardinality(pending)
+    WHERE j.id = ANY (ids);
+END
+$$;
+
+-- A job with children ended: on success, each child waits for one parent
+-- fewer and is queued (waking a waiting claim at commit) when none is
+-- left; on any other end, every blocked descendant is cancelled. Called by
+-- the verbs that end a job that has children (rq_has_children), and by the
+-- background worker for parents that ended some other way (rq_settle_workflows).
+CREATE FUNCTION raquel_internal.rq_parent_ended(parent uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    ended    record;
+    released record;
+    cancelled_ids uuid[];
+    cancelled_queues text[];
+    cancelled_sets_off boolean[];
+BEGIN
+    SELECT j.id, j.status INTO ended FROM @extschema@.jobs j WHERE j.id = parent;
+    IF NOT FOUND OR ended.status NOT IN ('success', 'exhausted', 'expired', 'cancelled') THEN
+        RETURN;
+    END IF;
+    IF ended.status = 'success' THEN
+        FOR released IN
+            WITH edges AS (
+                DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = parent RETURNING d.child_id
+            )
+            UPDATE @extschema@.jobs c
+            SET blocked_by = c.blocked_by - 1,
+                status = CASE WHEN c.blocked_by <= 1 THEN 'queued' ELSE c.status END
+            FROM edges WHERE c.id = edges.child_id AND c.status = 'blocked'
+            RETURNING c.queue, c.scheduled_at, c.max_age, c.status, c.priority, c.id
+        LOOP
+            IF released.status = 'queued' THEN
+                PERFORM raquel_internal.rq_job_ready_again(released.queue, released.scheduled_at, released.max_age, released.priority, released.id);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    WITH RECURSIVE descendants AS (
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        UNION
+        SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+    ), cancelled AS (
+        UPDATE @extschema@.jobs c
+        SET status = 'cancelled', finished_at = now_ms,
+            error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
+        FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
+        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
+    ), gone AS (
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)
+    )
+    SELECT array_agg(c.id), array_agg(c.queue), array_agg(c.sets_off) INTO cancelled_ids, cancelled_queues, cancelled_sets_off
+    FROM cancelled c;
+    -- what follows their ends (src/ended.rs): their awaiters woken, a key
+    -- enqueued with a key_period held (their own children are among them)
+    PERFORM raquel_internal.rq_ended(cancelled_ids, cancelled_queues, 'cancelled', false, cancelled_sets_off);
+END
+$$;
+
+-- Claimed: a grouped queue's fair claim (sql/flow.sql's rq_claim_flow calls it).
+-- A grouped queue's claim of its grouped jobs (its jobs without a group go
+-- first, by the plain claim: rq_claim_flow). Jobs come in the fair order:
+-- priority, then turn, then scheduled time and id. With group_max_claimed,
+-- each candidate's group is locked for the rest of the transaction
+-- (pg_try_advisory_xact_lock on the queue's and the group's hashes; a group
+-- another claim holds is passed over) and its claimed jobs counted by a new
+-- statement, which sees every claim of the group committed before; the
+-- walk takes one job per group, and walks again while it finds some. Its
+-- cost grows with the jobs of the groups it passes over (those at their
+-- limit), not with the number of groups.
+CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
+RETURNS SETOF jobs
+LANGUAGE plpgsql VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms    bigint := raquel_internal.rq_now_ms();
+    wanted    integer := batch;
+    tried     text[];
+    found_one boolean;
+    candidate record;
+    job       @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
+    IF group_max_claimed IS NULL THEN
+        RETURN QUERY
+        WITH ready AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT wanted
+            FOR UPDATE SKIP LOCKED
+        ), claimed AS (
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            FROM ready WHERE j.id = ready.id
+            RETURNING j.*
+        )
+        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
+        RETURN;
+    END IF;
+    <<walks>>
+    LOOP
+        tried := '{}';
+        found_one := false;
+        FOR candidate IN
+            SELECT j.id, j.group_key FROM @extschema@.jobs j
+            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
+            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
+            LIMIT 1000
+        LOOP
+            CONTINUE WHEN candidate.group_key = ANY (tried);
+            tried := tried || candidate.group_key;
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
+            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
+                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
+                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
+            UPDATE @extschema@.jobs j
+            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
+                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
+            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
+            RETURNING j.* INTO job;
+            CONTINUE WHEN NOT FOUND;
+            RETURN NEXT job;
+            found_one := true;
+            wanted := wanted - 1;
+            EXIT walks WHEN wanted = 0;
+        END LOOP;
+        EXIT WHEN NOT found_one;
+    END LOOP;
+END
+$$;
+
+-- Expired: jobs nobody claimed in time (a duty: sql/duties.sql).
+-- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
+CREATE FUNCTION raquel_internal.rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    changed bigint;
+    queues  text[];
+    ended   uuid[];
+    sets_off boolean[];
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
+    END IF;
+    WITH due AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+        ORDER BY j.scheduled_at + j.max_age
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
+    )
+    SELECT count(*), array_agg(e.id), array_agg(e.queue), array_agg(e.sets_off)
+    INTO changed, ended, queues, sets_off
+    FROM expired e;
+    -- what follows their ends (src/ended.rs): counted, their awaiters
+    -- woken, what their ends set off (sql/finish.sql)
+    PERFORM raquel_internal.rq_ended(ended, queues, 'expired', false, sets_off);
+    RETURN changed;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_expire
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_expire($1) $$;
+
+-- rq_expire on a distributed table (sql/distributed.sql says how its duties
+-- go queue by queue): each queue's due jobs expired in its own shard.
+CREATE FUNCTION raquel_internal.rq_expire_distributed(batch integer, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+    ended   uuid[];
+    sets_off boolean[];
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+          AND j.scheduled_at + j.max_age <= now_ms
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH due AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+              AND j.scheduled_at + j.max_age <= now_ms
+            ORDER BY j.scheduled_at + j.max_age
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        , expired AS (
+            UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
+            FROM due WHERE j.queue = q AND j.id = due.id
+            RETURNING j.id, j.key_period IS NOT NULL AS sets_off
+        )
+        SELECT count(*), array_agg(e.id), array_agg(e.sets_off) INTO more, ended, sets_off FROM expired e;
+        changed := changed + more;
+        -- what follows their ends (src/ended.rs): counted, their awaiters
+        -- woken, a key enqueued with a key_period held (sql/finish.sql)
+        PERFORM raquel_internal.rq_ended(ended, array_fill(q, ARRAY[more::integer]), 'expired', false, sets_off);
+    END LOOP;
+    RETURN changed;
+END
+$$;
 
 -- The rest of a job's life. A worker holding a claim may hand the job back
 -- (reschedule, reject) without using up a retry, or extend its lease; anyone
@@ -3222,7 +3500,7 @@ AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;
 /* <begin connected objects> */
 -- requires:
 --   steps
---   lifecycle
+--   transitions
 --   events::rq_job_ready_in_lane
 --   clock::rq_now_ms
 --   clock::rq_ms_to_timestamptz
@@ -3238,7 +3516,7 @@ AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;
 -- job's next attempt, run from the start as every attempt is, passes the
 -- sleep or the wait it already did and reads what the event brought.
 --
--- Parking is rq_reschedule's transition (sql/lifecycle.sql): the job goes
+-- Parking is rq_reschedule's transition (sql/transitions.sql): the job goes
 -- back to queued at the instant it must wake (a wait without a timeout: at
 -- the end of time), its requeues counted, its lease dropped; a claim takes
 -- it when it is due, and waiting claims wake for it as for any job
@@ -3829,264 +4107,10 @@ FROM jobs j;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   finish
---   schedules
---   distributed
---   metrics
---   worker::rq_worker_wake
---   limits::rq_check_batch
---   limits::rq_retention_ms
-
--- Housekeeping duties. The background worker runs them every round; without
--- it (no shared_preload_libraries), run them by hand or from cron. Each one
--- handles at most `batch` jobs and returns how many it changed, so that one
--- call is one short transaction: call again while it returns `batch`. Each
--- walks a partial index of just the rows it is after, and skips rows that
--- another session holds locked. JIT is off for them: on a table of millions
--- of rows the planner's estimates passed jit_above_cost, and compiling took
--- 5 to 20 ms a call for queries that find nothing in a millisecond.
-
--- Jobs nobody claimed before scheduled_at + max_age: expired, finished now.
-CREATE FUNCTION raquel_internal.rq_expire(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    changed bigint;
-    queues  text[];
-    ended   uuid[];
-    sets_off boolean[];
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    IF raquel_internal.rq_distributed() THEN
-        RETURN raquel_internal.rq_expire_distributed(batch, now_ms);
-    END IF;
-    WITH due AS (
-        SELECT j.id FROM @extschema@.jobs j
-        WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-          AND j.scheduled_at + j.max_age <= now_ms
-        ORDER BY j.scheduled_at + j.max_age
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    ), expired AS (
-        UPDATE @extschema@.jobs j SET status = 'expired', finished_at = now_ms
-        FROM due WHERE j.id = due.id
-        RETURNING j.id, j.queue, j.key_period IS NOT NULL OR raquel_internal.rq_has_children(j.id) AS sets_off
-    )
-    SELECT count(*), array_agg(e.id), array_agg(e.queue), array_agg(e.sets_off)
-    INTO changed, ended, queues, sets_off
-    FROM expired e;
-    -- what follows their ends (src/ended.rs): counted, their awaiters
-    -- woken, what their ends set off (sql/finish.sql)
-    PERFORM raquel_internal.rq_ended(ended, queues, 'expired', false, sets_off);
-    RETURN changed;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_expire
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_expire(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_expire($1) $$;
-
--- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
--- (SKIP LOCKED: a row some session still holds locked is that session's,
--- however old its claim), for rq_rescue. On Citus, queue by queue
--- (sql/distributed.sql).
-CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
-        RETURN;
-    END IF;
-    RETURN QUERY
-        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED;
-END
-$$;
-
--- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
--- follows the retry rules, exactly as if the worker had called rq_fail. A
--- claim without lease_expires_at (made by the Python library or by hand) has
--- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
--- session still holds locked is that session's, however old its claim.
-CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    job     record;
-    changed bigint := 0;
-    failed  @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
-    LOOP
-        failed := raquel_internal.rq_fail(job.id, job.attempts,
-                        format('lease expired: %s did not finish attempt %s in time',
-                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
-                        NULL);
-        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
-        changed := changed + 1;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_rescue
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_rescue($1) $$;
-
--- Finished jobs older than the retention: deleted. The retention defaults to
--- the raquel.retention setting (a week); zero keeps finished jobs forever.
-
-CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    -- A value, not rq_now_ms() in the statements: a volatile call cannot
-    -- bound an index scan (the prune below then read the index of every
-    -- finished job: 2.6 s a round with 10 million of them, measured), and
-    -- Citus refuses volatile calls in a statement it sends to a shard.
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    keep_ms bigint;
-    cutoff  bigint;
-    changed bigint;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    -- keys whose hold after their job's end is over (sql/schema.sql)
-    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
-    keep_ms := raquel_internal.rq_retention_ms(retention);
-    IF keep_ms = 0 THEN
-        RETURN 0;
-    END IF;
-    cutoff := now_ms - keep_ms;
-    -- the metrics of minutes older than the retention (sql/metrics.sql)
-    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
-    IF raquel_internal.rq_distributed() THEN
-        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
-    END IF;
-    WITH old AS (
-        SELECT j.id FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-          AND j.finished_at < cutoff
-        ORDER BY j.finished_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    ), gone AS (
-        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
-        RETURNING j.id
-    ), steps AS (
-        -- their recorded steps (sql/steps.sql) go with them
-        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
-    ), parents AS (
-        -- and the parents they ran after (sql/workflows.sql job_parents)
-        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
-    )
-    SELECT count(*) INTO changed FROM gone;
-    RETURN changed;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_prune
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
-
--- When the next duty falls due (ms since the epoch; NULL: nothing is
--- coming): the first lease to end, the first job to expire, the first
--- finished job to pass the retention. The background worker asks after
--- each round, and does not come back before then unless a backend notes
--- something sooner (src/deadlines.rs). Each is the first entry of its
--- duty's index.
--- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
-CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
-BEGIN
-    RETURN least(
-        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         FROM @extschema@.jobs j
-         WHERE j.status = 'claimed'
-           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
-         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         LIMIT 1),
-        (SELECT j.scheduled_at + j.max_age
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-         ORDER BY j.scheduled_at + j.max_age
-         LIMIT 1),
-        (SELECT j.finished_at + keep_ms
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
-         ORDER BY j.finished_at
-         LIMIT 1),
-        (SELECT s.next_run_at FROM @extschema@.schedules s
-         WHERE s.enabled
-         ORDER BY s.next_run_at
-         LIMIT 1));
-END
-$$;
-
--- The background worker's wake-up by its public name (src/worker.rs): the
--- same C function as raquel_internal.rq_worker_wake, which raquel calls.
-CREATE FUNCTION rq_worker_wake() RETURNS boolean
-LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-
--- Tell the launcher a database now has the extension; say so when there is
--- no launcher to tell.
-DO $$
-BEGIN
-    IF NOT raquel_internal.rq_worker_wake() THEN
-        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
-            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
-    END IF;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- requires:
 --   enqueue
 --   claim
+--   transitions
 --   events
 --   observe
 --   duties

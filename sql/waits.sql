@@ -5,7 +5,7 @@
 -- job's next attempt, run from the start as every attempt is, passes the
 -- sleep or the wait it already did and reads what the event brought.
 --
--- Parking is rq_reschedule's transition (sql/lifecycle.sql): the job goes
+-- Parking is rq_reschedule's transition (sql/transitions.sql): the job goes
 -- back to queued at the instant it must wake (a wait without a timeout: at
 -- the end of time), its requeues counted, its lease dropped; a claim takes
 -- it when it is due, and waiting claims wake for it as for any job

@@ -29,6 +29,7 @@ use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
 use crate::limits::{self, MAX_WAIT_MS};
 use crate::statements::{self, Shape, Statement, nullable_arg};
+use crate::transitions;
 use crate::waiters;
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
@@ -40,10 +41,7 @@ const PRIORITIES_SEVERAL: &str = include_str!("../sql/claim.priorities_several.s
 const QUEUES_NAMED: &str = "SELECT DISTINCT q.name FROM unnest($1) AS q (name) WHERE q.name IS NOT NULL";
 const QUEUES_ANY: &str = include_str!("../sql/claim.queues_any.sql");
 const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
-const LEASE: &str = include_str!("../sql/claim.lease.sql");
 const TAKE: &str = include_str!("../sql/claim.take.sql");
-const TAKE_COMPLETE: &str = include_str!("../sql/claim.take_complete.sql");
-const TAKE_DELETING: &str = include_str!("../sql/claim.take_deleting.sql");
 const LANES: &str = include_str!("../sql/claim.lanes.sql");
 const LANE: &str = include_str!("../sql/claim.lane.sql");
 const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
@@ -139,10 +137,10 @@ impl Mode {
     /// (sql/claim.ready.sql's @ready@ and @claimed@).
     fn statement_parts(self) -> (&'static str, &'static str) {
         match self {
-            Mode::Lease => ("id", LEASE),
+            Mode::Lease => ("id", transitions::CLAIM),
             Mode::Take => ("*", TAKE),
-            Mode::TakeAndComplete => ("id", TAKE_COMPLETE),
-            Mode::TakeAndCompleteDeleting => ("id", TAKE_DELETING),
+            Mode::TakeAndComplete => ("id", transitions::TAKE_COMPLETE),
+            Mode::TakeAndCompleteDeleting => ("id", transitions::TAKE_DELETING),
         }
     }
 }

@@ -728,7 +728,7 @@ pub fn insert_batch(
 
 /// How a claimed job ends directly: completed with its result (jsonb)
 /// when given, or failed with its error and trace (texts), then retried
-/// after its backoff or, with no retry left, exhausted (sql/finish.fail.sql).
+/// after its backoff or, with no retry left, exhausted (sql/transition.fail.sql).
 #[derive(Clone, Copy)]
 pub enum End {
     Complete { result: Option<pg_sys::Datum> },
@@ -758,7 +758,7 @@ pub struct Retry {
 /// Ends job `id`, claimed as attempt `attempt`, at `now_ms`, as `end`
 /// says, in the jobs table `table` whose dependencies table
 /// (sql/workflows.sql) is `dependencies`: the UPDATE of
-/// sql/finish.complete.sql or sql/finish.fail.sql, written directly. None,
+/// sql/transition.complete.sql or sql/transition.fail.sql, written directly. None,
 /// having written nothing, when a complete's queue does not
 /// `keeps_history` (the statement deletes the job), when it may not be
 /// done directly (see the module's comment; and the role must be allowed
@@ -1001,8 +1001,8 @@ pub struct ClaimedJob {
 /// Claims as `request` asks in the jobs table `table`, whose dependencies
 /// table (sql/workflows.sql) is `dependencies`: the statements of
 /// sql/claim.ready.sql, sql/claim.lane.sql and sql/claim.lanes.sql (with
-/// sql/claim.lease.sql, sql/claim.take.sql, sql/claim.take_complete.sql or
-/// sql/claim.take_deleting.sql), written directly. The walk is theirs: along
+/// sql/transition.claim.sql, sql/claim.take.sql, sql/transition.take_complete.sql or
+/// sql/transition.take_deleting.sql), written directly. The walk is theirs: along
 /// jobs_ready_by_queue_idx, one probe per priority present (or from each
 /// known lane's cursor), each priority's due jobs in claim order. Each job
 /// is locked as FOR NO KEY UPDATE SKIP LOCKED would lock it, and a row

@@ -6,7 +6,7 @@
 //! and refuses FOR UPDATE in a statement over several shards. So:
 //! - a claim takes jobs queue by queue, each with one statement of one
 //!   shard whose FOR UPDATE SKIP LOCKED keeps "never the same job twice"
-//!   (sql/distributed.claim.sql). A claim on several queues first asks each
+//!   (sql/transition.claim_distributed.sql). A claim on several queues first asks each
 //!   queue for its best ready job (one probe each) and takes the queues in
 //!   that order; a claim on any queue first asks every shard which queues
 //!   have ready jobs (one statement across the shards, no lock);
@@ -26,12 +26,12 @@
 use crate::clock::now_ms;
 use crate::errors::Refusal;
 use crate::statements::{self, Shape, Statement};
+use crate::transitions;
 use crate::waiters;
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-const CLAIM: &str = include_str!("../sql/distributed.claim.sql");
 /// A queue's best ready job, for the order of a claim on several queues.
 const BEST: &str = "SELECT j.priority, j.scheduled_at FROM @jobs@ j
     WHERE j.queue = $1 AND j.status IN ('queued', 'failed') AND j.group_key IS NULL
@@ -239,7 +239,7 @@ unsafe fn claim_from(
 ) -> u64 {
     let text = || {
         statements::fill(
-            CLAIM,
+            transitions::CLAIM_DISTRIBUTED,
             &[("@jobs@", &statements::in_schema_of(function, "jobs")), ("@batch@", &batch.to_string())],
         )
     };

@@ -4,7 +4,7 @@
 //!
 //! rq_enqueue is a C function because every producer calls it for every job:
 //! it checks its arguments in Rust and runs one kept plan of
-//! sql/enqueue.insert.sql; a job with a key that an unfinished job holds gets
+//! sql/transition.enqueue.sql; a job with a key that an unfinished job holds gets
 //! that job back (sql/enqueue.key_holder.sql).
 
 use crate::clock::now_ms;
@@ -15,10 +15,10 @@ use crate::errors::{self, Refusal};
 use crate::limits::{self, CENTURY_MS, INT_MS};
 use crate::privileges;
 use crate::statements::{self, Shape, Statement, nullable_arg};
+use crate::transitions;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::prelude::*;
 
-const INSERT: &str = include_str!("../sql/enqueue.insert.sql");
 const KEY_HOLDER: &str = include_str!("../sql/enqueue.key_holder.sql");
 /// A job of the key that ended less than its key_period ago (sql/schema.sql,
 /// key_holds), shown as the key holder is.
@@ -148,7 +148,7 @@ fn rq_job_options(
     ))
 }
 
-/// Makes the new job `id` wait for the jobs `after` (sql/workflows.sql) and
+/// Makes the new job `id` wait for the jobs `after` (sql/transitions.sql) and
 /// returns it as it is then: blocked, queued or cancelled.
 fn hold_for_parents(function: pg_sys::Oid, id: Option<pg_sys::Datum>, after: pg_sys::Datum) -> pg_sys::Datum {
     let schema = statements::in_schema_of(function, "");
@@ -265,7 +265,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
 
     let insert_text = || {
         statements::fill(
-            INSERT,
+            transitions::ENQUEUE,
             &[
                 ("@jobs@", &jobs()),
                 ("@payload_as_text@", if jsonb { "::pg_catalog.text" } else { "" }),

@@ -8,7 +8,7 @@
 //! executor's row for each job, raquel's two row triggers and a second
 //! set of the rows (bench/run: 0.54x a minimal INSERT … SELECT before).
 //! Everything else, and plain jobs whenever the table is not as raquel made
-//! it, runs sql/enqueue.sql's rq_enqueue_batch_planned, whose rows this
+//! it, runs sql/transitions.sql's rq_enqueue_batch_planned, whose rows this
 //! function returns.
 
 use crate::direct;

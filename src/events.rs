@@ -169,7 +169,7 @@ pub fn ready(table: pg_sys::Oid, queue: &str, scheduled_at: Option<i64>, max_age
 }
 
 /// For the verbs that make a claimed or ended job ready again (sql/finish.sql,
-/// sql/lifecycle.sql): what the insert trigger does for a new job. Only for
+/// sql/transitions.sql): what the insert trigger does for a new job. Only for
 /// a role that may update jobs, that is one that could have made the job
 /// ready itself: nobody else can wake waiting claims for nothing.
 /// The job's priority and id place it in its claim lane (src/cursors.rs).

@@ -5,7 +5,7 @@
 //! A job claimed under a lease ends with one UPDATE of its claimed row; a
 //! job this transaction took (src/take.rs) with one UPDATE that also writes
 //! the claim it never wrote (its attempt, worker and time). Each is one kept
-//! plan (sql/finish.complete.sql, sql/finish.fail.sql); only when it matches
+//! plan (sql/transition.complete.sql, sql/transition.fail.sql); only when it matches
 //! nothing does the verb look at the job to say why (src/errors.rs). A
 //! failed job to be retried is counted failed here and wakes a waiting
 //! claim when it is due; what follows a job's end is src/ended.rs's.
@@ -22,17 +22,14 @@ use crate::settings;
 use crate::metrics::{self, Event};
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use crate::take;
+use crate::transitions;
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
 use pgrx::Array;
 
-const COMPLETE: &str = include_str!("../sql/finish.complete.sql");
-const COMPLETE_DELETING: &str = include_str!("../sql/finish.complete_deleting.sql");
-const FAIL: &str = include_str!("../sql/finish.fail.sql");
-
-/// The parameters of sql/finish.complete.sql and sql/finish.fail.sql (and,
+/// The parameters of sql/transition.complete.sql and sql/transition.fail.sql (and,
 /// with a tenth, the queues without history, of
-/// sql/finish.complete_deleting.sql; an eleventh, a completed job's result,
+/// sql/transition.complete_deleting.sql; an eleventh, a completed job's result,
 /// only when one is given, so the plan of a complete without one is as
 /// before 0.5.0).
 const PARAMETER_TYPES: [pg_sys::Oid; 11] = [
@@ -116,7 +113,7 @@ struct Ending {
     /// The table has the columns of 0.3.0 (workflows, key periods).
     workflows: bool,
     /// A complete where some queue keeps no history: the jobs of those
-    /// queues are deleted (sql/finish.complete_deleting.sql).
+    /// queues are deleted (sql/transition.complete_deleting.sql).
     deleting: bool,
     /// Those queues (empty when not `deleting`).
     without_history: Vec<String>,
@@ -183,9 +180,9 @@ impl Ending {
             limits::DEFAULT_MAX_RETRY_DELAY_MS.to_string(),
         );
         let template = match self.end {
-            End::Complete if self.deleting => COMPLETE_DELETING,
-            End::Complete => COMPLETE,
-            End::Fail => FAIL,
+            End::Complete if self.deleting => transitions::COMPLETE_DELETING,
+            End::Complete => transitions::COMPLETE,
+            End::Fail => transitions::FAIL,
         };
         statements::fill(
             template,
@@ -424,9 +421,6 @@ unsafe fn end_from_args(
     errors::raise_cannot(function, id, attempt, verb, &["claimed"])
 }
 
-const COMPLETE_BATCH: &str = include_str!("../sql/finish.complete_batch.sql");
-const COMPLETE_BATCH_DELETING: &str = include_str!("../sql/finish.complete_batch_deleting.sql");
-
 // rq_complete_batch(ids uuid[], attempts integer[], results jsonb[])
 // RETURNS SETOF jobs. See sql/finish.sql. (rq_complete_batch_c, of the
 // scripts before 0.6.0, whose attempts may be left out: src/compat_0_5.rs.)
@@ -563,7 +557,7 @@ unsafe fn complete_batch(
                 ("j.status = 'claimed' AND (w.token IS NULL OR j.attempts = w.token)", "")
             };
             statements::fill(
-                if without_history.is_some() { COMPLETE_BATCH_DELETING } else { COMPLETE_BATCH },
+                if without_history.is_some() { transitions::COMPLETE_BATCH_DELETING } else { transitions::COMPLETE_BATCH },
                 &[
                     ("@taken_set@", taken_set),
                     ("@sets_off_condition@", &sets_off_condition(function, distributed)),

@@ -4,11 +4,14 @@
 //! script, and `sql/<idea>.<statement>.sql`, statements its Rust prepares)
 //! sits beside its Rust (`src/<idea>.rs`) under that name: enqueue, claim,
 //! finish, events (the insert trigger and NOTIFY), errors, limits (every
-//! bound and default), the background worker and its duties. The calls made
-//! for every job (rq_enqueue, rq_claim, rq_complete) are C functions that run
-//! kept plans through `statements`; the rest of a job's life, the duties and
-//! the views are SQL; flow control (src/flow.rs, sql/flow.sql) is
-//! obeyed inside the claim. docs/src/contributing.md ("Layout") has the whole map.
+//! bound and default), the background worker and its duties. Every change
+//! of a job's status lives in one place, src/transitions.rs's map: the
+//! statements `sql/transition.*.sql`, the PL/pgSQL `sql/transitions.sql`,
+//! and the direct path src/direct.rs, which the calls made for every job
+//! (rq_enqueue, rq_claim, rq_complete, rq_fail, rq_step: C functions) take
+//! when the table is as raquel made it; what follows a job's end is
+//! src/ended.rs. Flow control (src/flow.rs, sql/flow.sql) is obeyed inside
+//! the claim. docs/src/contributing.md ("Layout") has the whole map.
 
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +61,7 @@ mod settings;
 mod statements;
 mod steps;
 mod take;
+mod transitions;
 mod waiters;
 mod worker;
 mod workflows;
@@ -130,11 +134,16 @@ extension_sql_file!(
     name = "history",
     requires = ["flow", "distributed", errors::rq_refuse]
 );
+// Every change of a job's status made in SQL (src/transitions.rs).
 extension_sql_file!(
-    "../sql/lifecycle.sql",
-    name = "lifecycle",
+    "../sql/transitions.sql",
+    name = "transitions",
     requires = [
+        "enqueue",
         "finish",
+        "workflows",
+        "flow",
+        "distributed",
         durations::rq_due_ms,
         limits::rq_lease_ms,
         limits::rq_default_lease
@@ -157,7 +166,7 @@ extension_sql_file!(
     name = "waits",
     requires = [
         "steps",
-        "lifecycle",
+        "transitions",
         events::rq_job_ready_in_lane,
         clock::rq_now_ms,
         clock::rq_ms_to_timestamptz,
@@ -174,7 +183,7 @@ extension_sql_file!(
     // a part does not require is pgrx's choice, and may change from build
     // to build
     requires = [
-        "enqueue", "claim", "events", "observe", "duties", "distributed", "metrics", "flow", "history",
+        "enqueue", "claim", "transitions", "events", "observe", "duties", "distributed", "metrics", "flow", "history",
         "workflows", "schedules", "steps", "waits", worker::rq_worker_wake, errors::rq_refuse
     ]
 );

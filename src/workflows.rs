@@ -49,7 +49,7 @@ fn enqueued_here(id: &pgrx::Uuid) -> bool {
 }
 
 /// Checks what an enqueue of `jobs` jobs names in `after` (for
-/// rq_hold_for_parents, sql/workflows.sql): at most MAX_PARENTS ids, none
+/// rq_hold_for_parents, sql/transitions.sql): at most MAX_PARENTS ids, none
 /// NULL (22023); at most MAX_EDGES edges (54000); and, for a caller who may
 /// not read jobs, only jobs this session enqueued (42501).
 #[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const CLAIM: &str = include_str!("../../../sql/distributed.claim.sql");
+const CLAIM: &str = include_str!("../../../sql/transition.claim_distributed.sql");
 const SHARDS: i32 = 8;
 
 fn ports() -> Vec<u16> {

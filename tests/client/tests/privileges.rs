@@ -93,7 +93,7 @@ use May::{No, Yes};
 /// Decisions the README leaves open, taken here:
 /// - A worker may rq_cancel and rq_retry. With SELECT and UPDATE on jobs it
 ///   can make the same change by hand, so refusing the functions would
-///   protect nothing; rq_cancel is "anyone may cancel" in sql/lifecycle.sql.
+///   protect nothing; rq_cancel is "anyone may cancel" in sql/transitions.sql.
 /// - A producer may use rq_enqueue_trigger: CREATE TRIGGER needs EXECUTE on
 ///   it, and "a table with rq_enqueue_trigger enqueues as the role that
 ///   changes the table, so that role needs the producer's rights" (README);

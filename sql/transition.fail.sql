@@ -1,6 +1,6 @@
 -- The statement rq_fail (src/finish.rs) prepares once per backend for a
 -- claimed job and for a job this transaction took; not part of the install
--- script. Parameters and placeholders as sql/finish.complete.sql's, and
+-- script. Parameters and placeholders as sql/transition.complete.sql's, and
 --   @attempt@  the attempt that failed: j.attempts, or a taken job's $4
 --   @backoff@  raquel's rq_backoff, schema-qualified, and @default_*@ the
 --              retry delays of a row that has none (src/limits.rs)

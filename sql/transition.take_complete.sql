@@ -3,7 +3,7 @@
 -- and completed in this one write, an attempt that succeeded; this
 -- transaction's commit is their completion, and its rollback leaves them
 -- ready, as a DELETE … RETURNING queue does. Each row comes back with
--- whether its end sets something off (sql/finish.complete.sql).
+-- whether its end sets something off (sql/transition.complete.sql).
 --   $2 worker text, $3 now (ms)
 claimed AS (
 UPDATE @jobs@ j

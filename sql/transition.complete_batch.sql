@@ -3,7 +3,7 @@
 --   $1 ids uuid[], $2 their fencing tokens integer[] (or null), $3 now (ms),
 --   $4 $5 $6 for each id this transaction took (src/take.rs), its attempt,
 --   worker and time (null for a claimed job), $7 the queue (on Citus)
---   @jobs@, @same_queue@, @sets_off@  as in sql/finish.complete.sql
+--   @jobs@, @same_queue@, @sets_off@  as in sql/transition.complete.sql
 --   @was@, @taken_set@  for claimed jobs alone, or for claimed and taken ones
 --   @results@  with results ($9 jsonb[], paired with the ids), `, $9::jsonb[]`,
 --           and @result_set@ `, result = w.result`; otherwise nothing

@@ -2,7 +2,7 @@
 -- src/finish.rs runs it as the jobs table's owner, src/history.rs): the
 -- jobs of such queues are deleted, and come back as they ended; the others,
 -- and those whose end sets something off, are completed as in
--- sql/finish.complete_batch.sql. The two writes take disjoint rows.
+-- sql/transition.complete_batch.sql. The two writes take disjoint rows.
 -- Parameters as there, and $8 the queues without history.
 -- @kept_rows_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
 -- (sql/steps.sql, sql/workflows.sql) of the deleted jobs, as the prune duty

@@ -1,7 +1,7 @@
 -- The statement rq_complete (src/finish.rs) prepares once per backend for a
 -- claimed job and for a job this transaction took (src/take.rs); it is not
 -- part of the install script. The parameters of both (and of
--- sql/finish.fail.sql):
+-- sql/transition.fail.sql):
 --   $1 id uuid, $2 attempt integer (the fencing token of a claim, or null),
 --   $3 now (ms), $4 a taken job's attempt, $5 its worker, $6 when it was
 --   taken, $7 error, $8 error_trace (for a failure), $9 the job's queue (on

@@ -3,7 +3,7 @@
 -- sql/claim.ready.sql and sql/claim.ready_several.sql): a job of such a
 -- queue is deleted in this one write, and comes back as it ended; any other
 -- job, or one whose end sets something off, is completed as in
--- sql/claim.take_complete.sql. The two writes take disjoint rows.
+-- sql/transition.take_complete.sql. The two writes take disjoint rows.
 --   $2 worker text, $3 now (ms), $5 the queues without history text[]
 gone AS (
     DELETE FROM @jobs@ j USING ready

@@ -1,7 +1,7 @@
 -- rq_complete where some queue keeps no history (sql/history.sql; src/finish.rs
 -- runs it as the jobs table's owner, src/history.rs): a job of such a
 -- queue is deleted, and comes back as it ended; any other job, or one whose
--- end sets something off, is completed as in sql/finish.complete.sql. The
+-- end sets something off, is completed as in sql/transition.complete.sql. The
 -- two writes take disjoint rows, and the same conditions (@was@) as that
 -- statement. Parameters as there, and $10 the queues without history.
 -- @kept_rows_gone@: on a 0.5.0 table, CTEs that delete the steps and parents
