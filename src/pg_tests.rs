@@ -23,7 +23,7 @@ mod tests {
         $$;
         "#,
         name = "test_sqlstate_of",
-        requires = ["finish", "claim", "enqueue", "duties", "lifecycle", "observe", "events", "privileges"]
+        requires = ["finish", "claim", "enqueue", "duties", "transitions", "observe", "events", "privileges"]
     );
 
     fn one<T: FromDatum + IntoDatum>(sql: &str) -> T {
