@@ -144,26 +144,47 @@ struct Known {
 
 thread_local! {
     static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
-    /// Bumped whenever KNOWN is forgotten: an insert that read it before
-    /// does not use what it read.
+    /// Bumped whenever KNOWN is forgotten: a look that began before does
+    /// not keep what it found.
     static GENERATION: Cell<u64> = const { Cell::new(0) };
-    /// Memory of what was forgotten: freed by the next look at the table,
-    /// never while an insert may still use it (an invalidation can come in
-    /// the middle of one, when a lock is taken).
-    static STALE: RefCell<Vec<pg_sys::MemoryContext>> = const { RefCell::new(Vec::new()) };
+    /// Memory of what was forgotten, with the start of the transaction that
+    /// forgot it: freed by a look at the table in a later transaction,
+    /// never while a write may still use it (an invalidation can come in
+    /// the middle of one, when a lock is taken: an index opened as the
+    /// write goes, `Writer::index`), and no write spans transactions.
+    static STALE: RefCell<Vec<(pg_sys::MemoryContext, pg_sys::TimestampTz)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn forget() {
     if let Some(known) = KNOWN.take() {
         if !known.memory.is_null() {
-            STALE.with_borrow_mut(|stale| stale.push(known.memory));
+            // SAFETY: a backend global.
+            let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+            STALE.with_borrow_mut(|stale| stale.push((known.memory, now)));
         }
     }
     GENERATION.set(GENERATION.get() + 1);
 }
 
+/// Frees the memory forgotten before this transaction began.
+fn free_stale() {
+    // SAFETY: a backend global.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    STALE.with_borrow_mut(|stale| {
+        stale.retain(|&(memory, forgotten)| {
+            if forgotten >= now {
+                return true;
+            }
+            // SAFETY: a context this module made, referenced by no write:
+            // each write reads the table in its own transaction.
+            unsafe { pg_sys::MemoryContextDelete(memory) };
+            false
+        })
+    });
+}
+
 /// What an insert needs of the table, read once (see the module's comment).
-type Read = (Layout, Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>, u64);
+type Read = (Layout, Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>);
 
 /// # Safety
 /// `rel` is open.
@@ -176,18 +197,16 @@ unsafe fn read(rel: pg_sys::Relation) -> Option<Read> {
     let found = match known {
         Some(found) => found,
         None => {
-            // nothing reads the stale memory now: no insert is under way
-            for memory in STALE.take() {
-                // SAFETY: a context this module made, no longer referenced.
-                unsafe { pg_sys::MemoryContextDelete(memory) };
-            }
+            free_stale();
             let before = GENERATION.get();
             // SAFETY: `rel` is open.
             let known = unsafe { look_at(rel) };
             if GENERATION.get() != before {
                 // invalidated while it looked (it opens the indexes): again next call
                 if !known.memory.is_null() {
-                    STALE.with_borrow_mut(|stale| stale.push(known.memory));
+                    // SAFETY: a backend global.
+                    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+                    STALE.with_borrow_mut(|stale| stale.push((known.memory, now)));
                 }
                 return None;
             }
@@ -199,7 +218,7 @@ unsafe fn read(rel: pg_sys::Relation) -> Option<Read> {
             found
         }
     };
-    found.map(|(layout, indexes)| (layout, indexes, GENERATION.get()))
+    found
 }
 
 /// Reads what the table is like, and builds its indexes' IndexInfos.
@@ -412,11 +431,21 @@ fn allowed() -> bool {
         && !unsafe { pg_sys::XactReadOnly }
 }
 
-/// The jobs table opened for direct writes, with its indexes and a small
-/// executor state (as execReplication.c sets one up).
+/// The jobs table opened for direct writes, with a small executor state (as
+/// execReplication.c sets one up). Its indexes are opened (and locked) only
+/// when a row gets an entry in them: a job's row is in 2 or 3 of the
+/// table's 9 (each partial index holds one status or two), and opening and
+/// locking the other 6 or 7 cost each write about 3,000 instructions apiece.
+/// The table's lock (RowExclusiveLock, taken first, as the executor does)
+/// keeps each of them from being dropped or rebuilt meanwhile; an index
+/// being built concurrently is the kept infos' to include, as the
+/// executor's index list is fixed when its statement starts.
 struct Writer {
     rel: pg_sys::Relation,
-    opened: Vec<pg_sys::Relation>,
+    /// the kept infos of the table's indexes (`read`)
+    indexes: Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>,
+    /// each index of `indexes`, once opened (null before)
+    opened: std::cell::RefCell<Vec<pg_sys::Relation>>,
     layout: Layout,
     estate: *mut pg_sys::EState,
     info: *mut pg_sys::ResultRelInfo,
@@ -446,39 +475,46 @@ impl Writer {
                 return None;
             }
             let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-            let Some((layout, indexes, generation)) = read(rel) else {
+            let Some((layout, indexes)) = read(rel) else {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return None;
             };
-            // opening an index may take in invalidations (a lock is taken):
-            // what was read stays in memory, but is used only if still current
-            let opened: Vec<pg_sys::Relation> =
-                indexes.iter().map(|(oid, _)| pg_sys::index_open(*oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)).collect();
+            // (what was read stays in memory until the next read, even if an
+            // invalidation taken in by a lock, an index's opened below,
+            // forgets it meanwhile)
+            let opened = std::cell::RefCell::new(vec![std::ptr::null_mut(); indexes.len()]);
             let caller_context = pg_sys::CurrentMemoryContext;
-            let writer = Writer { rel, opened, layout, estate: std::ptr::null_mut(), info: std::ptr::null_mut(), caller_context };
-            if GENERATION.get() != generation {
-                writer.close();
-                return None;
-            }
+            let writer = Writer { rel, indexes, opened, layout, estate: std::ptr::null_mut(), info: std::ptr::null_mut(), caller_context };
             let estate = pg_sys::CreateExecutorState();
             pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
             let info = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()) as *mut pg_sys::ResultRelInfo;
             (*info).type_ = pg_sys::NodeTag::T_ResultRelInfo;
             pg_sys::InitResultRelInfo(info, rel, 1, std::ptr::null_mut(), 0);
             (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
-            // the indexes as ExecOpenIndices would set them, with the kept infos
-            let n = writer.opened.len();
-            (*info).ri_NumIndices = n as i32;
-            let descs = pg_sys::palloc(n.max(1) * std::mem::size_of::<pg_sys::Relation>()) as *mut pg_sys::Relation;
-            let infos = pg_sys::palloc(n.max(1) * std::mem::size_of::<*mut pg_sys::IndexInfo>()) as *mut *mut pg_sys::IndexInfo;
-            for (i, (index, (_, index_info))) in writer.opened.iter().zip(&indexes).enumerate() {
-                *descs.add(i) = *index;
-                *infos.add(i) = *index_info;
-            }
-            (*info).ri_IndexRelationDescs = descs;
-            (*info).ri_IndexRelationInfo = infos;
+            // room for the indexes as ExecOpenIndices would set them, filled
+            // for each row with those it has entries in (index_entries)
+            let n = writer.indexes.len();
+            (*info).ri_NumIndices = 0;
+            (*info).ri_IndexRelationDescs = pg_sys::palloc(n.max(1) * std::mem::size_of::<pg_sys::Relation>()) as *mut pg_sys::Relation;
+            (*info).ri_IndexRelationInfo =
+                pg_sys::palloc(n.max(1) * std::mem::size_of::<*mut pg_sys::IndexInfo>()) as *mut *mut pg_sys::IndexInfo;
             Some(Writer { estate, info, ..writer })
         }
+    }
+
+    /// The index `oid` of the table, opened (RowExclusiveLock, as the
+    /// executor opens an index it writes) the first time it is asked for.
+    ///
+    /// # Safety
+    /// Open; `oid` is one of `indexes`.
+    unsafe fn index(&self, oid: pg_sys::Oid) -> Option<pg_sys::Relation> {
+        let at = self.indexes.iter().position(|(o, _)| *o == oid)?;
+        let mut opened = self.opened.borrow_mut();
+        if opened[at].is_null() {
+            // SAFETY: per the contract above.
+            opened[at] = unsafe { pg_sys::index_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+        }
+        Some(opened[at])
     }
 
     /// A slot of the table's rows, in the executor state.
@@ -549,6 +585,24 @@ impl Writer {
     unsafe fn index_entries(&self, slot: *mut pg_sys::TupleTableSlot, update: bool, only_summarizing: bool) {
         // SAFETY: per the contract above.
         unsafe {
+            // the indexes the row has an entry in: ready for inserts, and
+            // whose predicate (a partial index's) it meets, each opened now
+            let econtext = match (*self.estate).es_per_tuple_exprcontext {
+                e if e.is_null() => pg_sys::MakePerTupleExprContext(self.estate),
+                e => e,
+            };
+            (*econtext).ecxt_scantuple = slot;
+            let mut n = 0;
+            for (oid, index_info) in &self.indexes {
+                if !(**index_info).ii_ReadyForInserts || !predicate_holds((**index_info).ii_PredicateState, econtext) {
+                    continue;
+                }
+                let Some(index) = self.index(*oid) else { continue };
+                *(*self.info).ri_IndexRelationDescs.add(n) = index;
+                *(*self.info).ri_IndexRelationInfo.add(n) = *index_info;
+                n += 1;
+            }
+            (*self.info).ri_NumIndices = n as i32;
             #[cfg(feature = "pg15")]
             let recheck = {
                 let _ = only_summarizing;
@@ -608,7 +662,7 @@ impl Writer {
                 pg_sys::ExecResetTupleTable((*self.estate).es_tupleTable, false);
                 pg_sys::FreeExecutorState(self.estate);
             }
-            for index in &self.opened {
+            for index in self.opened.borrow().iter().filter(|i| !i.is_null()) {
                 pg_sys::index_close(*index, pg_sys::NoLock as pg_sys::LOCKMODE);
             }
             pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
@@ -616,6 +670,28 @@ impl Writer {
                 pg_sys::CommandCounterIncrement();
             }
         }
+    }
+}
+
+/// Whether the row in `econtext`'s scan tuple meets a partial index's
+/// prepared predicate (`state`; none: every row does), as ExecQual says
+/// (an inline function of the executor's header, not callable).
+///
+/// # Safety
+/// `state` prepared by ExecInitQual; the scan tuple set.
+unsafe fn predicate_holds(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+    if state.is_null() {
+        return true;
+    }
+    // SAFETY: per the contract above: the expression's own function, in
+    // the per-tuple memory (reset after each row's entries).
+    unsafe {
+        let Some(evaluate) = (*state).evalfunc else { return true };
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let mut is_null = false;
+        let value = evaluate(state, econtext, &mut is_null);
+        pg_sys::MemoryContextSwitchTo(old);
+        !is_null && bool::from_datum(value, false).unwrap_or(false)
     }
 }
 
@@ -1034,7 +1110,7 @@ pub fn claim(table: pg_sys::Oid, dependencies: pg_sys::Oid, request: &ClaimReque
         // as SPI runs a statement that writes (see `complete`)
         pg_sys::CommandCounterIncrement();
         let claimed = Writer::open(table, rights).and_then(|writer| {
-            let index = writer.layout.ready_by_queue.and_then(|oid| writer.opened.iter().copied().find(|&i| (*i).rd_id == oid));
+            let index = writer.layout.ready_by_queue.and_then(|oid| writer.index(oid));
             let claimed = index.map(|index| {
                 let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
                 let claimed = writer.claim_ready(index, snapshot, children.as_ref(), request);

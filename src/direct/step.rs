@@ -74,7 +74,7 @@ pub fn record(table: pg_sys::Oid, steps: pg_sys::Oid, step: &NewStep) -> Option<
         let jobs = pg_sys::table_open(table, pg_sys::RowShareLock as pg_sys::LOCKMODE);
         // (the first read of the table in a backend opens its indexes with
         // RowExclusiveLock, as a write of the jobs table does: once)
-        let layout = read(jobs).map(|(layout, _, _)| layout);
+        let layout = read(jobs).map(|(layout, _)| layout);
         let row = layout.and_then(|layout| {
             let id_key = layout.id_key?;
             // the statement's snapshot: a new one in READ COMMITTED, the
