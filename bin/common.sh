@@ -154,17 +154,16 @@ target_of_major() {
 }
 
 # major_cargo ARGS…: cargo for PG_MAJOR, its artifacts in target_of_major.
-# The other majors also share one build directory (target/majors): most of
-# a build is crates that do not depend on the major, compiled once for
-# both (a fresh clone's release build for 18 took 65 s after 17's instead
-# of 108). Its cost: the library itself is rebuilt when the major changes
-# (29 s), as the two majors' builds share its intermediate file.
+# Every major shares one build directory (target/majors): most of a build
+# is crates that do not depend on the major, compiled once for all (a fresh
+# clone's release build for 18 took 65 s after 17's instead of 108; 15's
+# first shares them since 0.6.0). Its cost: the library itself is rebuilt
+# when the major changes (29 s), as the majors' builds share its
+# intermediate file; and two builds of different majors take turns (cargo
+# locks the directory), so bin/test's background builds of the other
+# majors wait for the first major's build (first_build_done).
 major_cargo() {
-  if [ "$PG_MAJOR" = "$DEFAULT_PG_MAJOR" ]; then
-    CARGO_TARGET_DIR=$(target_of_major) cargo "$@"
-  else
-    CARGO_TARGET_DIR=$(target_of_major) CARGO_BUILD_BUILD_DIR=$RAQUEL_HOME/target/majors cargo "$@"
-  fi
+  CARGO_TARGET_DIR=$(target_of_major) CARGO_BUILD_BUILD_DIR=$RAQUEL_HOME/target/majors cargo "$@"
 }
 
 # build_library: the extension's library for PG_MAJOR, a release build
