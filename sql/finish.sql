@@ -48,7 +48,7 @@ AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
 
 -- What a job's end sets off, for the verbs that end a job whose
 -- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/workflows.sql), and a key enqueued with
+-- it are released or cancelled (sql/transitions.sql), and a key enqueued with
 -- a key_period stays held by it for that long (key_holds, sql/schema.sql).
 -- A job of another status is left alone.
 CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void

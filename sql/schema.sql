@@ -169,7 +169,7 @@ CREATE INDEX jobs_group_idx
 
 -- At most one unfinished job per queue and key; rq_enqueue's ON CONFLICT
 -- names this index's columns, and a condition that implies its predicate
--- (a new job is queued; it may be blocked at once, sql/workflows.sql).
+-- (a new job is queued; it may be blocked at once, sql/transitions.sql).
 CREATE UNIQUE INDEX jobs_key_idx ON jobs (queue, key)
     WHERE key IS NOT NULL AND status IN ('queued', 'claimed', 'failed', 'blocked');
 

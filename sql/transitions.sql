@@ -546,7 +546,7 @@ END
 $$;
 
 -- Any unfinished job (queued, claimed, failed, blocked) becomes cancelled,
--- for good, and so do the jobs blocked waiting for it (sql/workflows.sql).
+-- for good, and so do the jobs blocked waiting for it (rq_parent_ended, above).
 -- A worker still working on a cancelled job finds out when it completes it:
 -- that is an error (55000), since the job is no longer claimed.
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs

@@ -191,13 +191,15 @@ type Read = (Layout, Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>);
 unsafe fn read(rel: pg_sys::Relation) -> Option<Read> {
     // SAFETY: `rel` is open.
     let table = unsafe { (*rel).rd_id };
+    // (what an invalidation in an earlier transaction forgot: most come in
+    // as the table is opened, and the read after is in the same transaction)
+    free_stale();
     let known = KNOWN.with_borrow(|k| {
         k.as_ref().filter(|k| k.table == table).map(|k| k.layout.map(|layout| (layout, k.indexes.clone())))
     });
     let found = match known {
         Some(found) => found,
         None => {
-            free_stale();
             let before = GENERATION.get();
             // SAFETY: `rel` is open.
             let known = unsafe { look_at(rel) };
@@ -437,15 +439,18 @@ fn allowed() -> bool {
 /// table's 9 (each partial index holds one status or two), and opening and
 /// locking the other 6 or 7 cost each write about 3,000 instructions apiece.
 /// The table's lock (RowExclusiveLock, taken first, as the executor does)
-/// keeps each of them from being dropped or rebuilt meanwhile; an index
+/// keeps each of them from being dropped or rebuilt (REINDEX, and their
+/// CONCURRENTLY forms, wait for the table's lockers) meanwhile; an index
 /// being built concurrently is the kept infos' to include, as the
-/// executor's index list is fixed when its statement starts.
+/// executor's index list is fixed when its statement starts. (An index's
+/// own DDL that locks only the index, `ALTER INDEX … SET TABLESPACE`, is
+/// waited for when the index is opened, as a statement waits for it.)
 struct Writer {
     rel: pg_sys::Relation,
     /// the kept infos of the table's indexes (`read`)
     indexes: Vec<(pg_sys::Oid, *mut pg_sys::IndexInfo)>,
     /// each index of `indexes`, once opened (null before)
-    opened: std::cell::RefCell<Vec<pg_sys::Relation>>,
+    opened: RefCell<Vec<pg_sys::Relation>>,
     layout: Layout,
     estate: *mut pg_sys::EState,
     info: *mut pg_sys::ResultRelInfo,
@@ -479,10 +484,10 @@ impl Writer {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return None;
             };
-            // (what was read stays in memory until the next read, even if an
-            // invalidation taken in by a lock, an index's opened below,
-            // forgets it meanwhile)
-            let opened = std::cell::RefCell::new(vec![std::ptr::null_mut(); indexes.len()]);
+            // (what was read stays in memory to the end of this transaction,
+            // even if an invalidation taken in by a lock, an index's opened
+            // as the write goes, forgets it meanwhile: see STALE)
+            let opened = RefCell::new(vec![std::ptr::null_mut(); indexes.len()]);
             let caller_context = pg_sys::CurrentMemoryContext;
             let writer = Writer { rel, indexes, opened, layout, estate: std::ptr::null_mut(), info: std::ptr::null_mut(), caller_context };
             let estate = pg_sys::CreateExecutorState();
@@ -598,6 +603,11 @@ impl Writer {
                     continue;
                 }
                 let Some(index) = self.index(*oid) else { continue };
+                // (whether an update left the index's columns as they were
+                // is the update's to say, not the kept info's first answer)
+                if update {
+                    (**index_info).ii_CheckedUnchanged = false;
+                }
                 *(*self.info).ri_IndexRelationDescs.add(n) = index;
                 *(*self.info).ri_IndexRelationInfo.add(n) = *index_info;
                 n += 1;

@@ -86,6 +86,7 @@ fn rq_check_parents(jobs: i32, after: Option<Vec<Option<pgrx::Uuid>>>, fcinfo: p
     }
     // A parent that ends while this transaction is open does not see its
     // edges: the background worker looks in at commit, and its settle duty
-    // releases (or cancels) such children (sql/workflows.sql).
+    // releases (or cancels) such children (sql/workflows.sql, through
+    // sql/transitions.sql's rq_parent_ended).
     crate::deadlines::note(crate::clock::now_ms());
 }

@@ -72,8 +72,8 @@ pub fn record(table: pg_sys::Oid, steps: pg_sys::Oid, step: &NewStep) -> Option<
         // before is seen, and the written row gets the command's id
         pg_sys::CommandCounterIncrement();
         let jobs = pg_sys::table_open(table, pg_sys::RowShareLock as pg_sys::LOCKMODE);
-        // (the first read of the table in a backend opens its indexes with
-        // RowExclusiveLock, as a write of the jobs table does: once)
+        // (the first read of the table in a backend opens each of its
+        // indexes, with RowExclusiveLock, to build their infos: once)
         let layout = read(jobs).map(|(layout, _)| layout);
         let row = layout.and_then(|layout| {
             let id_key = layout.id_key?;
