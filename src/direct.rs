@@ -157,13 +157,19 @@ thread_local! {
 
 fn forget() {
     if let Some(known) = KNOWN.take() {
-        if !known.memory.is_null() {
-            // SAFETY: a backend global.
-            let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-            STALE.with_borrow_mut(|stale| stale.push((known.memory, now)));
-        }
+        set_aside(known.memory);
     }
     GENERATION.set(GENERATION.get() + 1);
+}
+
+/// Puts forgotten `memory` (if any) in STALE, stamped with this
+/// transaction's start.
+fn set_aside(memory: pg_sys::MemoryContext) {
+    if !memory.is_null() {
+        // SAFETY: a backend global.
+        let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+        STALE.with_borrow_mut(|stale| stale.push((memory, now)));
+    }
 }
 
 /// Frees the memory forgotten before this transaction began.
@@ -205,11 +211,7 @@ unsafe fn read(rel: pg_sys::Relation) -> Option<Read> {
             let known = unsafe { look_at(rel) };
             if GENERATION.get() != before {
                 // invalidated while it looked (it opens the indexes): again next call
-                if !known.memory.is_null() {
-                    // SAFETY: a backend global.
-                    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-                    STALE.with_borrow_mut(|stale| stale.push((known.memory, now)));
-                }
+                set_aside(known.memory);
                 return None;
             }
             let mut relations = vec![table];
@@ -514,12 +516,21 @@ impl Writer {
     /// Open; `oid` is one of `indexes`.
     unsafe fn index(&self, oid: pg_sys::Oid) -> Option<pg_sys::Relation> {
         let at = self.indexes.iter().position(|(o, _)| *o == oid)?;
+        // SAFETY: per the contract above.
+        Some(unsafe { self.index_at(at) })
+    }
+
+    /// The index at `at` of `indexes`, opened the first time (see `index`).
+    ///
+    /// # Safety
+    /// Open; `at` < `indexes.len()`.
+    unsafe fn index_at(&self, at: usize) -> pg_sys::Relation {
         let mut opened = self.opened.borrow_mut();
         if opened[at].is_null() {
             // SAFETY: per the contract above.
-            opened[at] = unsafe { pg_sys::index_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+            opened[at] = unsafe { pg_sys::index_open(self.indexes[at].0, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
         }
-        Some(opened[at])
+        opened[at]
     }
 
     /// A slot of the table's rows, in the executor state.
@@ -598,18 +609,18 @@ impl Writer {
             };
             (*econtext).ecxt_scantuple = slot;
             let mut n = 0;
-            for (oid, index_info) in &self.indexes {
-                if !(**index_info).ii_ReadyForInserts || !predicate_holds((**index_info).ii_PredicateState, econtext) {
+            for (at, &(_, index_info)) in self.indexes.iter().enumerate() {
+                if !(*index_info).ii_ReadyForInserts || !predicate_holds((*index_info).ii_PredicateState, econtext) {
                     continue;
                 }
-                let Some(index) = self.index(*oid) else { continue };
+                let index = self.index_at(at);
                 // (whether an update left the index's columns as they were
                 // is the update's to say, not the kept info's first answer)
                 if update {
-                    (**index_info).ii_CheckedUnchanged = false;
+                    (*index_info).ii_CheckedUnchanged = false;
                 }
                 *(*self.info).ri_IndexRelationDescs.add(n) = index;
-                *(*self.info).ri_IndexRelationInfo.add(n) = *index_info;
+                *(*self.info).ri_IndexRelationInfo.add(n) = index_info;
                 n += 1;
             }
             (*self.info).ri_NumIndices = n as i32;

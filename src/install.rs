@@ -32,31 +32,33 @@ thread_local! {
 /// The table named `name` beside `function`, asked of the catalogs with
 /// `look` the first time.
 pub fn table(function: pg_sys::Oid, name: &'static str, look: impl FnOnce() -> pg_sys::Oid) -> pg_sys::Oid {
-    if let Some(found) = TABLES.with_borrow(|t| t.iter().find(|(f, n, _)| *f == function && *n == name).map(|(.., oid)| *oid)) {
-        return found;
-    }
-    watch();
-    let before = GENERATION.get();
-    let oid = look();
-    if GENERATION.get() == before {
-        TABLES.with_borrow_mut(|t| t.push((function, name, oid)));
-    }
-    oid
+    kept(&TABLES, function, name, look)
 }
 
 /// Whether `function`'s jobs table has `column`, asked of the catalogs
 /// with `look` the first time.
 pub fn column(function: pg_sys::Oid, column: &'static std::ffi::CStr, look: impl FnOnce() -> bool) -> bool {
-    if let Some(found) = COLUMNS.with_borrow(|c| c.iter().find(|(f, n, _)| *f == function && *n == column).map(|(.., has)| *has)) {
+    kept(&COLUMNS, function, column, look)
+}
+
+/// The answer `cache` keeps for (`function`, `key`), or `look`'s, kept
+/// unless an invalidation came in while it looked.
+fn kept<K: PartialEq + Copy, V: Copy>(
+    cache: &'static std::thread::LocalKey<RefCell<Vec<(pg_sys::Oid, K, V)>>>,
+    function: pg_sys::Oid,
+    key: K,
+    look: impl FnOnce() -> V,
+) -> V {
+    if let Some(found) = cache.with_borrow(|c| c.iter().find(|(f, k, _)| *f == function && *k == key).map(|(.., v)| *v)) {
         return found;
     }
     watch();
     let before = GENERATION.get();
-    let has = look();
+    let value = look();
     if GENERATION.get() == before {
-        COLUMNS.with_borrow_mut(|c| c.push((function, column, has)));
+        cache.with_borrow_mut(|c| c.push((function, key, value)));
     }
-    has
+    value
 }
 
 /// Registers, once per backend, the callbacks that forget.

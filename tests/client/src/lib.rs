@@ -79,6 +79,13 @@ pub fn jobs_digest(client: &mut Client) -> String {
         .get(0)
 }
 
+/// Statements this session ran through SPI so far
+/// (`raquel_internal.rq_kept_plans().runs`): a verb on the direct path
+/// runs none.
+pub fn statements_run(client: &mut Client) -> i64 {
+    client.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
+}
+
 /// The SQLSTATE of a failed statement.
 pub fn sqlstate(result: Result<impl Sized, postgres::Error>) -> String {
     match result {

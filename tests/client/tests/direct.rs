@@ -4,7 +4,7 @@
 //! `raquel_internal.rq_kept_plans().runs`: a direct enqueue runs nothing.
 
 use postgres::Client;
-use raquel_client_tests::{connect, fresh_db, sqlstate};
+use raquel_client_tests::{connect, fresh_db, sqlstate, statements_run};
 use std::thread;
 
 /// A user's AFTER INSERT trigger on jobs that notes each new job's id in
@@ -13,16 +13,11 @@ const NOTE_JOBS: &str = "CREATE TABLE seen (id uuid); \
     CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.seen VALUES (NEW.id); RETURN NEW; END $$; \
     CREATE TRIGGER note_job AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_job()";
 
-/// Statements this session ran through SPI so far.
-fn runs(c: &mut Client) -> i64 {
-    c.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
-}
-
 /// Enqueues one job and says whether it ran a statement to do it.
 fn enqueue_ran_a_statement(c: &mut Client, call: &str) -> bool {
-    let before = runs(c);
+    let before = statements_run(c);
     c.batch_execute(call).unwrap();
-    runs(c) > before
+    statements_run(c) > before
 }
 
 /// Every index of the jobs table passes amcheck's heap-all-indexed check:
@@ -371,9 +366,9 @@ fn a_producer_enqueues_a_batch_directly() {
 fn complete_ran_a_statement(c: &mut Client, queue: &str, result: &str) -> bool {
     let row = c.query_one(&format!("SELECT id::text, attempts FROM rq_claim(ARRAY['{queue}'])"), &[]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = runs(c);
+    let before = statements_run(c);
     c.execute(&format!("SELECT rq_complete($1::text::uuid, $2{result})"), &[&id, &attempt]).unwrap();
-    runs(c) > before
+    statements_run(c) > before
 }
 
 /// rq_complete of a claimed job writes it directly, the row its statement
@@ -492,9 +487,9 @@ fn a_direct_complete_and_a_rescue_race_in_both_orders() {
 
 /// Runs `claim` and says whether it ran a statement, with its rows' payloads.
 fn claim_ran_a_statement(c: &mut Client, claim: &str) -> (bool, Vec<Option<String>>) {
-    let before = runs(c);
+    let before = statements_run(c);
     let payloads = c.query(claim, &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    (runs(c) > before, payloads)
+    (statements_run(c) > before, payloads)
 }
 
 /// The jobs of one queue that a claim must tell apart: three priorities,
@@ -582,13 +577,13 @@ fn a_direct_claim_claims_what_its_statement_claims() {
     c.batch_execute("SELECT rq_enqueue('loop', 'a'); SELECT rq_enqueue('loop', 'b')").unwrap();
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['loop'])", &[]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = runs(&mut c);
+    let before = statements_run(&mut c);
     let next: Option<String> = c
         .query_one("SELECT payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY['loop'])", &[&id, &attempt])
         .unwrap()
         .get(0);
     assert_eq!(next.as_deref(), Some("b"));
-    assert_eq!(runs(&mut c), before, "rq_complete_and_claim ran no statement");
+    assert_eq!(statements_run(&mut c), before, "rq_complete_and_claim ran no statement");
     assert_indexes_check(&mut c, 9);
 }
 
@@ -695,7 +690,7 @@ fn a_direct_take_takes_what_its_statement_takes() {
     let mut c = connect(&db);
     // what a row returned holds that does not depend on when it ran
     let taken = |c: &mut Client, sql: &str| -> (bool, Vec<String>) {
-        let before = runs(c);
+        let before = statements_run(c);
         let rows: Vec<String> = c
             .query(
                 &format!(
@@ -708,7 +703,7 @@ fn a_direct_take_takes_what_its_statement_takes() {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        (runs(c) > before, rows)
+        (statements_run(c) > before, rows)
     };
     let mut seen = Vec::new();
     for direct in ["on", "off"] {
@@ -773,9 +768,9 @@ fn a_direct_take_takes_what_its_statement_takes() {
 fn fail_ran_a_statement(c: &mut Client, queue: &str, error: &str) -> bool {
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = runs(c);
+    let before = statements_run(c);
     c.execute("SELECT rq_fail($1::text::uuid, $2, $3, 'trace of ' || $3)", &[&id, &attempt, &error]).unwrap();
-    runs(c) > before
+    statements_run(c) > before
 }
 
 /// rq_fail of a claimed job writes it directly, the row its statement
@@ -828,9 +823,9 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
     assert_eq!(status, "claimed", "a refused fail changes nothing");
     // rolled back, a direct fail leaves the job claimed
     c.batch_execute("BEGIN").unwrap();
-    let before = runs(&mut c);
+    let before = statements_run(&mut c);
     c.execute("SELECT rq_fail($1::text::uuid, $2, 'undone')", &[&id, &attempt]).unwrap();
-    assert_eq!(runs(&mut c), before, "failed directly");
+    assert_eq!(statements_run(&mut c), before, "failed directly");
     c.batch_execute("ROLLBACK").unwrap();
     let (status, error): (String, Option<String>) =
         c.query_one("SELECT status, error FROM jobs WHERE id = $1::text::uuid", &[&id]).map(|r| (r.get(0), r.get(1))).unwrap();
@@ -841,9 +836,9 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
 /// Records step `name` of job `id` (claimed as `attempt`) with `result`
 /// and says whether it ran a statement to do it.
 fn step_ran_a_statement(c: &mut Client, id: &str, attempt: i32, name: &str, result: &str) -> bool {
-    let before = runs(c);
+    let before = statements_run(c);
     c.execute(&format!("SELECT rq_step($1::text::uuid, $2, $3, {result})"), &[&id, &attempt, &name]).unwrap();
-    runs(c) > before
+    statements_run(c) > before
 }
 
 /// Enqueues a job of `queue` and claims it: its id and attempt.
@@ -965,9 +960,9 @@ fn a_direct_step_and_a_rescue_race_in_both_orders() {
     // the step first: the rescue passes the row it holds by until it commits
     let (id, attempt) = claim(&mut worker, "r");
     worker.batch_execute("BEGIN").unwrap();
-    let before = runs(&mut worker);
+    let before = statements_run(&mut worker);
     worker.execute("SELECT rq_step($1::text::uuid, $2, 'first', NULL)", &[&id, &attempt]).unwrap();
-    assert_eq!(runs(&mut worker), before, "recorded directly");
+    assert_eq!(statements_run(&mut worker), before, "recorded directly");
     lapse();
     let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
     assert_eq!(rescued, 0, "the rescue passes the row the step holds by");

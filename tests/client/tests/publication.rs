@@ -9,7 +9,7 @@
 //! must be equal row for row.
 
 use raquel_client_tests::cluster::Cluster;
-use raquel_client_tests::eventually;
+use raquel_client_tests::{eventually, statements_run};
 
 const PORTS: [u16; 2] = [25420, 25421];
 const DB: &str = "rq_publication";
@@ -19,11 +19,6 @@ fn digest(c: &mut postgres::Client, table: &str, order: &str) -> String {
     c.query_one(&format!("SELECT count(*)::text || ' ' || coalesce(md5(string_agg(t::text, '' ORDER BY {order})), '') FROM {table} t"), &[])
         .unwrap()
         .get(0)
-}
-
-/// Statements this session ran through SPI so far.
-fn runs(c: &mut postgres::Client) -> i64 {
-    c.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
 }
 
 #[test]
@@ -57,24 +52,24 @@ fn a_subscriber_receives_every_change_of_the_direct_path() {
         subscriber.log_tail(20)
     );
 
-    let before = runs(&mut p);
+    let before = statements_run(&mut p);
     p.batch_execute(
         "SELECT rq_enqueue('pub', 'one');
          SELECT rq_enqueue('pub', '{\"n\": 2}'::jsonb, priority => 5);
          SELECT rq_enqueue_batch('pub', ARRAY['b1', 'b2', 'b3', 'b4', 'b5', 'b6']);",
     )
     .unwrap();
-    assert_eq!(runs(&mut p), before, "the enqueues ran a statement: the direct path was not taken");
+    assert_eq!(statements_run(&mut p), before, "the enqueues ran a statement: the direct path was not taken");
     // (a session's first claim may run a statement of its own, once)
     p.batch_execute("SELECT rq_complete(id, attempts, '{\"ok\": true}') FROM rq_claim(ARRAY['pub'])").unwrap();
-    let before = runs(&mut p);
+    let before = statements_run(&mut p);
     p.batch_execute(
         "SELECT rq_complete(id, attempts, '{\"ok\": true}') FROM rq_claim(ARRAY['pub']);
          SELECT rq_step(id, attempts, 'charge', '{\"paid\": 1}') FROM rq_claim(ARRAY['pub']);
          SELECT rq_fail(id, attempts, 'try again', NULL) FROM rq_claim(ARRAY['pub']);",
     )
     .unwrap();
-    assert_eq!(runs(&mut p), before, "a claim, complete, step or fail ran a statement: the direct path was not taken");
+    assert_eq!(statements_run(&mut p), before, "a claim, complete, step or fail ran a statement: the direct path was not taken");
     p.batch_execute(
         "SELECT rq_enqueue('pub-once', 'last', max_retry_count => 0);
          SELECT rq_fail(id, attempts, 'no retry left', 'a trace') FROM rq_claim(ARRAY['pub-once']);
