@@ -79,6 +79,30 @@ pub fn jobs_digest(client: &mut Client) -> String {
         .get(0)
 }
 
+/// Every index of the jobs table passes amcheck's heap-all-indexed check
+/// (`bt_index_check(…, true)`): each row has its entry in each index whose
+/// predicate it meets, and no entry is corrupt. Returns how many indexes it
+/// checked. Every server the tests run has amcheck (Debian's 15 in its
+/// contrib; bin/postgres-major builds it for 17 and 18): a server without it
+/// fails the test rather than skip the check.
+pub fn check_every_index(client: &mut Client) -> usize {
+    client
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        .unwrap_or_else(|e| panic!("amcheck, which the index checks need, is not installed on this server: {e}"));
+    let indexes: Vec<String> = client
+        .query("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'jobs'::regclass", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for index in &indexes {
+        client
+            .batch_execute(&format!("SELECT bt_index_check('{index}'::regclass, true)"))
+            .unwrap_or_else(|e| panic!("amcheck of {index}: {e}"));
+    }
+    indexes.len()
+}
+
 /// Statements this session ran through SPI so far
 /// (`raquel_internal.rq_kept_plans().runs`): a verb on the direct path
 /// runs none.

@@ -1,7 +1,7 @@
 //! Several workers on their own connections, at once: every job is handed out
 //! exactly once and none is lost.
 
-use raquel_client_tests::{connect, fresh_db};
+use raquel_client_tests::{check_every_index, connect, fresh_db};
 use std::collections::HashSet;
 use std::thread;
 
@@ -32,11 +32,14 @@ fn run_workers(db: &str, work: fn(&str, &mut postgres::Client) -> Vec<String>) -
     handles.into_iter().map(|h| h.join().expect("worker panicked")).collect()
 }
 
-fn assert_each_job_once(handled: &[Vec<String>], expected: i64) {
+/// Every job handed out once across the workers, and after their
+/// concurrent writes every index of jobs whole (amcheck).
+fn assert_each_job_once(db: &str, handled: &[Vec<String>], expected: i64) {
     let total: usize = handled.iter().map(Vec::len).sum();
     let distinct: HashSet<&String> = handled.iter().flatten().collect();
     assert_eq!(total as i64, expected, "claims across all workers");
     assert_eq!(distinct.len() as i64, expected, "no job handed out twice");
+    check_every_index(&mut connect(db));
 }
 
 #[test]
@@ -64,7 +67,7 @@ fn four_workers_complete_every_job_exactly_once() {
         }
         mine
     });
-    assert_each_job_once(&handled, JOBS);
+    assert_each_job_once(&db, &handled, JOBS);
 
     let mut c = connect(&db);
     // two statements: on Citus (bin/test's Citus stage) a subquery of a
@@ -106,7 +109,7 @@ fn four_workers_claiming_batches_get_each_job_once() {
         }
         mine
     });
-    assert_each_job_once(&handled, JOBS);
+    assert_each_job_once(&db, &handled, JOBS);
     let row = connect(&db)
         .query_one("SELECT count(*) FILTER (WHERE status = 'success' AND attempts = 1), count(*) FROM jobs", &[])
         .unwrap();
@@ -169,7 +172,7 @@ fn four_workers_looping_in_one_round_trip_handle_each_job_once() {
         }
         mine
     });
-    assert_each_job_once(&handled, JOBS);
+    assert_each_job_once(&db, &handled, JOBS);
     let mut c = connect(&db);
     let row = c.query_one("SELECT count(*) FILTER (WHERE status = 'success'), max(attempts) FROM jobs", &[]).unwrap();
     let writes: i64 = c.query_one("SELECT count(*) FROM done", &[]).unwrap().get(0);
@@ -241,7 +244,7 @@ fn four_workers_looping_in_batches_handle_each_job_once() {
             }
         }
     });
-    assert_each_job_once(&handled, JOBS);
+    assert_each_job_once(&db, &handled, JOBS);
     let mut c = connect(&db);
     let row = c
         .query_one("SELECT count(*) FILTER (WHERE status = 'success' AND attempts = 1), count(*) FROM jobs", &[])

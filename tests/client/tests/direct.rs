@@ -4,7 +4,7 @@
 //! `raquel_internal.rq_kept_plans().runs`: a direct enqueue runs nothing.
 
 use postgres::Client;
-use raquel_client_tests::{connect, fresh_db, sqlstate, statements_run};
+use raquel_client_tests::{check_every_index, connect, fresh_db, sqlstate, statements_run};
 use std::thread;
 
 /// A user's AFTER INSERT trigger on jobs that notes each new job's id in
@@ -20,37 +20,9 @@ fn enqueue_ran_a_statement(c: &mut Client, call: &str) -> bool {
     statements_run(c) > before
 }
 
-/// Every index of the jobs table passes amcheck's heap-all-indexed check:
-/// each row has its entry in each index whose predicate it meets, and no
-/// entry is corrupt. Returns how many indexes it checked, or None on a
-/// server without amcheck (bin/test's PostgreSQL 17 and 18 are built without
-/// contrib: there the check runs on 15 only, and says so).
-fn every_index_checks(c: &mut Client) -> Option<usize> {
-    let available: bool =
-        c.query_one("SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'amcheck')", &[]).unwrap().get(0);
-    if !available {
-        eprintln!("direct: amcheck is not installed on this server; the indexes are not checked here");
-        return None;
-    }
-    c.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck").unwrap();
-    let indexes: Vec<String> = c
-        .query("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'jobs'::regclass", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    for index in &indexes {
-        c.batch_execute(&format!("SELECT bt_index_check('{index}'::regclass, true)"))
-            .unwrap_or_else(|e| panic!("amcheck of {index}: {e}"));
-    }
-    Some(indexes.len())
-}
-
-/// Asserts that `every_index_checks` checked `n` indexes, where amcheck is.
+/// Every index of jobs passes amcheck, and there are `n` of them.
 fn assert_indexes_check(c: &mut Client, n: usize) {
-    if let Some(checked) = every_index_checks(c) {
-        assert_eq!(checked, n, "indexes checked");
-    }
+    assert_eq!(check_every_index(c), n, "indexes checked");
 }
 
 #[test]
@@ -914,9 +886,8 @@ fn a_direct_step_records_the_row_its_statement_records() {
     assert!(step_ran_a_statement(&mut c, &id, attempt, "a result", "'1'"), "a NOT NULL raquel did not make: the statement");
     c.batch_execute("ALTER TABLE job_steps ALTER result DROP NOT NULL").unwrap();
     assert!(!step_ran_a_statement(&mut c, &id, attempt, "unbound", "NULL"), "the NOT NULL dropped: direct again");
-    if every_index_checks(&mut c).is_some() {
-        c.batch_execute("SELECT bt_index_check('job_steps_pkey'::regclass, true)").unwrap();
-    }
+    check_every_index(&mut c);
+    c.batch_execute("SELECT bt_index_check('job_steps_pkey'::regclass, true)").unwrap();
 }
 
 /// A step that meets a rescue holding the job's row waits for it, and

@@ -19,7 +19,7 @@ use fault_load::{
     Workers, DONE_INSIDE,
 };
 use raquel_client_tests::cluster::{kill_9, Cluster, LibraryWatch};
-use raquel_client_tests::eventually;
+use raquel_client_tests::{check_every_index, eventually};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -329,6 +329,8 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     assert_eq!(log_count(&log, "received immediate shutdown request"), plan.immediate_stops);
     assert!(events.connects > plan.workers, "workers reconnected");
     assert!(!events.stale.is_empty(), "some worker presented a stale token while another held its job");
+    // Through the kills and crashes, every index of jobs stayed whole.
+    check_every_index(&mut cluster.connect(DB).unwrap());
     let crashes = crashes_in_log(&log);
     assert!(crashes.is_empty(), "server processes crashed by themselves: {crashes:?}");
 }
