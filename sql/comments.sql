@@ -71,7 +71,7 @@ COMMENT ON FUNCTION rq_set_history(text, boolean) IS
 COMMENT ON FUNCTION rq_channel(text) IS
     'raquel: the LISTEN channel of a queue, notified at commit when raquel.notify is on.';
 COMMENT ON FUNCTION rq_stats() IS
-    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, and how many jobs are parked for an event. Reads the whole table.';
+    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, how many jobs are parked for an event, and whether its claims start at claim cursors (in use) or why not. Reads the whole table.';
 COMMENT ON FUNCTION rq_queues() IS
     'raquel: the names of the queues that have jobs.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS

@@ -5,13 +5,15 @@
 -- One row per queue: how many jobs in each status, how many are ready now,
 -- how long the oldest ready job has been waiting, and the queue's flow
 -- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
--- Last, how many of its jobs are parked for an event (sql/waits.sql).
+-- Then how many of its jobs are parked for an event (sql/waits.sql), and
+-- last how the claim cursors keep it (src/cursors.rs rq_cursor_state: 'in
+-- use', or why its claims walk from the start).
 CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
                failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
                ready bigint, oldest_ready_age interval,
                paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
-               waiting_for_event bigint)
+               waiting_for_event bigint, cursors text)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -42,7 +44,8 @@ AS $$
            coalesce(c.blocked, 0),
            coalesce(c.ready, 0), c.oldest_ready_age,
            coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
-           coalesce(w.waiting, 0)
+           coalesce(w.waiting, 0),
+           raquel_internal.rq_cursor_state('@extschema@.jobs'::regclass::oid, coalesce(c.queue, l.queue))
     FROM counts c
     FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
     -- the jobs parked for an event (sql/waits.sql), by the queue they keep

@@ -177,6 +177,16 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 
+-- new: raquel_internal.rq_cursor_state(oid, text): how the claim cursors keep a queue, for rq_stats (src/cursors.rs)
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pgrx::pg_sys::Oid */
+	"queue" TEXT /* &str */
+) RETURNS TEXT /* &str */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+
 -- new: raquel_internal.rq_cancel(uuid)
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
 LANGUAGE plpgsql VOLATILE
@@ -2107,12 +2117,15 @@ END
 $$;
 
 -- changed: rq_stats()
-CREATE OR REPLACE FUNCTION rq_stats()
+-- (a column more, cursors: dropped and made again, with raquel's privileges:
+-- EXECUTE for PUBLIC, the table's grants deciding who reads what)
+DROP FUNCTION rq_stats();
+CREATE FUNCTION rq_stats()
 RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
                failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
                ready bigint, oldest_ready_age interval,
                paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
-               waiting_for_event bigint)
+               waiting_for_event bigint, cursors text)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2143,7 +2156,8 @@ AS $$
            coalesce(c.blocked, 0),
            coalesce(c.ready, 0), c.oldest_ready_age,
            coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
-           coalesce(w.waiting, 0)
+           coalesce(w.waiting, 0),
+           raquel_internal.rq_cursor_state('@extschema@.jobs'::regclass::oid, coalesce(c.queue, l.queue))
     FROM counts c
     FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
     -- the jobs parked for an event (sql/waits.sql), by the queue they keep
@@ -2448,6 +2462,8 @@ COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
     'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
 COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
     'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
+COMMENT ON FUNCTION rq_stats() IS
+    'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, how many jobs are parked for an event, and whether its claims start at claim cursors (in use) or why not. Reads the whole table.';
 COMMENT ON FUNCTION rq_warnings() IS
     'raquel: what an operator should fix, with a hint each (roles other than raquel''s owner that may create in its schema); no rows when nothing.';
 

@@ -43,37 +43,34 @@
 //!
 //! A queue's lanes are the priorities its ready jobs may have. The first
 //! claim of a queue finds them (one probe per priority, sql/claim.sql's
-//! priorities walk) and every insert adds its own; a queue with more than
-//! LANES priorities, or one whose lanes a verb could not name, is claimed
-//! without cursors. One-queue claims use cursors (src/claim.rs); claims of
-//! several queues or any queue walk the index from its start, as before.
-//! Shared memory holds PARTITIONS × PER_PARTITION (512) queues of all
-//! databases, in PARTITIONS parts
-//! by a hash of (database, table, queue), each under a lock of its own: a
+//! priorities walk) and every insert adds its own; a queue with more
+//! priorities than `raquel.cursor_priorities`, or one whose lanes a verb
+//! could not name, is claimed without cursors. One-queue claims use cursors
+//! (src/claim.rs); claims of several queues or any queue walk the index
+//! from its start, as before.
+//!
+//! Shared memory holds `raquel.cursor_queues` queues of all databases (the
+//! sizes are settings read at server start: Shape), in PARTITIONS parts by
+//! a hash of (database, table, queue), each under a lock of its own: a
 //! claim, a commit's note and the rewind of one queue lock only its part,
 //! so claims of different queues seldom wait for each other (0.5.0 kept
 //! one lock for every queue, taken exclusively at least twice a claim).
 //! Past a part's places, its queue used least recently gives up its place.
 //! What goes without cursors is counted (rq_cursor_counts, and
 //! rq_prometheus's raquel_cursor_* series): a claim of a name longer than
-//! NAME, of a queue with more than LANES priorities, and the places given
-//! up, so that an operator sees when the limits are too small.
+//! `raquel.cursor_name_bytes`, a queue with too many priorities, and the
+//! places given up, so that an operator sees when the limits are too
+//! small; rq_stats says per queue (rq_cursor_state).
 
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgLwLock, PgSubXactCallbackEvent, PgXactCallbackEvent};
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgSubXactCallbackEvent, PgXactCallbackEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Parts of the cursors' shared memory, each under its own lock.
 const PARTITIONS: usize = 16;
-/// Queues with cursors in one part.
-const PER_PARTITION: usize = 32;
-/// Priorities with cursors in one queue.
-pub const LANES: usize = 8;
-/// The longest queue name kept (longer names have no cursors).
-const NAME: usize = 64;
 /// How often a queue's cursors go back to the start.
 pub const REWIND_MS: i64 = 10_000;
 /// The steps a lane's notes keep exactly (LaneNotes).
@@ -135,24 +132,66 @@ pub struct Lane {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 enum State {
     /// A claim is finding the lanes; until it has, claims go without.
     Filling,
     /// Claims use the lanes.
     Known,
-    /// More priorities than LANES: claims go without, until the next rewind
-    /// finds the lanes again.
+    /// More priorities than the shape's lanes: claims go without, until the
+    /// next rewind finds the lanes again.
     TooMany,
 }
 
+/// The sizes of the cursors' shared memory, from the settings at server
+/// start (`raquel.cursor_queues`, `raquel.cursor_priorities`,
+/// `raquel.cursor_name_bytes`: src/settings.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    /// Places (queues) in one part.
+    per_part: usize,
+    /// Priorities with cursors in one queue.
+    lanes: usize,
+    /// The longest queue name kept, in bytes (longer names have no cursors).
+    name: usize,
+}
+
+impl Shape {
+    fn from_settings() -> Shape {
+        Shape {
+            per_part: crate::settings::cursor_queues().div_ceil(PARTITIONS),
+            lanes: crate::settings::cursor_priorities(),
+            name: crate::settings::cursor_name_bytes(),
+        }
+    }
+
+    /// A place's bytes: its head, its lanes, their notes, its name (each a
+    /// multiple of 8 bytes, so every part of every place stays aligned).
+    fn place_bytes(&self) -> usize {
+        size_of::<Head>() + self.lanes * (size_of::<Lane>() + size_of::<LaneNotes>()) + self.name.next_multiple_of(8)
+    }
+
+    fn part_bytes(&self) -> usize {
+        size_of::<PartHead>() + self.per_part * self.place_bytes()
+    }
+
+    fn places(&self) -> usize {
+        self.per_part * PARTITIONS
+    }
+}
+
+/// A place's fixed part; its lanes, their notes and its name follow it.
 #[derive(Clone, Copy)]
-struct Entry {
+#[repr(C)]
+struct Head {
     /// InvalidOid: a free place.
     database: pg_sys::Oid,
     /// The jobs table (a new table after DROP and CREATE EXTENSION).
     table: pg_sys::Oid,
-    name: [u8; NAME],
-    name_len: u8,
+    name_len: u32,
+    state: State,
+    /// Lanes in use.
+    count: u32,
     /// Which creation of the place: a claim that read it acts on it only
     /// while it is the same.
     epoch: u64,
@@ -161,105 +200,236 @@ struct Entry {
     /// The generation of the last rewind or change of state: a claim that
     /// read before it moves nothing.
     barrier: u64,
-    /// Each lane's notes, in the order of `lanes`.
-    notes: [LaneNotes; LANES],
-    state: State,
-    count: u8,
-    /// Highest priority first.
-    lanes: [Lane; LANES],
     rewound_ms: i64,
     used: u64,
 }
 
-const FREE: Entry = Entry {
+const FREE: Head = Head {
     database: pg_sys::InvalidOid,
     table: pg_sys::InvalidOid,
-    name: [0; NAME],
     name_len: 0,
+    state: State::Filling,
+    count: 0,
     epoch: 0,
     generation: 0,
     barrier: 0,
-    notes: [NO_NOTES; LANES],
-    state: State::Filling,
-    count: 0,
-    lanes: [Lane { priority: 0, cursor: START }; LANES],
     rewound_ms: 0,
     used: 0,
 };
 
-impl Entry {
-    fn is(&self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> bool {
-        self.database == database && self.table == table && &self.name[..self.name_len as usize] == queue
+/// One queue's place, borrowed from its part.
+struct Entry<'a> {
+    head: &'a mut Head,
+    /// Highest priority first; the first `head.count` are in use.
+    lanes: &'a mut [Lane],
+    /// Each lane's notes, in the order of `lanes`.
+    notes: &'a mut [LaneNotes],
+    name: &'a mut [u8],
+}
+
+impl Entry<'_> {
+    fn lanes(&self) -> &[Lane] {
+        &self.lanes[..self.head.count as usize]
     }
 
-    fn lanes(&self) -> &[Lane] {
-        &self.lanes[..self.count as usize]
+    /// A free place again.
+    fn clear(&mut self) {
+        *self.head = FREE;
+        self.lanes.fill(Lane { priority: 0, cursor: START });
+        self.notes.fill(NO_NOTES);
     }
 
     /// Adds lane `priority` (its cursor at `cursor`) or moves its cursor
     /// back to `cursor`; the lane's place, or None when the lanes are full.
     fn lower(&mut self, priority: i32, cursor: Key) -> Option<usize> {
-        let count = self.count as usize;
+        let count = self.head.count as usize;
         match self.lanes[..count].iter().position(|l| l.priority <= priority) {
             Some(i) if self.lanes[i].priority == priority => {
                 self.lanes[i].cursor = self.lanes[i].cursor.min(cursor);
                 Some(i)
             }
-            _ if count == LANES => None,
+            _ if count == self.lanes.len() => None,
             at => {
                 let i = at.unwrap_or(count);
                 self.lanes.copy_within(i..count, i + 1);
                 self.notes.copy_within(i..count, i + 1);
                 self.lanes[i] = Lane { priority, cursor };
                 self.notes[i] = NO_NOTES;
-                self.count += 1;
+                self.head.count += 1;
                 Some(i)
             }
         }
     }
 }
 
-/// One part of the cursors: the queues whose hash falls in it.
-#[derive(Clone, Copy)]
-pub struct Cursors {
+/// A part's own fields, before its places.
+#[repr(C)]
+struct PartHead {
     /// Which part this is (in the places it hands out).
     partition: usize,
-    entries: [Entry; PER_PARTITION],
     next_epoch: u64,
     clock: u64,
 }
 
-impl Default for Cursors {
-    fn default() -> Self {
-        Cursors { partition: 0, entries: [FREE; PER_PARTITION], next_epoch: 1, clock: 0 }
+/// One part of the cursors, the queues whose hash falls in it: a view of
+/// `shape.part_bytes()` bytes (in shared memory, under the part's lock; in
+/// the unit tests, a buffer of their own).
+pub struct Cursors {
+    shape: Shape,
+    bytes: *mut u8,
+}
+
+impl Cursors {
+    /// Lays out a free part in `bytes` (8-aligned, `shape.part_bytes()` long).
+    ///
+    /// # Safety
+    /// `bytes` is valid, aligned and not used otherwise while the result is.
+    unsafe fn format(shape: Shape, bytes: *mut u8, partition: usize) -> Cursors {
+        // SAFETY: plain data, for which zeros are a value; then the head is
+        // the first bytes of the part.
+        unsafe {
+            bytes.write_bytes(0, shape.part_bytes());
+            bytes.cast::<PartHead>().write(PartHead { partition, next_epoch: 1, clock: 0 });
+        }
+        let mut part = Cursors { shape, bytes };
+        for i in 0..shape.per_part {
+            part.entry(i).clear();
+        }
+        part
+    }
+
+    fn head(&mut self) -> &mut PartHead {
+        // SAFETY: format() wrote it; `self` is borrowed mutably.
+        unsafe { &mut *self.bytes.cast::<PartHead>() }
+    }
+
+    fn place(&self, i: usize) -> *mut u8 {
+        assert!(i < self.shape.per_part, "place {i} of {}", self.shape.per_part);
+        // SAFETY: inside the part's bytes (checked above).
+        unsafe { self.bytes.add(size_of::<PartHead>() + i * self.shape.place_bytes()) }
+    }
+
+    fn entry(&mut self, i: usize) -> Entry<'_> {
+        let lanes = self.shape.lanes;
+        let at = self.place(i);
+        // SAFETY: the place's head, lanes, notes and name lie one after
+        // another inside its bytes, each aligned (Shape::place_bytes), and
+        // `self` is borrowed mutably for as long as the entry lives.
+        unsafe {
+            let head = at.cast::<Head>();
+            let lane_at = at.add(size_of::<Head>()).cast::<Lane>();
+            let notes_at = lane_at.add(lanes).cast::<LaneNotes>();
+            let name_at = notes_at.add(lanes).cast::<u8>();
+            Entry {
+                head: &mut *head,
+                lanes: std::slice::from_raw_parts_mut(lane_at, lanes),
+                notes: std::slice::from_raw_parts_mut(notes_at, lanes),
+                name: std::slice::from_raw_parts_mut(name_at, self.shape.name),
+            }
+        }
+    }
+
+    fn is(&mut self, i: usize, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> bool {
+        let e = self.entry(i);
+        e.head.database == database && e.head.table == table && &e.name[..e.head.name_len as usize] == queue
     }
 }
 
-// SAFETY: plain data (no pointers), shared under the PgLwLocks below.
-unsafe impl PGRXSharedMemory for Cursors {}
+/// The cursors' shared memory: PARTITIONS parts, and a lock for each (the
+/// tranche LOCKS, which pg_stat_activity shows as a wait on it).
+static SHAPE: std::sync::OnceLock<Shape> = std::sync::OnceLock::new();
+static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static PART_LOCKS: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
+const LOCKS: &std::ffi::CStr = c"raquel_cursors";
+const REGION_NAME: &std::ffi::CStr = c"raquel claim cursors";
+static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
-/// The parts, each a lock of its own (a named LWLock tranche each: pgrx
-/// keeps one lock per shared value).
-macro_rules! partitions {
-    ($($index:literal: $name:ident = $tranche:literal),* $(,)?) => {
-        // SAFETY: each name is unique to its lock, and init() sets each up
-        // with pg_shmem_init!.
-        $(static $name: PgLwLock<Cursors> = unsafe { PgLwLock::new($tranche) };)*
-        static PARTS: [&PgLwLock<Cursors>; PARTITIONS] = [$(&$name),*];
-        fn init_partitions() {
-            $(pg_shmem_init!($name = Cursors { partition: $index, ..Cursors::default() });)*
+#[pg_guard]
+unsafe extern "C-unwind" fn request_memory() {
+    // SAFETY: the postmaster calls its hooks one at a time.
+    unsafe {
+        if let Some(previous) = PREV_REQUEST {
+            previous();
         }
-    };
+        let shape = SHAPE.get().expect("init() set the shape");
+        pg_sys::RequestAddinShmemSpace(shape.part_bytes() * PARTITIONS);
+        pg_sys::RequestNamedLWLockTranche(LOCKS.as_ptr(), PARTITIONS as i32);
+    }
 }
 
-partitions!(
-    0: CURSORS_0 = c"raquel_cursors_0", 1: CURSORS_1 = c"raquel_cursors_1", 2: CURSORS_2 = c"raquel_cursors_2",
-    3: CURSORS_3 = c"raquel_cursors_3", 4: CURSORS_4 = c"raquel_cursors_4", 5: CURSORS_5 = c"raquel_cursors_5",
-    6: CURSORS_6 = c"raquel_cursors_6", 7: CURSORS_7 = c"raquel_cursors_7", 8: CURSORS_8 = c"raquel_cursors_8",
-    9: CURSORS_9 = c"raquel_cursors_9", 10: CURSORS_10 = c"raquel_cursors_10", 11: CURSORS_11 = c"raquel_cursors_11",
-    12: CURSORS_12 = c"raquel_cursors_12", 13: CURSORS_13 = c"raquel_cursors_13", 14: CURSORS_14 = c"raquel_cursors_14",
-    15: CURSORS_15 = c"raquel_cursors_15",
-);
+#[pg_guard]
+unsafe extern "C-unwind" fn attach_memory() {
+    // SAFETY: the postmaster calls its hooks one at a time; the region and
+    // the locks were requested by request_memory, and AddinShmemInitLock
+    // (MainLWLockArray[21], as pgrx's own shared values take it) keeps two
+    // processes from laying it out at once where each attaches itself.
+    unsafe {
+        if let Some(previous) = PREV_STARTUP {
+            previous();
+        }
+        let shape = *SHAPE.get().expect("init() set the shape");
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), shape.part_bytes() * PARTITIONS, &mut found).cast::<u8>();
+        if !found {
+            for partition in 0..PARTITIONS {
+                Cursors::format(shape, region.add(partition * shape.part_bytes()), partition);
+            }
+        }
+        REGION.store(region, Ordering::Relaxed);
+        PART_LOCKS.store(pg_sys::GetNamedLWLockTranche(LOCKS.as_ptr()), Ordering::Relaxed);
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+/// A part, its lock held exclusively until the guard goes.
+struct Locked {
+    part: Cursors,
+    lock: *mut pg_sys::LWLock,
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Cursors;
+    fn deref(&self) -> &Cursors {
+        &self.part
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Cursors {
+        &mut self.part
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // An ERROR from PostgreSQL code unwinding through here has reset
+        // InterruptHoldoffCount, and the abort releases every LWLock: then
+        // releasing it here would fail (as pgrx's PgLwLock does).
+        // SAFETY: the lock was acquired by part().
+        unsafe {
+            if pg_sys::InterruptHoldoffCount > 0 {
+                pg_sys::LWLockRelease(self.lock);
+            }
+        }
+    }
+}
+
+/// Part `partition`, locked. Only with the library preloaded.
+fn part(partition: usize) -> Locked {
+    let shape = *SHAPE.get().expect("the cursors' shared memory is set up at preload");
+    let region = REGION.load(Ordering::Relaxed);
+    assert!(!region.is_null() && partition < PARTITIONS, "the cursors' shared memory is attached");
+    // SAFETY: the tranche has PARTITIONS locks, and the region PARTITIONS
+    // parts of shape.part_bytes(), laid out by attach_memory.
+    unsafe {
+        let lock = &raw mut (*PART_LOCKS.load(Ordering::Relaxed).add(partition)).lock;
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        Locked { part: Cursors { shape, bytes: region.add(partition * shape.part_bytes()) }, lock }
+    }
+}
 
 /// What went without cursors since the server started (rq_cursor_counts).
 #[derive(Default)]
@@ -269,9 +439,9 @@ struct Counts {
     /// One-queue claims that walked from the start: the lanes being found
     /// by another claim, too many priorities, a name too long.
     without_cursors: AtomicU64,
-    /// Of those: a queue name longer than NAME bytes.
+    /// Of those: a queue name longer than raquel.cursor_name_bytes.
     long_names: AtomicU64,
-    /// Queues found with more than LANES priorities.
+    /// Queues found with more priorities than raquel.cursor_priorities.
     too_many_priorities: AtomicU64,
     /// Places given to another queue while theirs was in use.
     places_given_up: AtomicU64,
@@ -285,7 +455,15 @@ static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_cursor_counts"
 
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
-    init_partitions();
+    let _ = SHAPE.set(Shape::from_settings());
+    // SAFETY: _PG_init runs once, in the postmaster, before any hook is
+    // called; each hook calls the one it replaced.
+    unsafe {
+        PREV_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_memory);
+        PREV_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(attach_memory);
+    }
     pg_shmem_init!(COUNTS);
 }
 
@@ -319,16 +497,48 @@ fn rq_cursor_counts() -> TableIterator<
     let read = |which: fn(&Counts) -> &AtomicU64| {
         if crate::preloaded() { i64::try_from(which(COUNTS.get()).load(Ordering::Relaxed)).unwrap_or(i64::MAX) } else { 0 }
     };
+    // (the settings themselves, without the preloaded library)
+    let shape = SHAPE.get().copied().unwrap_or_else(Shape::from_settings);
     TableIterator::once((
         read(|c| &c.with_cursors),
         read(|c| &c.without_cursors),
         read(|c| &c.long_names),
         read(|c| &c.too_many_priorities),
         read(|c| &c.places_given_up),
-        (PARTITIONS * PER_PARTITION) as i32,
-        NAME as i32,
-        LANES as i32,
+        shape.places() as i32,
+        shape.name as i32,
+        shape.lanes as i32,
     ))
+}
+
+/// How the claim cursors keep queue `queue` of the jobs table `jobs` in this
+/// database, for rq_stats' `cursors` column: 'in use' (its one-queue claims
+/// start at its cursors), 'finding its priorities' (a claim is finding its
+/// lanes), 'too many priorities' (more than raquel.cursor_priorities: its
+/// claims walk from the start until the next rewind finds fewer), 'name too
+/// long' (longer than raquel.cursor_name_bytes: never), 'none' (no one-queue
+/// claim since the server started or since its place went to another queue:
+/// raquel.cursor_queues), 'not preloaded' (the library is not in
+/// shared_preload_libraries: no cursors at all).
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_cursor_state(jobs: pg_sys::Oid, queue: &str) -> &'static str {
+    if !crate::preloaded() {
+        return "not preloaded";
+    }
+    let shape = *SHAPE.get().expect("the cursors' shared memory is set up at preload");
+    if queue.len() > shape.name {
+        return "name too long";
+    }
+    // SAFETY: MyDatabaseId is this backend's, set once it connected.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    let mut part = part(partition_of(database, jobs, queue));
+    match part.find(database, jobs, queue.as_bytes()).map(|i| part.entry(i).head.state) {
+        Some(State::Known) => "in use",
+        Some(State::Filling) => "finding its priorities",
+        Some(State::TooMany) => "too many priorities",
+        None => "none",
+    }
 }
 
 /// The part of queue `queue` of table `table` in database `database`.
@@ -368,80 +578,87 @@ pub struct Lanes {
 }
 
 impl Cursors {
-    fn find(&self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> Option<usize> {
-        self.entries.iter().position(|e| e.is(database, table, queue))
+    fn find(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> Option<usize> {
+        (0..self.shape.per_part).find(|&i| self.is(i, database, table, queue))
     }
 
     fn lookup(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
         let name = queue.as_bytes();
-        if name.len() > NAME {
+        if name.len() > self.shape.name {
             count(|c| &c.long_names);
             return Found::None;
         }
-        self.clock += 1;
-        let clock = self.clock;
+        let partition = self.head().partition;
+        self.head().clock += 1;
+        let clock = self.head().clock;
         if let Some(i) = self.find(database, table, name) {
-            let entry = &mut self.entries[i];
-            entry.used = clock;
-            let rewind = now_ms.saturating_sub(entry.rewound_ms) >= REWIND_MS;
-            match entry.state {
+            let mut entry = self.entry(i);
+            entry.head.used = clock;
+            let rewind = now_ms.saturating_sub(entry.head.rewound_ms) >= REWIND_MS;
+            match entry.head.state {
                 State::Filling => return Found::None,
                 State::TooMany if !rewind => return Found::None,
                 // the lanes are found again (there may be fewer now)
-                State::TooMany => *entry = FREE,
+                State::TooMany => entry.clear(),
                 State::Known => {
                     if rewind {
-                        entry.rewound_ms = now_ms;
-                        entry.generation += 1;
-                        entry.barrier = entry.generation;
+                        entry.head.rewound_ms = now_ms;
+                        entry.head.generation += 1;
+                        entry.head.barrier = entry.head.generation;
                         entry.lanes.iter_mut().for_each(|l| l.cursor = START);
-                        entry.notes = [NO_NOTES; LANES];
+                        entry.notes.fill(NO_NOTES);
                     }
-                    let place = Place { partition: self.partition, index: i, epoch: entry.epoch };
-                    return Found::Lanes(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() });
+                    let place = Place { partition, index: i, epoch: entry.head.epoch };
+                    return Found::Lanes(Lanes { place, generation: entry.head.generation, lanes: entry.lanes().to_vec() });
                 }
             }
         }
         // a free place, or the one used least recently
-        let i = self.entries.iter().position(|e| e.database == pg_sys::InvalidOid).unwrap_or_else(|| {
+        let free = (0..self.shape.per_part).find(|&i| self.entry(i).head.database == pg_sys::InvalidOid);
+        let i = free.unwrap_or_else(|| {
             count(|c| &c.places_given_up);
-            (0..PER_PARTITION).min_by_key(|&i| self.entries[i].used).expect("PER_PARTITION > 0")
+            (0..self.shape.per_part).min_by_key(|&i| self.entry(i).head.used).expect("a part has places")
         });
-        let epoch = self.next_epoch;
-        self.next_epoch += 1;
-        let mut entry = FREE;
-        entry.database = database;
-        entry.table = table;
+        let epoch = self.head().next_epoch;
+        self.head().next_epoch += 1;
+        let mut entry = self.entry(i);
+        entry.clear();
+        entry.head.database = database;
+        entry.head.table = table;
         entry.name[..name.len()].copy_from_slice(name);
-        entry.name_len = name.len() as u8;
-        entry.epoch = epoch;
-        entry.rewound_ms = now_ms;
-        entry.used = clock;
-        self.entries[i] = entry;
-        Found::Unknown(Place { partition: self.partition, index: i, epoch })
+        entry.head.name_len = name.len() as u32;
+        entry.head.epoch = epoch;
+        entry.head.rewound_ms = now_ms;
+        entry.head.used = clock;
+        Found::Unknown(Place { partition, index: i, epoch })
+    }
+
+    /// The place a claim read, if it is still that creation of it.
+    fn entry_read(&mut self, place: Place) -> Option<Entry<'_>> {
+        (place.index < self.shape.per_part).then(|| self.entry(place.index)).filter(|e| e.head.epoch == place.epoch)
     }
 
     fn discovered(&mut self, place: Place, priorities: &[i32]) -> Option<Lanes> {
-        let entry = self.entries.get_mut(place.index).filter(|e| e.epoch == place.epoch)?;
-        if entry.state != State::Filling {
+        let mut entry = self.entry_read(place)?;
+        if entry.head.state != State::Filling {
             return None;
         }
         // lanes that commits added meanwhile stay, with their cursors
         if !priorities.iter().all(|&p| entry.lower(p, START).is_some()) {
             count(|c| &c.too_many_priorities);
-            entry.state = State::TooMany;
+            entry.head.state = State::TooMany;
             return None;
         }
-        entry.state = State::Known;
-        Some(Lanes { place, generation: entry.generation, lanes: entry.lanes().to_vec() })
+        entry.head.state = State::Known;
+        Some(Lanes { place, generation: entry.head.generation, lanes: entry.lanes().to_vec() })
     }
 
     fn advance(&mut self, read: &Lanes, claimed: &[(i32, Key)]) {
-        let Some(entry) = self.entries.get_mut(read.place.index) else { return };
-        if entry.epoch != read.place.epoch || entry.barrier > read.generation {
+        let Some(entry) = self.entry_read(read.place) else { return };
+        if entry.head.barrier > read.generation {
             return;
         }
-        let count = entry.count as usize;
+        let count = entry.head.count as usize;
         for &(priority, key) in claimed {
             if let Some(i) = entry.lanes[..count].iter().position(|l| l.priority == priority) {
                 // not past a job noted ready in this lane since the claim read
@@ -455,26 +672,26 @@ impl Cursors {
     /// not named, which forgets the queue's lanes).
     fn lower(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &str, priority: Option<i32>, key: Key) {
         let Some(i) = self.find(database, table, queue.as_bytes()) else { return };
-        let entry = &mut self.entries[i];
-        entry.generation += 1;
-        let generation = entry.generation;
+        let mut entry = self.entry(i);
+        entry.head.generation += 1;
+        let generation = entry.head.generation;
         match priority.map(|priority| entry.lower(priority, key)) {
             Some(Some(lane)) => entry.notes[lane].note(generation, key),
             Some(None) => {
                 // a queue counts once, when it is found with too many
-                if entry.state != State::TooMany {
+                if entry.head.state != State::TooMany {
                     count(|c| &c.too_many_priorities);
                 }
-                entry.state = State::TooMany;
-                entry.barrier = generation;
+                entry.head.state = State::TooMany;
+                entry.head.barrier = generation;
             }
-            None => *entry = FREE,
+            None => entry.clear(),
         }
     }
 
     fn forget(&mut self, place: Place) {
-        if let Some(entry) = self.entries.get_mut(place.index).filter(|e| e.epoch == place.epoch && e.state == State::Filling) {
-            *entry = FREE;
+        if let Some(mut entry) = self.entry_read(place).filter(|e| e.head.state == State::Filling) {
+            entry.clear();
         }
     }
 }
@@ -486,7 +703,7 @@ pub fn lookup(table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
     }
     // SAFETY: MyDatabaseId is this backend's, set once it connected.
     let database = unsafe { pg_sys::MyDatabaseId };
-    let found = PARTS[partition_of(database, table, queue)].exclusive().lookup(database, table, queue, now_ms);
+    let found = part(partition_of(database, table, queue)).lookup(database, table, queue, now_ms);
     match found {
         Found::Lanes(_) => count(|c| &c.with_cursors),
         // (a claim that finds the lanes walks from the start too)
@@ -505,13 +722,13 @@ pub fn lookup(table: pg_sys::Oid, queue: &str, now_ms: i64) -> Found {
 /// too many priorities.
 pub fn discovered(place: Place, priorities: &[i32]) -> Option<Lanes> {
     FILLING.with_borrow_mut(|f| f.retain(|p| *p != place));
-    PARTS[place.partition].exclusive().discovered(place, priorities)
+    part(place.partition).discovered(place, priorities)
 }
 
 /// Moves the lanes forward to the last job the claim took in each.
 pub fn advance(read: &Lanes, claimed: &[(i32, Key)]) {
     if !claimed.is_empty() {
-        PARTS[read.place.partition].exclusive().advance(read, claimed);
+        part(read.place.partition).advance(read, claimed);
     }
 }
 
@@ -609,7 +826,7 @@ fn on_transaction_end() {
 fn forget_filling() {
     let filling = FILLING.with_borrow_mut(std::mem::take);
     for place in filling {
-        PARTS[place.partition].exclusive().forget(place);
+        part(place.partition).forget(place);
     }
 }
 
@@ -645,7 +862,7 @@ fn apply_keeping(pending: &'static std::thread::LocalKey<RefCell<Pending>>) {
         let database = unsafe { pg_sys::MyDatabaseId };
         for (queue, lanes) in pending {
             for &(table, priority, key) in lanes {
-                PARTS[partition_of(database, table, queue)].exclusive().lower(database, table, queue, priority, key);
+                part(partition_of(database, table, queue)).lower(database, table, queue, priority, key);
             }
         }
     });
@@ -665,6 +882,40 @@ mod tests {
     const DB: pg_sys::Oid = pg_sys::Oid::from_u32(5);
     const TABLE: pg_sys::Oid = pg_sys::Oid::from_u32(16384);
 
+    const LANES: usize = 8;
+    const NAME: usize = 64;
+    const PER_PARTITION: usize = 32;
+
+    /// A part of the default shape in a buffer of its own (kept alive by
+    /// the first of the pair).
+    fn part_of_tests() -> (Vec<u64>, Cursors) {
+        let shape = Shape { per_part: PER_PARTITION, lanes: LANES, name: NAME };
+        let mut backing = vec![0u64; shape.part_bytes() / 8];
+        // SAFETY: the buffer is 8-aligned, part_bytes() long, and lives as
+        // long as the part (the pair).
+        let part = unsafe { Cursors::format(shape, backing.as_mut_ptr().cast(), 0) };
+        (backing, part)
+    }
+
+    #[test]
+    fn a_small_shape_and_a_large_one_keep_their_limits() {
+        for shape in [Shape { per_part: 2, lanes: 1, name: 3 }, Shape { per_part: 100, lanes: 40, name: 300 }] {
+            let mut backing = vec![0u64; shape.part_bytes() / 8];
+            // SAFETY: as in part_of_tests
+            let mut c = unsafe { Cursors::format(shape, backing.as_mut_ptr().cast(), 0) };
+            let name = "n".repeat(shape.name);
+            let Found::Unknown(place) = c.lookup(DB, TABLE, &name, 0) else { panic!("a name of the longest length kept") };
+            let priorities: Vec<i32> = (0..shape.lanes as i32).collect();
+            assert_eq!(c.discovered(place, &priorities).expect("as many priorities as lanes").lanes.len(), shape.lanes);
+            c.lower(DB, TABLE, &name, Some(-1), key(1, 1));
+            assert_eq!(c.lookup(DB, TABLE, &name, 1), Found::None, "one priority more: no cursors");
+            assert_eq!(c.lookup(DB, TABLE, &format!("{name}n"), 1), Found::None, "a name one byte longer: none");
+            for n in 0..shape.per_part + 1 {
+                assert!(matches!(c.lookup(DB, TABLE, &format!("{n}"), 1), Found::Unknown(_)), "every place, then the least used");
+            }
+        }
+    }
+
     fn key(due: i64, id: u8) -> Key {
         (due, [id; 16])
     }
@@ -683,7 +934,7 @@ mod tests {
 
     #[test]
     fn a_claim_moves_its_lane_forward_and_a_ready_job_moves_it_back() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let read = known(&mut c, "q", &[0]);
         assert_eq!(read.lanes, vec![Lane { priority: 0, cursor: START }]);
         c.advance(&read, &[(0, key(100, 1))]);
@@ -696,7 +947,7 @@ mod tests {
 
     #[test]
     fn a_claim_that_read_before_a_move_back_does_not_move_forward() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0]);
         let read = lanes(&mut c, "q");
         // a job became ready behind the cursor after the claim read it
@@ -707,7 +958,7 @@ mod tests {
 
     #[test]
     fn jobs_made_ready_past_a_claim_do_not_hold_its_lane_back() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0, 5]);
         let read = lanes(&mut c, "q");
         // enqueues while the claim ran: after its last job, or in another lane
@@ -721,7 +972,7 @@ mod tests {
 
     #[test]
     fn a_claim_moves_forward_past_any_number_of_jobs_enqueued_after_it() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0]);
         let read = lanes(&mut c, "q");
         for i in 0..1000 {
@@ -733,7 +984,7 @@ mod tests {
 
     #[test]
     fn a_note_dropped_from_the_stairs_still_bounds_the_claims_that_read_before_it() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0]);
         let read = lanes(&mut c, "q");
         // one job ready behind the claim, then many after it
@@ -763,7 +1014,7 @@ mod tests {
 
     #[test]
     fn a_claim_that_read_before_a_rewind_moves_nothing() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0]);
         let read = lanes(&mut c, "q");
         let Found::Lanes(_) = c.lookup(DB, TABLE, "q", REWIND_MS + 1) else { panic!("known") };
@@ -773,7 +1024,7 @@ mod tests {
 
     #[test]
     fn lanes_stay_in_priority_order_and_a_full_queue_loses_its_cursors() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[5, -1]);
         c.lower(DB, TABLE, "q", Some(2), key(1, 1));
         let priorities: Vec<i32> = lanes(&mut c, "q").lanes.iter().map(|l| l.priority).collect();
@@ -789,7 +1040,7 @@ mod tests {
 
     #[test]
     fn too_many_priorities_found_leave_the_queue_without_cursors() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
         assert_eq!(c.discovered(place, &(0..LANES as i32 + 1).collect::<Vec<_>>()), None);
         assert_eq!(c.lookup(DB, TABLE, "q", 1), Found::None);
@@ -797,7 +1048,7 @@ mod tests {
 
     #[test]
     fn a_place_given_up_goes_free() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
         c.forget(place);
         assert!(matches!(c.lookup(DB, TABLE, "q", 0), Found::Unknown(_)));
@@ -805,7 +1056,7 @@ mod tests {
 
     #[test]
     fn a_job_ready_in_a_lane_not_named_forgets_the_queue() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         known(&mut c, "q", &[0]);
         c.lower(DB, TABLE, "q", None, key(1, 1));
         assert!(matches!(c.lookup(DB, TABLE, "q", 1), Found::Unknown(_)));
@@ -813,7 +1064,7 @@ mod tests {
 
     #[test]
     fn lanes_added_while_a_claim_finds_them_are_kept() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let Found::Unknown(place) = c.lookup(DB, TABLE, "q", 0) else { panic!() };
         assert_eq!(c.lookup(DB, TABLE, "q", 0), Found::None, "another claim goes without");
         c.lower(DB, TABLE, "q", Some(3), key(7, 7));
@@ -823,7 +1074,7 @@ mod tests {
 
     #[test]
     fn cursors_rewind_after_a_while() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let read = known(&mut c, "q", &[0]);
         c.advance(&read, &[(0, key(100, 1))]);
         let Found::Lanes(later) = c.lookup(DB, TABLE, "q", REWIND_MS) else { panic!() };
@@ -832,7 +1083,7 @@ mod tests {
 
     #[test]
     fn queues_are_apart_by_database_table_and_name() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         let read = known(&mut c, "q", &[0]);
         c.advance(&read, &[(0, key(100, 1))]);
         assert!(matches!(c.lookup(DB, TABLE, "q2", 1), Found::Unknown(_)));
@@ -843,7 +1094,7 @@ mod tests {
 
     #[test]
     fn a_full_table_gives_the_least_used_place() {
-        let mut c = Cursors::default();
+        let (_backing, mut c) = part_of_tests();
         for n in 0..PER_PARTITION {
             known(&mut c, &format!("q{n}"), &[0]);
         }

@@ -18,6 +18,9 @@ static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_RESULT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_KEEP_S: GucSetting<i32> = GucSetting::<i32>::new(24 * 3600);
+static CURSOR_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(512);
+static CURSOR_PRIORITIES: GucSetting<i32> = GucSetting::<i32>::new(8);
+static CURSOR_NAME_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64);
 
 pub fn define() {
     GucRegistry::define_bool_guc(
@@ -126,6 +129,41 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::UNIT_S,
     );
+    // The claim cursors' shared memory (src/cursors.rs), sized once when the
+    // server starts: a claim beyond a limit walks its queue from the start
+    // (correct, slower behind a held snapshot) and is counted
+    // (rq_stats().cursor_limits, raquel_cursor_limits_total).
+    GucRegistry::define_int_guc(
+        c"raquel.cursor_queues",
+        c"How many queues (of all databases) keep claim cursors in shared memory.",
+        c"Past it, the queue claimed least recently gives up its place. About 2.7 kB a queue \
+          at the default raquel.cursor_priorities and raquel.cursor_name_bytes.",
+        &CURSOR_QUEUES,
+        16,
+        262_144,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.cursor_priorities",
+        c"How many priorities of one queue keep claim cursors.",
+        c"A queue whose ready jobs have more priorities is claimed without cursors.",
+        &CURSOR_PRIORITIES,
+        1,
+        64,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.cursor_name_bytes",
+        c"The longest queue name, in bytes, that keeps claim cursors.",
+        c"A queue with a longer name is claimed without cursors.",
+        &CURSOR_NAME_BYTES,
+        1,
+        1024,
+        GucContext::Postmaster,
+        GucFlags::UNIT_BYTE,
+    );
     GucRegistry::define_string_guc(
         c"raquel.databases",
         c"Comma-separated databases the background worker serves; empty serves all.",
@@ -178,6 +216,18 @@ pub fn max_event_size() -> usize {
 
 pub fn max_event_keep_ms() -> i64 {
     i64::from(MAX_EVENT_KEEP_S.get().max(0)) * 1000
+}
+
+pub fn cursor_queues() -> usize {
+    CURSOR_QUEUES.get().max(16) as usize
+}
+
+pub fn cursor_priorities() -> usize {
+    CURSOR_PRIORITIES.get().max(1) as usize
+}
+
+pub fn cursor_name_bytes() -> usize {
+    CURSOR_NAME_BYTES.get().max(1) as usize
 }
 
 /// Whether `raquel.databases` lets the worker serve database `name`.

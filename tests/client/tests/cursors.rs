@@ -3,8 +3,11 @@
 //! before it, and whatever makes a job ready behind a cursor (an insert, a
 //! claim or a take rolled back, a take committed unfinished, a verb that
 //! makes a job ready again, a new priority) has it claimed next; producers
-//! inserting jobs due in the past while four workers claim lose none.
+//! inserting jobs due in the past while four workers claim lose none. The
+//! cursors' limits are settings: a server of its own with small ones shows
+//! each limit reached in rq_stats and still claims the right job.
 
+use raquel_client_tests::cluster::Cluster;
 use raquel_client_tests::{connect, eventually, fresh_db};
 use std::collections::HashSet;
 use std::thread;
@@ -242,6 +245,61 @@ fn producers_of_jobs_due_in_the_past_lose_none_to_four_workers() {
     let left: i64 = one(&mut c, "SELECT count(*) FROM jobs WHERE status <> 'success'");
     assert_eq!(left, 0, "jobs left ready behind the cursors (claimed {} of {})", done.len(), 2 * PER_PRODUCER);
     assert_eq!(done.len() as i64, 2 * PER_PRODUCER);
+}
+
+/// A server of its own, for the cursors' sizes (read at server start).
+const PORT: u16 = 25422;
+
+/// The cursors' sizes are the server's settings (raquel.cursor_queues,
+/// raquel.cursor_priorities, raquel.cursor_name_bytes); past each, claims
+/// still take the right job, the limit is counted, and rq_stats says why a
+/// queue has no cursors.
+#[test]
+fn the_cursors_sizes_are_settings_and_rq_stats_shows_each_limit_reached() {
+    let server = Cluster::create(
+        "cursor-sizes",
+        PORT,
+        &[("raquel.cursor_queues", "32"), ("raquel.cursor_priorities", "2"), ("raquel.cursor_name_bytes", "4")],
+    );
+    server.start();
+    server.checked_connection("postgres").batch_execute("CREATE DATABASE sizes").unwrap();
+    let mut c = server.checked_connection("sizes");
+    c.batch_execute("CREATE EXTENSION raquel").unwrap();
+    let sizes = c
+        .query_one("SELECT places, max_name_bytes, max_priorities FROM raquel_internal.rq_cursor_counts()", &[])
+        .unwrap();
+    assert_eq!((sizes.get::<_, i32>(0), sizes.get::<_, i32>(1), sizes.get::<_, i32>(2)), (32, 4, 2));
+    let state = |c: &mut postgres::Client, queue: &str| -> String {
+        c.query_one("SELECT cursors FROM rq_stats() WHERE queue = $1", &[&queue]).unwrap().get(0)
+    };
+
+    // two priorities and a name of four bytes: within the limits
+    c.batch_execute("SELECT rq_enqueue('fits', 'p' || p, priority => p) FROM generate_series(1, 2) p, generate_series(1, 2)").unwrap();
+    assert_eq!(state(&mut c, "fits"), "none", "not claimed yet");
+    assert_eq!(next(&mut c, "fits").as_deref(), Some("p2"));
+    assert_eq!(state(&mut c, "fits"), "in use");
+    // a third priority: too many; the claims still go by priority
+    c.batch_execute("SELECT rq_enqueue('fits', 'p3', priority => 3)").unwrap();
+    assert_eq!(state(&mut c, "fits"), "too many priorities");
+    for expected in ["p3", "p2", "p1", "p1"] {
+        assert_eq!(next(&mut c, "fits").as_deref(), Some(expected));
+    }
+    // a name of five bytes
+    c.batch_execute("SELECT rq_enqueue('fives', 'x')").unwrap();
+    assert_eq!(next(&mut c, "fives").as_deref(), Some("x"));
+    assert_eq!(state(&mut c, "fives"), "name too long");
+    // more queues than the places: the least used give theirs up
+    let before: i64 = one(&mut c, "SELECT places_given_up FROM raquel_internal.rq_cursor_counts()");
+    c.batch_execute("SELECT rq_enqueue('q' || i, i::text) FROM generate_series(1, 200) i").unwrap();
+    for i in 1..=200 {
+        assert_eq!(next(&mut c, &format!("q{i}")), Some(i.to_string()), "queue q{i}");
+    }
+    let given_up: i64 = one(&mut c, "SELECT places_given_up FROM raquel_internal.rq_cursor_counts()");
+    assert!(given_up - before >= 200 - 32, "200 queues in 32 places gave up {} places", given_up - before);
+    let kept: i64 = one(&mut c, "SELECT count(*) FROM rq_stats() WHERE queue LIKE 'q%' AND cursors = 'in use'");
+    assert!(kept <= 32 && kept > 0, "{kept} queues kept their cursors in 32 places");
+    let left: i64 = one(&mut c, "SELECT count(*) FROM jobs WHERE status <> 'success'");
+    assert_eq!(left, 0, "every job claimed and completed once");
 }
 
 /// The server's cursor counts (raquel_internal.rq_cursor_counts()): claims

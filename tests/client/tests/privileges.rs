@@ -210,6 +210,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_kept_plans()",                           Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_plans()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
+    ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),
     ("raquel_internal.rq_raise_cannot(uuid,int,text,text[])",     No,  No,  Yes, "SELECT raquel_internal.rq_raise_cannot('00000000-0000-7000-8000-000000000000', NULL, 'complete', '{claimed}')"),
     ("rq_stats()",                                                No,  No,  Yes, "SELECT * FROM rq_stats()"),
     ("rq_queues()",                                               No,  No,  Yes, "SELECT * FROM rq_queues()"),
