@@ -693,7 +693,8 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
     // SAFETY: rq_claim returns SETOF jobs, called where a set may be returned.
     unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
     statements::connect();
-    let distributed = distributed::is_distributed(function);
+    let install = crate::install::mode(function);
+    let distributed = install.distributed;
     let names: Option<Vec<Option<&str>>> = queues.as_ref().map(|q| q.iter().collect());
     let mut claim = Claim {
         function,
@@ -702,7 +703,7 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         batch,
         args: [queues_arg, worker_arg, None, lease_ms.into_datum(), None],
         flow: flow::for_claim(function, names.as_deref()),
-        grouped_table: statements::jobs_have(function, c"group_key"),
+        grouped_table: install.groups(),
         queue_names: None,
         cursors_of: None,
         direct: None,
@@ -829,6 +830,9 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
     // SAFETY: fcinfo is this call's own; argument 1 exists.
     let (function, worker_arg) = unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 1)) };
     let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()), function);
+    // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
+    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
+    statements::connect();
     let mut claim = Claim {
         function,
         filter,
@@ -837,15 +841,12 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         // the names again, numbered from 1 whatever the array's bounds
         args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum(), None],
         flow: None,
-        grouped_table: statements::jobs_have(function, c"group_key"),
+        grouped_table: crate::install::mode(function).groups(),
         queue_names: None,
         cursors_of: None,
         direct: None,
         without_history: Vec::new(),
     };
-    // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
-    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
-    statements::connect();
     claim.run(now_ms(), false);
     // SAFETY: the last SPI result is the claim's rows; still connected.
     unsafe { statements::return_rows(fcinfo) };

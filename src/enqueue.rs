@@ -240,7 +240,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_c(fcinfo: pg_sys::FunctionCallInfo) -
     let jobs = || statements::in_schema_of(function, "jobs");
     let jsonb = payload_type == pg_sys::JSONBOID;
     statements::connect();
-    let distributed = distributed::is_distributed(function);
+    let distributed = crate::install::mode(function).distributed;
     if distributed && (after.is_some() || args[11].is_some()) {
         distributed::refuse("a workflow (after) or a fair group (group_key)")
     }

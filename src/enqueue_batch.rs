@@ -12,7 +12,6 @@
 //! function returns.
 
 use crate::direct;
-use crate::distributed;
 use crate::enqueue;
 use crate::privileges;
 use crate::statements::{self, Shape, Statement, nullable_arg};
@@ -48,7 +47,7 @@ pub unsafe extern "C-unwind" fn rq_enqueue_batch_c(fcinfo: pg_sys::FunctionCallI
     let plain = given(0) && given(1) && !given(10) && !given(11) && !given(12);
     statements::connect();
     // SAFETY: fcinfo is this call's own, its set initialised above.
-    if plain && !distributed::is_distributed(function) && unsafe { written_directly(fcinfo, function, jsonb) } {
+    if plain && !crate::install::mode(function).distributed && unsafe { written_directly(fcinfo, function, jsonb) } {
         statements::finish();
         return pg_sys::Datum::from(0);
     }

@@ -17,6 +17,7 @@ use crate::errors::{self, Refusal};
 use crate::ended::{self, Ended, Outcome};
 use crate::events;
 use crate::flow;
+use crate::install::Mode;
 use crate::limits;
 use crate::settings;
 use crate::metrics::{self, Event};
@@ -82,8 +83,8 @@ fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option
 /// the parents they ran after (job_parents, sql/workflows.sql), each row `s`
 /// that `condition` (given the row's job column) picks; nothing on a table
 /// older than 0.5.0, which has neither.
-fn kept_rows_gone(function: pg_sys::Oid, condition: impl Fn(&str) -> String) -> String {
-    if statements::jobs_have(function, c"result") {
+fn kept_rows_gone(function: pg_sys::Oid, install: Mode, condition: impl Fn(&str) -> String) -> String {
+    if install.results() {
         format!(
             ", steps_gone AS (DELETE FROM {} s {}), parents_gone AS (DELETE FROM {} s {})",
             statements::in_schema_of(function, "job_steps"),
@@ -107,6 +108,8 @@ enum End {
 struct Ending {
     function: pg_sys::Oid,
     end: End,
+    /// One server or Citus, and the table's generation (src/install.rs).
+    install: Mode,
     distributed: bool,
     /// The job was taken by this transaction (src/take.rs), not claimed.
     taken: Option<take::Taken>,
@@ -140,7 +143,8 @@ impl Ending {
         // SAFETY: a uuid argument of the call.
         let uuid = unsafe { pgrx::Uuid::from_datum(id_datum, false) }?;
         let taken = if take::any() { take::taken(&uuid) } else { None };
-        let distributed = distributed::is_distributed(function);
+        let install = crate::install::mode(function);
+        let distributed = install.distributed;
         // On Citus the UPDATE names the job's queue, to run in its shard; a
         // job no shard has is not there to end.
         let queue = if distributed { Some(distributed::queue_of(function, id_datum)?) } else { None };
@@ -159,7 +163,7 @@ impl Ending {
             (args[3], args[4], args[5]) = (t.attempt.into_datum(), t.worker.as_deref().into_datum(), t.claimed_at.into_datum());
         }
         args[8] = queue.as_deref().into_datum();
-        let workflows = statements::jobs_have(function, c"key_period");
+        let workflows = install.workflows();
         let with_result = result.is_some();
         // A job completed with a result is kept (for the retention) even in
         // a queue without history: its result is there to be read.
@@ -167,7 +171,7 @@ impl Ending {
         let deleting = without_history.is_some();
         args[9] = without_history.clone().into_datum();
         let without_history = without_history.unwrap_or_default();
-        Some(Ending { function, end, distributed, taken, workflows, deleting, without_history, with_result, id: uuid, args })
+        Some(Ending { function, end, install, distributed, taken, workflows, deleting, without_history, with_result, id: uuid, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -191,7 +195,7 @@ impl Ending {
                 ("@result_set@", if self.with_result { ", result = $11" } else { "" }),
                 (
                     "@kept_rows_gone@",
-                    &kept_rows_gone(self.function, |job| format!("WHERE s.{job} = $1 AND EXISTS (SELECT FROM gone)")),
+                    &kept_rows_gone(self.function, self.install, |job| format!("WHERE s.{job} = $1 AND EXISTS (SELECT FROM gone)")),
                 ),
                 ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
                 ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
@@ -518,9 +522,10 @@ unsafe fn complete_batch(
     results: Option<Vec<Option<pgrx::JsonB>>>,
     return_rows: bool,
 ) {
-    let distributed = distributed::is_distributed(function);
+    let install = crate::install::mode(function);
+    let distributed = install.distributed;
     let frees_slots = flow::some_queue_counts_claims(function);
-    let workflows = statements::jobs_have(function, c"key_period");
+    let workflows = install.workflows();
     // Jobs completed with results are kept (see Ending::new).
     let results = results.filter(|r| r.iter().any(Option::is_some));
     let without_history = if results.is_some() { None } else { deleting(function, distributed, workflows) };
@@ -566,7 +571,7 @@ unsafe fn complete_batch(
                     ("@same_queue@", if distributed { "AND j.queue = $7" } else { "" }),
                     ("@sets_off@", &if workflows { sets_off(function, distributed) } else { String::new() }),
                     ("@results@", if results.is_some() { ", $9::jsonb[]" } else { "" }),
-                    ("@kept_rows_gone@", &kept_rows_gone(function, |job| format!("USING gone g WHERE s.{job} = (g.job).id"))),
+                    ("@kept_rows_gone@", &kept_rows_gone(function, install, |job| format!("USING gone g WHERE s.{job} = (g.job).id"))),
                     ("@result_column@", if results.is_some() { ", result" } else { "" }),
                     ("@result_set@", if results.is_some() { ", result = w.result" } else { "" }),
                 ],

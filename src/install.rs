@@ -18,6 +18,63 @@
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
 
+/// How a verb runs, decided once at its entry from what this backend knows
+/// of its install (each part asked of the catalogs once per backend and
+/// kept, as below): on one server or on Citus, and the schema generation of
+/// the jobs table, which is older than this library's in a database whose
+/// `ALTER EXTENSION raquel UPDATE` has not run yet. A verb asks for it once
+/// and hands it down; nothing below the entry asks again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode {
+    /// Citus distributes the jobs table (src/distributed.rs).
+    pub distributed: bool,
+    pub generation: Generation,
+}
+
+/// The jobs table's columns, by the version that added them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Generation {
+    /// 0.1.0 and 0.2.0: no groups, no workflows, no results.
+    Before030,
+    /// 0.3.0 and 0.4.0: fair groups (group_key) and workflows (key_period,
+    /// and with them what a job's end sets off).
+    Groups030,
+    /// 0.5.0 on: results and steps kept with a job (result).
+    Results050,
+}
+
+impl Mode {
+    /// Fair groups: the group_key column.
+    pub fn groups(&self) -> bool {
+        self.generation >= Generation::Groups030
+    }
+
+    /// Workflows and key periods: what a job's end sets off, and queues
+    /// without history (a table older than 0.3.0 keeps every job).
+    pub fn workflows(&self) -> bool {
+        self.generation >= Generation::Groups030
+    }
+
+    /// Results and steps kept with a job (job_steps, job_parents).
+    pub fn results(&self) -> bool {
+        self.generation >= Generation::Results050
+    }
+}
+
+/// The mode of a verb of `function`. Connected to SPI, before the verb's
+/// own statements: a backend's first call may run one (is the jobs table
+/// distributed?); later calls look in the kept answers.
+pub fn mode(function: pg_sys::Oid) -> Mode {
+    let generation = if crate::statements::jobs_have(function, c"result") {
+        Generation::Results050
+    } else if crate::statements::jobs_have(function, c"key_period") {
+        Generation::Groups030
+    } else {
+        Generation::Before030
+    };
+    Mode { distributed: crate::distributed::is_distributed(function), generation }
+}
+
 thread_local! {
     /// (function, table name) → the table (InvalidOid: none).
     static TABLES: RefCell<Vec<(pg_sys::Oid, &'static str, pg_sys::Oid)>> = const { RefCell::new(Vec::new()) };

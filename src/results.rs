@@ -55,7 +55,7 @@ pub unsafe extern "C-unwind" fn rq_await_c(fcinfo: pg_sys::FunctionCallInfo) -> 
     statements::connect();
     // the mode first: on Citus the statement is planned for each look, and
     // its row built as the table's type (src/distributed.rs)
-    crate::distributed::is_distributed(function);
+    crate::install::mode(function);
     let jobs = statements::in_schema_of(function, "jobs");
     let text = || statements::fill(JOB, &[("@jobs@", &jobs), ("@row@", &crate::distributed::whole_row(function))]);
     let statement = Statement { shape: Shape { name: "await", variant: 0 }, text: &text, types: &[pg_sys::UUIDOID] };

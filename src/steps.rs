@@ -79,7 +79,7 @@ pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> 
         });
     }
     statements::connect();
-    if crate::distributed::is_distributed(function) {
+    if crate::install::mode(function).distributed {
         crate::distributed::refuse("rq_step")
     }
     check_name(id, name, "record a step of");
