@@ -132,7 +132,7 @@ pub fn define() {
     // The claim cursors' shared memory (src/cursors.rs), sized once when the
     // server starts: a claim beyond a limit walks its queue from the start
     // (correct, slower behind a held snapshot) and is counted
-    // (rq_stats().cursor_limits, raquel_cursor_limits_total).
+    // (rq_stats().cursors, raquel_cursor_limits_total).
     GucRegistry::define_int_guc(
         c"raquel.cursor_queues",
         c"How many queues (of all databases) keep claim cursors in shared memory.",
