@@ -132,7 +132,25 @@ pub fn define() {
     // The claim cursors' shared memory (src/cursors.rs), sized once when the
     // server starts: a claim beyond a limit walks its queue from the start
     // (correct, slower behind a held snapshot) and is counted
-    // (rq_stats().cursors, raquel_cursor_limits_total).
+    // (rq_stats().cursors, raquel_cursor_limits_total). PostgreSQL ends a
+    // backend (FATAL) that defines a server-start setting later than the
+    // preload, so a library loaded by a session (not preloaded: no cursors)
+    // leaves them undefined and reads their defaults.
+    // SAFETY: a flag the postmaster sets while it loads preloaded libraries.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        define_cursor_sizes();
+    }
+    GucRegistry::define_string_guc(
+        c"raquel.databases",
+        c"Comma-separated databases the background worker serves; empty serves all.",
+        c"Empty (the default) serves every database in which the raquel extension is created.",
+        &DATABASES,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+fn define_cursor_sizes() {
     GucRegistry::define_int_guc(
         c"raquel.cursor_queues",
         c"How many queues (of all databases) keep claim cursors in shared memory.",
@@ -163,14 +181,6 @@ pub fn define() {
         1024,
         GucContext::Postmaster,
         GucFlags::UNIT_BYTE,
-    );
-    GucRegistry::define_string_guc(
-        c"raquel.databases",
-        c"Comma-separated databases the background worker serves; empty serves all.",
-        c"Empty (the default) serves every database in which the raquel extension is created.",
-        &DATABASES,
-        GucContext::Sighup,
-        GucFlags::default(),
     );
 }
 
