@@ -274,24 +274,24 @@ struct PartHead {
 /// One part of the cursors, the queues whose hash falls in it: a view of
 /// `shape.part_bytes()` bytes (in shared memory, under the part's lock; in
 /// the unit tests, a buffer of their own).
-pub struct Cursors {
+struct Part {
     shape: Shape,
     bytes: *mut u8,
 }
 
-impl Cursors {
+impl Part {
     /// Lays out a free part in `bytes` (8-aligned, `shape.part_bytes()` long).
     ///
     /// # Safety
     /// `bytes` is valid, aligned and not used otherwise while the result is.
-    unsafe fn format(shape: Shape, bytes: *mut u8, partition: usize) -> Cursors {
+    unsafe fn format(shape: Shape, bytes: *mut u8, partition: usize) -> Part {
         // SAFETY: plain data, for which zeros are a value; then the head is
         // the first bytes of the part.
         unsafe {
             bytes.write_bytes(0, shape.part_bytes());
             bytes.cast::<PartHead>().write(PartHead { partition, next_epoch: 1, clock: 0 });
         }
-        let mut part = Cursors { shape, bytes };
+        let mut part = Part { shape, bytes };
         for i in 0..shape.per_part {
             part.entry(i).clear();
         }
@@ -375,7 +375,7 @@ unsafe extern "C-unwind" fn attach_memory() {
         let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), shape.part_bytes() * PARTITIONS, &mut found).cast::<u8>();
         if !found {
             for partition in 0..PARTITIONS {
-                Cursors::format(shape, region.add(partition * shape.part_bytes()), partition);
+                Part::format(shape, region.add(partition * shape.part_bytes()), partition);
             }
         }
         REGION.store(region, Ordering::Relaxed);
@@ -386,19 +386,19 @@ unsafe extern "C-unwind" fn attach_memory() {
 
 /// A part, its lock held exclusively until the guard goes.
 struct Locked {
-    part: Cursors,
+    part: Part,
     lock: *mut pg_sys::LWLock,
 }
 
 impl std::ops::Deref for Locked {
-    type Target = Cursors;
-    fn deref(&self) -> &Cursors {
+    type Target = Part;
+    fn deref(&self) -> &Part {
         &self.part
     }
 }
 
 impl std::ops::DerefMut for Locked {
-    fn deref_mut(&mut self) -> &mut Cursors {
+    fn deref_mut(&mut self) -> &mut Part {
         &mut self.part
     }
 }
@@ -427,7 +427,7 @@ fn part(partition: usize) -> Locked {
     unsafe {
         let lock = &raw mut (*PART_LOCKS.load(Ordering::Relaxed).add(partition)).lock;
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        Locked { part: Cursors { shape, bytes: region.add(partition * shape.part_bytes()) }, lock }
+        Locked { part: Part { shape, bytes: region.add(partition * shape.part_bytes()) }, lock }
     }
 }
 
@@ -577,7 +577,7 @@ pub struct Lanes {
     pub lanes: Vec<Lane>,
 }
 
-impl Cursors {
+impl Part {
     fn find(&mut self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> Option<usize> {
         (0..self.shape.per_part).find(|&i| self.is(i, database, table, queue))
     }
@@ -888,12 +888,12 @@ mod tests {
 
     /// A part of the default shape in a buffer of its own (kept alive by
     /// the first of the pair).
-    fn part_of_tests() -> (Vec<u64>, Cursors) {
+    fn part_of_tests() -> (Vec<u64>, Part) {
         let shape = Shape { per_part: PER_PARTITION, lanes: LANES, name: NAME };
         let mut backing = vec![0u64; shape.part_bytes() / 8];
         // SAFETY: the buffer is 8-aligned, part_bytes() long, and lives as
         // long as the part (the pair).
-        let part = unsafe { Cursors::format(shape, backing.as_mut_ptr().cast(), 0) };
+        let part = unsafe { Part::format(shape, backing.as_mut_ptr().cast(), 0) };
         (backing, part)
     }
 
@@ -902,7 +902,7 @@ mod tests {
         for shape in [Shape { per_part: 2, lanes: 1, name: 3 }, Shape { per_part: 100, lanes: 40, name: 300 }] {
             let mut backing = vec![0u64; shape.part_bytes() / 8];
             // SAFETY: as in part_of_tests
-            let mut c = unsafe { Cursors::format(shape, backing.as_mut_ptr().cast(), 0) };
+            let mut c = unsafe { Part::format(shape, backing.as_mut_ptr().cast(), 0) };
             let name = "n".repeat(shape.name);
             let Found::Unknown(place) = c.lookup(DB, TABLE, &name, 0) else { panic!("a name of the longest length kept") };
             let priorities: Vec<i32> = (0..shape.lanes as i32).collect();
@@ -920,12 +920,12 @@ mod tests {
         (due, [id; 16])
     }
 
-    fn known(c: &mut Cursors, queue: &str, priorities: &[i32]) -> Lanes {
+    fn known(c: &mut Part, queue: &str, priorities: &[i32]) -> Lanes {
         let Found::Unknown(place) = c.lookup(DB, TABLE, queue, 0) else { panic!("a new queue is unknown") };
         c.discovered(place, priorities).expect("filled")
     }
 
-    fn lanes(c: &mut Cursors, queue: &str) -> Lanes {
+    fn lanes(c: &mut Part, queue: &str) -> Lanes {
         match c.lookup(DB, TABLE, queue, 1) {
             Found::Lanes(lanes) => lanes,
             other => panic!("{other:?}"),

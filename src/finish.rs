@@ -110,11 +110,8 @@ struct Ending {
     end: End,
     /// One server or Citus, and the table's generation (src/install.rs).
     install: Mode,
-    distributed: bool,
     /// The job was taken by this transaction (src/take.rs), not claimed.
     taken: Option<take::Taken>,
-    /// The table has the columns of 0.3.0 (workflows, key periods).
-    workflows: bool,
     /// A complete where some queue keeps no history: the jobs of those
     /// queues are deleted (sql/transition.complete_deleting.sql).
     deleting: bool,
@@ -171,7 +168,7 @@ impl Ending {
         let deleting = without_history.is_some();
         args[9] = without_history.clone().into_datum();
         let without_history = without_history.unwrap_or_default();
-        Some(Ending { function, end, install, distributed, taken, workflows, deleting, without_history, with_result, id: uuid, args })
+        Some(Ending { function, end, install, taken, deleting, without_history, with_result, id: uuid, args })
     }
 
     fn statement_text(&self) -> std::ffi::CString {
@@ -198,7 +195,7 @@ impl Ending {
                     &kept_rows_gone(self.function, self.install, |job| format!("WHERE s.{job} = $1 AND EXISTS (SELECT FROM gone)")),
                 ),
                 ("@taken_json@", if taken { ", 'attempts', $4, 'claimed_by', $5, 'claimed_at', $6" } else { "" }),
-                ("@sets_off_condition@", &sets_off_condition(self.function, self.distributed)),
+                ("@sets_off_condition@", &sets_off_condition(self.function, self.install.distributed)),
                 // ($2 is NULL only for a declaration older than 0.6.0, not
                 // yet updated: src/compat_0_5.rs; 0.6.0's require it.)
                 (
@@ -207,9 +204,9 @@ impl Ending {
                 ),
                 ("@attempt@", attempt),
                 ("@jobs@", &statements::in_schema_of(self.function, "jobs")),
-                ("@sets_off@", &if self.workflows { sets_off(self.function, self.distributed) } else { String::new() }),
+                ("@sets_off@", &if self.install.workflows() { sets_off(self.function, self.install.distributed) } else { String::new() }),
                 ("@row@", &distributed::whole_row(self.function)),
-                ("@same_queue@", if self.distributed { "AND j.queue = $9" } else { "" }),
+                ("@same_queue@", if self.install.distributed { "AND j.queue = $9" } else { "" }),
                 ("@backoff@", &backoff),
                 ("@default_backoff_base@", &base),
                 ("@default_min_retry_delay@", &min),
@@ -225,7 +222,7 @@ impl Ending {
     /// whenever the direct path declines (the job not claimed as this
     /// attempt, a row changed under it, a table not as raquel made it).
     fn ended_directly(&self, frees_slots: bool) -> Option<pg_sys::Datum> {
-        if self.taken.is_some() || self.distributed || !self.workflows {
+        if self.taken.is_some() || self.install.distributed || !self.install.workflows() {
             return None;
         }
         // SAFETY: the attempt and now are an integer and a bigint argument.
@@ -275,7 +272,7 @@ impl Ending {
             return Some(row);
         }
         let text = || self.statement_text();
-        let variant = i64::from(self.workflows)
+        let variant = i64::from(self.install.workflows())
             + 2 * i64::from(self.taken.is_some())
             + 4 * i64::from(self.end == End::Fail)
             + 8 * i64::from(self.deleting)
@@ -308,7 +305,7 @@ impl Ending {
                 }
             }
         };
-        let sets_off = self.workflows && unsafe { statements::value::<bool>(0, sets_off_column) } == Some(true);
+        let sets_off = self.install.workflows() && unsafe { statements::value::<bool>(0, sets_off_column) } == Some(true);
         // SAFETY: as above.
         let row = unsafe { statements::first_row_copied() };
         if let Some(outcome) = outcome {
