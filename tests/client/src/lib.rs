@@ -110,6 +110,14 @@ pub fn statements_run(client: &mut Client) -> i64 {
     client.query_one("SELECT runs FROM raquel_internal.rq_kept_plans()", &[]).unwrap().get(0)
 }
 
+/// Runs `call` on `client`: whether it ran a statement through SPI (a verb
+/// that went its direct path runs none), and what `call` returned.
+pub fn ran_a_statement<T>(client: &mut Client, call: impl FnOnce(&mut Client) -> T) -> (bool, T) {
+    let before = statements_run(client);
+    let answer = call(client);
+    (statements_run(client) > before, answer)
+}
+
 /// The SQLSTATE of a failed statement.
 pub fn sqlstate(result: Result<impl Sized, postgres::Error>) -> String {
     match result {

@@ -4,7 +4,7 @@
 //! `raquel_internal.rq_kept_plans().runs`: a direct enqueue runs nothing.
 
 use postgres::Client;
-use raquel_client_tests::{check_every_index, connect, fresh_db, sqlstate, statements_run};
+use raquel_client_tests::{check_every_index, connect, fresh_db, ran_a_statement, sqlstate};
 use std::thread;
 
 /// A user's AFTER INSERT trigger on jobs that notes each new job's id in
@@ -15,9 +15,7 @@ const NOTE_JOBS: &str = "CREATE TABLE seen (id uuid); \
 
 /// Enqueues one job and says whether it ran a statement to do it.
 fn enqueue_ran_a_statement(c: &mut Client, call: &str) -> bool {
-    let before = statements_run(c);
-    c.batch_execute(call).unwrap();
-    statements_run(c) > before
+    ran_a_statement(c, |c| c.batch_execute(call).unwrap()).0
 }
 
 /// Every index of jobs passes amcheck, and there are `n` of them.
@@ -338,9 +336,7 @@ fn a_producer_enqueues_a_batch_directly() {
 fn complete_ran_a_statement(c: &mut Client, queue: &str, result: &str) -> bool {
     let row = c.query_one(&format!("SELECT id::text, attempts FROM rq_claim(ARRAY['{queue}'])"), &[]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = statements_run(c);
-    c.execute(&format!("SELECT rq_complete($1::text::uuid, $2{result})"), &[&id, &attempt]).unwrap();
-    statements_run(c) > before
+    ran_a_statement(c, |c| c.execute(&format!("SELECT rq_complete($1::text::uuid, $2{result})"), &[&id, &attempt]).unwrap()).0
 }
 
 /// rq_complete of a claimed job writes it directly, the row its statement
@@ -459,9 +455,7 @@ fn a_direct_complete_and_a_rescue_race_in_both_orders() {
 
 /// Runs `claim` and says whether it ran a statement, with its rows' payloads.
 fn claim_ran_a_statement(c: &mut Client, claim: &str) -> (bool, Vec<Option<String>>) {
-    let before = statements_run(c);
-    let payloads = c.query(claim, &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    (statements_run(c) > before, payloads)
+    ran_a_statement(c, |c| c.query(claim, &[]).unwrap().iter().map(|r| r.get(0)).collect())
 }
 
 /// The jobs of one queue that a claim must tell apart: three priorities,
@@ -549,13 +543,13 @@ fn a_direct_claim_claims_what_its_statement_claims() {
     c.batch_execute("SELECT rq_enqueue('loop', 'a'); SELECT rq_enqueue('loop', 'b')").unwrap();
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['loop'])", &[]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = statements_run(&mut c);
-    let next: Option<String> = c
-        .query_one("SELECT payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY['loop'])", &[&id, &attempt])
-        .unwrap()
-        .get(0);
+    let (ran, next): (bool, Option<String>) = ran_a_statement(&mut c, |c| {
+        c.query_one("SELECT payload FROM rq_complete_and_claim($1::text::uuid, $2, ARRAY['loop'])", &[&id, &attempt])
+            .unwrap()
+            .get(0)
+    });
     assert_eq!(next.as_deref(), Some("b"));
-    assert_eq!(statements_run(&mut c), before, "rq_complete_and_claim ran no statement");
+    assert!(!ran, "rq_complete_and_claim ran no statement");
     assert_indexes_check(&mut c, 9);
 }
 
@@ -662,9 +656,8 @@ fn a_direct_take_takes_what_its_statement_takes() {
     let mut c = connect(&db);
     // what a row returned holds that does not depend on when it ran
     let taken = |c: &mut Client, sql: &str| -> (bool, Vec<String>) {
-        let before = statements_run(c);
-        let rows: Vec<String> = c
-            .query(
+        ran_a_statement(c, |c| {
+            c.query(
                 &format!(
                     "SELECT format('%s %s %s %s %s %s', payload, status, attempts, claimed_by, lease_expires_at, \
                      finished_at >= claimed_at) FROM ({sql}) t"
@@ -674,8 +667,8 @@ fn a_direct_take_takes_what_its_statement_takes() {
             .unwrap()
             .iter()
             .map(|r| r.get(0))
-            .collect();
-        (statements_run(c) > before, rows)
+            .collect()
+        })
     };
     let mut seen = Vec::new();
     for direct in ["on", "off"] {
@@ -740,9 +733,7 @@ fn a_direct_take_takes_what_its_statement_takes() {
 fn fail_ran_a_statement(c: &mut Client, queue: &str, error: &str) -> bool {
     let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
     let (id, attempt): (String, i32) = (row.get(0), row.get(1));
-    let before = statements_run(c);
-    c.execute("SELECT rq_fail($1::text::uuid, $2, $3, 'trace of ' || $3)", &[&id, &attempt, &error]).unwrap();
-    statements_run(c) > before
+    ran_a_statement(c, |c| c.execute("SELECT rq_fail($1::text::uuid, $2, $3, 'trace of ' || $3)", &[&id, &attempt, &error]).unwrap()).0
 }
 
 /// rq_fail of a claimed job writes it directly, the row its statement
@@ -795,9 +786,8 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
     assert_eq!(status, "claimed", "a refused fail changes nothing");
     // rolled back, a direct fail leaves the job claimed
     c.batch_execute("BEGIN").unwrap();
-    let before = statements_run(&mut c);
-    c.execute("SELECT rq_fail($1::text::uuid, $2, 'undone')", &[&id, &attempt]).unwrap();
-    assert_eq!(statements_run(&mut c), before, "failed directly");
+    let (ran, _) = ran_a_statement(&mut c, |c| c.execute("SELECT rq_fail($1::text::uuid, $2, 'undone')", &[&id, &attempt]).unwrap());
+    assert!(!ran, "failed directly");
     c.batch_execute("ROLLBACK").unwrap();
     let (status, error): (String, Option<String>) =
         c.query_one("SELECT status, error FROM jobs WHERE id = $1::text::uuid", &[&id]).map(|r| (r.get(0), r.get(1))).unwrap();
@@ -808,9 +798,7 @@ fn a_direct_fail_writes_the_row_its_statement_writes() {
 /// Records step `name` of job `id` (claimed as `attempt`) with `result`
 /// and says whether it ran a statement to do it.
 fn step_ran_a_statement(c: &mut Client, id: &str, attempt: i32, name: &str, result: &str) -> bool {
-    let before = statements_run(c);
-    c.execute(&format!("SELECT rq_step($1::text::uuid, $2, $3, {result})"), &[&id, &attempt, &name]).unwrap();
-    statements_run(c) > before
+    ran_a_statement(c, |c| c.execute(&format!("SELECT rq_step($1::text::uuid, $2, $3, {result})"), &[&id, &attempt, &name]).unwrap()).0
 }
 
 /// Enqueues a job of `queue` and claims it: its id and attempt.
@@ -931,9 +919,8 @@ fn a_direct_step_and_a_rescue_race_in_both_orders() {
     // the step first: the rescue passes the row it holds by until it commits
     let (id, attempt) = claim(&mut worker, "r");
     worker.batch_execute("BEGIN").unwrap();
-    let before = statements_run(&mut worker);
-    worker.execute("SELECT rq_step($1::text::uuid, $2, 'first', NULL)", &[&id, &attempt]).unwrap();
-    assert_eq!(statements_run(&mut worker), before, "recorded directly");
+    let (ran, _) = ran_a_statement(&mut worker, |w| w.execute("SELECT rq_step($1::text::uuid, $2, 'first', NULL)", &[&id, &attempt]).unwrap());
+    assert!(!ran, "recorded directly");
     lapse();
     let rescued: i64 = duty.query_one("SELECT rq_rescue()", &[]).unwrap().get(0);
     assert_eq!(rescued, 0, "the rescue passes the row the step holds by");
