@@ -71,8 +71,8 @@ pub fn sets_off_condition(function: pg_sys::Oid, distributed: bool) -> String {
 /// The queues whose jobs a complete beside `function` deletes (src/history.rs),
 /// or None when it updates every job: on Citus, and on a table older than
 /// 0.3.0, no queue is without history. May run a statement.
-fn deleting(function: pg_sys::Oid, distributed: bool, workflows: bool) -> Option<Vec<String>> {
-    if distributed || !workflows {
+fn deleting(function: pg_sys::Oid, install: Mode) -> Option<Vec<String>> {
+    if install.distributed || !install.workflows() {
         return None;
     }
     Some(crate::history::queues_without(function)).filter(|queues| !queues.is_empty())
@@ -160,11 +160,10 @@ impl Ending {
             (args[3], args[4], args[5]) = (t.attempt.into_datum(), t.worker.as_deref().into_datum(), t.claimed_at.into_datum());
         }
         args[8] = queue.as_deref().into_datum();
-        let workflows = install.workflows();
         let with_result = result.is_some();
         // A job completed with a result is kept (for the retention) even in
         // a queue without history: its result is there to be read.
-        let without_history = if end == End::Complete && !with_result { deleting(function, distributed, workflows) } else { None };
+        let without_history = if end == End::Complete && !with_result { deleting(function, install) } else { None };
         let deleting = without_history.is_some();
         args[9] = without_history.clone().into_datum();
         let without_history = without_history.unwrap_or_default();
@@ -525,7 +524,7 @@ unsafe fn complete_batch(
     let workflows = install.workflows();
     // Jobs completed with results are kept (see Ending::new).
     let results = results.filter(|r| r.iter().any(Option::is_some));
-    let without_history = if results.is_some() { None } else { deleting(function, distributed, workflows) };
+    let without_history = if results.is_some() { None } else { deleting(function, install) };
     // One UPDATE in all on one server; on Citus one per queue, each in the
     // queue's shard alone (an id no shard has goes with the empty name).
     let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
