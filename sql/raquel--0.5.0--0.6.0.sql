@@ -161,6 +161,19 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
 
+-- new: raquel_internal.rq_kept_statements(): the statements of this backend's kept plans, whole (src/statements.rs)
+CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
+	"function" TEXT,  /* String */
+	"statement" TEXT,  /* & '_ str */
+	"variant" bigint,  /* i64 */
+	"argument_types" TEXT[],  /* Vec < String > */
+	"sql" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
+
 -- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
 CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
 	"claims_with_cursors" bigint,  /* i64 */

@@ -45,6 +45,10 @@ struct KeptPlan {
     function: pg_sys::Oid,
     shape: Shape,
     plan: pg_sys::SPIPlanPtr,
+    /// The statement whole, as prepared, and its argument types: for
+    /// rq_kept_statements, to be read and EXPLAINed on its own.
+    text: String,
+    types: Vec<pg_sys::Oid>,
     /// When it last ran (`PlanCounts::runs` then).
     last_used: u64,
     /// Runs of it under way: a plan that runs is never freed.
@@ -171,11 +175,20 @@ fn kept_plan(function: pg_sys::Oid, statement: &Statement) -> Option<Running> {
             check(unsafe { pg_sys::SPI_freeplan(gone.plan) }, 0, "SPI_freeplan");
             count(|c| c.evicted += 1);
         }
-        let plan = prepare(statement);
+        let text = (statement.text)();
+        let plan = prepare_text(&text, statement.types);
         // SAFETY: a plan just made in this SPI session; keeping moves it to a
         // context that lives as long as the backend.
         check(unsafe { pg_sys::SPI_keepplan(plan) }, 0, "SPI_keepplan");
-        kept.push(KeptPlan { function, shape: statement.shape, plan, last_used: now, running: 1 });
+        kept.push(KeptPlan {
+            function,
+            shape: statement.shape,
+            plan,
+            text: text.to_string_lossy().into_owned(),
+            types: statement.types.to_vec(),
+            last_used: now,
+            running: 1,
+        });
         count(|c| c.kept += 1);
         Some(plan)
     })?;
@@ -207,6 +220,42 @@ fn rq_kept_plans() -> TableIterator<
     TableIterator::once((now, MAX_KEPT_PLANS as i32, big(c.runs), big(c.kept), big(c.evicted), big(c.planned_once)))
 }
 
+/// The statements behind this backend's kept plans, whole: which function
+/// keeps each (as `regprocedure` prints it), the statement's name and
+/// shape, its argument types and its text as prepared. Each runs and
+/// EXPLAINs on its own: `PREPARE s(argument_types) AS sql`, then `EXPLAIN
+/// EXECUTE s(…)` (or, from PostgreSQL 16, `EXPLAIN (GENERIC_PLAN) sql`).
+/// For a contributor or an operator who wants the plan a verb runs.
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_kept_statements() -> TableIterator<
+    'static,
+    (
+        name!(function, String),
+        name!(statement, &'static str),
+        name!(variant, i64),
+        name!(argument_types, Vec<String>),
+        name!(sql, String),
+    ),
+> {
+    let rows = KEPT_PLANS.with_borrow(|kept| {
+        kept.iter()
+            .map(|k| {
+                // SAFETY: inside a transaction; both return palloc'd text
+                // (a dropped function prints as its OID).
+                let (function, types) = unsafe {
+                    (
+                        CStr::from_ptr(pg_sys::format_procedure(k.function)).to_string_lossy().into_owned(),
+                        k.types.iter().map(|t| CStr::from_ptr(pg_sys::format_type_be(*t)).to_string_lossy().into_owned()).collect(),
+                    )
+                };
+                (function, k.shape.name, k.shape.variant, types, k.text.clone())
+            })
+            .collect::<Vec<_>>()
+    });
+    TableIterator::new(rows)
+}
+
 /// Frees every kept plan: the statements change with the mode
 /// (src/distributed.rs).
 pub fn forget_kept_plans() {
@@ -236,8 +285,11 @@ fn function_exists(function: pg_sys::Oid) -> bool {
 }
 
 fn prepare(statement: &Statement) -> pg_sys::SPIPlanPtr {
-    let text = (statement.text)();
-    let mut types = statement.types.to_vec();
+    prepare_text(&(statement.text)(), statement.types)
+}
+
+fn prepare_text(text: &CStr, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
+    let mut types = types.to_vec();
     // A generic plan from the start: the statements are written so that it
     // is the plan we want, and PostgreSQL need not compare it with custom
     // plans on the first calls. Not on Citus, which routes a statement by
@@ -432,13 +484,25 @@ pub fn own_function(function: pg_sys::Oid, signature: &str) -> String {
     }
 }
 
-/// A statement template with its `@placeholders@` filled.
+/// A statement template with its `@placeholders@` filled. The comment that
+/// heads a file (and each part filled in from one) documents its
+/// placeholders, not the statement they make: it is left out, so that the
+/// statement as prepared (rq_kept_statements) reads as it runs.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> CString {
-    let mut text = template.to_string();
+    let mut text = without_header(template).to_string();
     for (placeholder, value) in values {
-        text = text.replace(placeholder, value);
+        text = text.replace(placeholder, without_header(value));
     }
     CString::new(text).expect("statement templates contain no NUL")
+}
+
+/// `text` without the lines of `--` comment it starts with.
+fn without_header(text: &str) -> &str {
+    let mut rest = text;
+    while rest.trim_start_matches([' ', '\t']).starts_with("--") {
+        rest = rest.split_once('\n').map_or("", |(_, after)| after);
+    }
+    rest
 }
 
 /// Copies every row of the last SPI result into the set this function
@@ -663,4 +727,19 @@ unsafe fn columns<'a>(desc: pg_sys::TupleDesc, natts: usize) -> &'a [Column] {
     // SAFETY: per the contract above.
     let columns = unsafe { (*desc).compact_attrs.as_slice(natts) };
     columns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filled_statement_leaves_out_the_comments_that_head_its_parts() {
+        let template = "-- the template's header\n  -- @part@ is filled in\nSELECT 1 @part@\n-- kept: not a header\n";
+        let part = "-- the part's header\nFROM t";
+        let text = fill(template, &[("@part@", part)]);
+        assert_eq!(text.to_str().unwrap(), "SELECT 1 FROM t\n-- kept: not a header\n");
+        assert_eq!(without_header("-- only a comment"), "");
+        assert_eq!(without_header("AND j.queue = $1[1]"), "AND j.queue = $1[1]");
+    }
 }

@@ -932,3 +932,71 @@ fn a_direct_step_and_a_rescue_race_in_both_orders() {
     let steps: i64 = duty.query_one("SELECT count(*) FROM job_steps WHERE job_id = $1::text::uuid", &[&id]).unwrap().get(0);
     assert_eq!(steps, 1, "the step recorded before the rescue stays, for the next attempt to read");
 }
+
+/// Whether `sql` still holds an `@placeholder@` (a run of lower-case
+/// letters and underscores between at signs; `@>` is an operator).
+fn placeholder_left(sql: &str) -> Option<&str> {
+    let mut rest = sql;
+    while let Some(at) = rest.find('@') {
+        let after = &rest[at + 1..];
+        let word = after.find(|ch: char| !(ch.is_ascii_lowercase() || ch == '_')).unwrap_or(after.len());
+        if word > 0 && after[word..].starts_with('@') {
+            return Some(&rest[at..at + word + 2]);
+        }
+        rest = after;
+    }
+    None
+}
+
+/// Every statement the verbs keep a plan of stands alone: read whole from
+/// `raquel_internal.rq_kept_statements()`, with no placeholder left, it
+/// prepares and EXPLAINs on another connection. A user's trigger on jobs
+/// sends the verbs to their statements.
+#[test]
+fn every_kept_statement_prepares_and_explains_on_its_own() {
+    assert_eq!(placeholder_left("SELECT 1 WHERE payload @> '{}' -- a@b"), None);
+    assert_eq!(placeholder_left("UPDATE @jobs@ j"), Some("@jobs@"));
+    let db = fresh_db("rq_it_kept_statements");
+    let mut c = connect(&db);
+    c.batch_execute(NOTE_JOBS).unwrap();
+    c.batch_execute(
+        "SELECT rq_enqueue('q', g::text) FROM generate_series(1, 30) g; \
+         SELECT rq_enqueue_batch('r', ARRAY['a', 'b', 'c']); \
+         SELECT rq_enqueue('q', 'keyed', key => 'k'); \
+         SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['q'], 'w'); \
+         SELECT rq_fail(id, attempts, 'e') FROM rq_claim(ARRAY['q'], 'w', batch => 3); \
+         SELECT rq_complete_batch(array_agg(id), array_agg(attempts)) FROM rq_claim(NULL, 'w', batch => 2); \
+         SELECT count(*) FROM rq_claim(ARRAY['q', 'r'], 'w', batch => 2); \
+         SELECT count(*) FROM rq_take(ARRAY['q'], 'w'); \
+         SELECT count(*) FROM rq_take(ARRAY['q'], 'w', batch => 2, complete => true); \
+         SELECT rq_step(id, attempts, 'one') FROM rq_claim(ARRAY['q'], 'w');",
+    )
+    .unwrap();
+    let kept: Vec<(String, String, Vec<String>, String)> = c
+        .query("SELECT function, statement, argument_types, sql FROM raquel_internal.rq_kept_statements()", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let names: std::collections::BTreeSet<&str> = kept.iter().map(|k| k.1.as_str()).collect();
+    for name in ["claim", "end", "complete_batch", "enqueue"] {
+        assert!(names.contains(name), "no kept statement {name} among {names:?}");
+    }
+    let mut other = connect(&db);
+    for (n, (function, statement, types, sql)) in kept.iter().enumerate() {
+        assert_eq!(placeholder_left(sql), None, "{statement} of {function}:\n{sql}");
+        assert!(!sql.trim_start().starts_with("--"), "{statement} of {function} starts with its file's header:\n{sql}");
+        let (args, nulls) = if types.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (format!("({})", types.join(", ")), format!("({})", vec!["NULL"; types.len()].join(", ")))
+        };
+        other
+            .batch_execute(&format!("PREPARE kept_{n}{args} AS {sql}"))
+            .unwrap_or_else(|e| panic!("{statement} of {function} does not prepare: {e:?}\n{sql}"));
+        let plan = other
+            .query(&format!("EXPLAIN EXECUTE kept_{n}{nulls}"), &[])
+            .unwrap_or_else(|e| panic!("{statement} of {function} does not EXPLAIN: {e:?}\n{sql}"));
+        assert!(!plan.is_empty(), "{statement}: an empty plan");
+    }
+}

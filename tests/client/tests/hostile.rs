@@ -1753,6 +1753,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_ended", "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['hq'], 'cancelled', true, NULL)", "00000"),
         ("rq_ended", "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['hq'], 'lost', true, NULL)", "22023"),
         ("rq_kept_plans", "SELECT * FROM raquel_internal.rq_kept_plans()", "00000"),
+        ("rq_kept_statements", "SELECT * FROM raquel_internal.rq_kept_statements()", "00000"),
         ("rq_cursor_counts", "SELECT * FROM raquel_internal.rq_cursor_counts()", "00000"),
         ("rq_cursor_state", "SELECT raquel_internal.rq_cursor_state('jobs'::regclass::oid, 'q')", "00000"),
         ("rq_next_duty_ms", "SELECT raquel_internal.rq_next_duty_ms('1 day')", "00000"),

@@ -208,6 +208,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_ended(uuid[],text[],text,boolean,boolean[])", No, No, Yes, "SELECT raquel_internal.rq_ended(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY['m'], 'cancelled', false, NULL)"),
     // this backend's own kept plans (src/statements.rs)
     ("raquel_internal.rq_kept_plans()",                           Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_plans()"),
+    ("raquel_internal.rq_kept_statements()",                      Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_statements()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),
