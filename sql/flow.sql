@@ -270,11 +270,14 @@ $$;
 -- rq_claim_fair run only inside rq_claim (42501 otherwise).
 --
 -- Each queue with settings is claimed from on its own: a paused one not at
--- all; a limited one under its row's lock (FOR UPDATE, held until the
--- claiming transaction ends; several are locked at once, in name order),
--- which makes its claims one at a time and lets each read what the ones
--- before it committed: how many of the jobs claimed under max_claimed are
--- still claimed, and the tokens left. The queues
+-- all; one with max_claimed under its row's lock (FOR UPDATE, held until
+-- the claiming transaction ends; several are locked at once, in name
+-- order), which makes its claims one at a time and lets each read how many
+-- of the jobs claimed under max_claimed are still claimed. A rate's tokens
+-- are in shared memory (src/rate_buckets.rs): claims of a queue with only
+-- a rate take them side by side, lock no row and write none; a queue whose
+-- bucket cannot be had keeps its tokens in its row, under the row's lock,
+-- as one with max_claimed does. The queues
 -- without settings are claimed from together, by the plain claim. The
 -- order in which the queues with settings and the rest take their turn to
 -- fill the batch starts at a random one, so that none of them always goes
@@ -296,6 +299,7 @@ DECLARE
     allow    integer;
     live     uuid[];
     bucket   double precision;
+    shared   integer;
     got      uuid[];
     job      @extschema@.jobs;
 BEGIN
@@ -340,24 +344,43 @@ BEGIN
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
+        shared := NULL;
+        live := '{}';
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
-            -- read again by a new statement, which sees what the claims
-            -- that held the lock before committed
-            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-            CONTINUE WHEN NOT FOUND OR settings.paused;
             now_ms := raquel_internal.rq_now_ms();
-            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
-                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
-            IF settings.max_claimed IS NOT NULL THEN
-                allow := least(allow, settings.max_claimed - cardinality(live));
+            IF settings.max_claimed IS NULL THEN
+                -- only a rate: its bucket in shared memory, if it has one
+                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                    (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
             END IF;
-            IF settings.rate IS NOT NULL THEN
-                bucket := least(settings.rate::double precision,
-                    coalesce(settings.tokens, settings.rate)
-                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                allow := least(allow, floor(bucket)::integer);
+            IF shared IS NOT NULL THEN
+                allow := shared;
+            ELSE
+                PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
+                -- read again by a new statement, which sees what the claims
+                -- that held the lock before committed
+                SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+                CONTINUE WHEN NOT FOUND OR settings.paused;
+                IF settings.max_claimed IS NOT NULL THEN
+                    live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                                  WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+                    allow := least(allow, settings.max_claimed - cardinality(live));
+                END IF;
+                IF settings.rate IS NOT NULL AND allow > 0 THEN
+                    IF settings.max_claimed IS NOT NULL THEN
+                        shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                            (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
+                    END IF;
+                    IF shared IS NOT NULL THEN
+                        allow := shared;
+                    ELSE
+                        bucket := least(settings.rate::double precision,
+                            coalesce(settings.tokens, settings.rate)
+                            + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                              * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                        allow := least(allow, floor(bucket)::integer);
+                    END IF;
+                END IF;
             END IF;
             CONTINUE WHEN allow <= 0;
         END IF;
@@ -378,8 +401,12 @@ BEGIN
             END LOOP;
         END IF;
         wanted := wanted - cardinality(got);
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        IF shared IS NOT NULL AND cardinality(got) < shared THEN
+            PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
+        END IF;
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
+                CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
         END IF;
     END LOOP;
 END

@@ -174,6 +174,40 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
 
+-- new: the rate limits' token buckets in shared memory (src/rate_buckets.rs),
+-- taken and given back by rq_claim_flow, and their counts
+CREATE  FUNCTION raquel_internal."rq_take_tokens"(
+	"queue" TEXT, /* & str */
+	"rate" INT, /* i32 */
+	"per_ms" bigint, /* i64 */
+	"wanted" INT, /* i32 */
+	"now_ms" bigint /* i64 */
+) RETURNS INT /* Option < i32 > */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_tokens_wrapper';
+
+CREATE  FUNCTION raquel_internal."rq_give_back_tokens"(
+	"queue" TEXT, /* & str */
+	"count" INT /* i32 */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_give_back_tokens_wrapper';
+
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+
 -- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
 CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
 	"claims_with_cursors" bigint,  /* i64 */
@@ -331,6 +365,7 @@ DECLARE
     allow    integer;
     live     uuid[];
     bucket   double precision;
+    shared   integer;
     got      uuid[];
     job      @extschema@.jobs;
 BEGIN
@@ -375,24 +410,43 @@ BEGIN
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
+        shared := NULL;
+        live := '{}';
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
-            -- read again by a new statement, which sees what the claims
-            -- that held the lock before committed
-            SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-            CONTINUE WHEN NOT FOUND OR settings.paused;
             now_ms := raquel_internal.rq_now_ms();
-            live := ARRAY(SELECT j.id FROM @extschema@.jobs j
-                          WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
-            IF settings.max_claimed IS NOT NULL THEN
-                allow := least(allow, settings.max_claimed - cardinality(live));
+            IF settings.max_claimed IS NULL THEN
+                -- only a rate: its bucket in shared memory, if it has one
+                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                    (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
             END IF;
-            IF settings.rate IS NOT NULL THEN
-                bucket := least(settings.rate::double precision,
-                    coalesce(settings.tokens, settings.rate)
-                    + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                      * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                allow := least(allow, floor(bucket)::integer);
+            IF shared IS NOT NULL THEN
+                allow := shared;
+            ELSE
+                PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
+                -- read again by a new statement, which sees what the claims
+                -- that held the lock before committed
+                SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
+                CONTINUE WHEN NOT FOUND OR settings.paused;
+                IF settings.max_claimed IS NOT NULL THEN
+                    live := ARRAY(SELECT j.id FROM @extschema@.jobs j
+                                  WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
+                    allow := least(allow, settings.max_claimed - cardinality(live));
+                END IF;
+                IF settings.rate IS NOT NULL AND allow > 0 THEN
+                    IF settings.max_claimed IS NOT NULL THEN
+                        shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                            (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
+                    END IF;
+                    IF shared IS NOT NULL THEN
+                        allow := shared;
+                    ELSE
+                        bucket := least(settings.rate::double precision,
+                            coalesce(settings.tokens, settings.rate)
+                            + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                              * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                        allow := least(allow, floor(bucket)::integer);
+                    END IF;
+                END IF;
             END IF;
             CONTINUE WHEN allow <= 0;
         END IF;
@@ -413,8 +467,12 @@ BEGIN
             END LOOP;
         END IF;
         wanted := wanted - cardinality(got);
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL) THEN
-            PERFORM raquel_internal.rq_flow_took(limited[member], live || got, bucket - cardinality(got), now_ms);
+        IF shared IS NOT NULL AND cardinality(got) < shared THEN
+            PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
+        END IF;
+        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
+            PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
+                CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
         END IF;
     END LOOP;
 END

@@ -28,6 +28,7 @@ use crate::flow::{self, ClaimFlow};
 use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
 use crate::limits::{self, MAX_WAIT_MS};
+use crate::rate_buckets;
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use crate::transitions;
 use crate::waiters;
@@ -178,8 +179,22 @@ impl Claim {
     /// took.
     fn run(&mut self, now_ms: i64, undo_if_none: bool) -> u64 {
         self.direct = None;
-        if self.flow.is_none() {
-            return self.run_ready(now_ms);
+        let Some(flow) = &self.flow else { return self.run_ready(now_ms) };
+        if let Some(only) = &flow.only_a_rate {
+            let (queue, rate, per_ms) = (only.queue.clone(), only.rate, only.per_ms);
+            let table = crate::privileges::jobs_of(self.function);
+            // (None: the queue has no bucket; its row keeps its tokens)
+            if let Some(allowed) = rate_buckets::take(table, &queue, rate, per_ms, self.batch, now_ms) {
+                if allowed == 0 {
+                    return 0;
+                }
+                let batch = self.batch;
+                self.batch = allowed;
+                let claimed = self.run_ready(now_ms);
+                self.batch = batch;
+                rate_buckets::give_back(table, &queue, allowed - claimed as i32);
+                return claimed;
+            }
         }
         // a plan per schema of the helpers (src/statements.rs helper_schema)
         let helpers = statements::helper_schema(self.function);

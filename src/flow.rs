@@ -8,9 +8,10 @@
 //! (src/claim.rs). A change to the settings invalidates every backend's copy
 //! at commit, the way PostgreSQL invalidates its own caches: the table's
 //! statement trigger sends a relcache invalidation for the table, and the
-//! callback registered here drops the copy. The state a limit keeps (the
-//! jobs claimed under max_claimed, the rate's tokens) is not in the copy; the
-//! claim reads it under the queue's row lock (rq_claim_flow).
+//! callback registered here drops the copy. The state a limit keeps is not
+//! in the copy: a rate's tokens are in shared memory (src/rate_buckets.rs),
+//! the jobs claimed under max_claimed in the queue's row, read under its
+//! lock (rq_claim_flow).
 
 use crate::errors::Refusal;
 use crate::invalidation;
@@ -34,6 +35,10 @@ pub struct Settings {
     /// The queue has fair groups, whose jobs scheduled for later the plain
     /// claim's next-due statement does not see.
     pub grouped: bool,
+    /// The queue is paused.
+    pub paused: bool,
+    /// Its rate: so many claims (.0) every so many ms (.1).
+    pub rate: Option<(i32, i64)>,
 }
 
 thread_local! {
@@ -71,7 +76,8 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
     let text = || {
         statements::fill(
             "SELECT l.queue, l.max_claimed IS NOT NULL OR l.group_max_claimed IS NOT NULL,
-                    (extract(epoch FROM l.per) * 1000 / l.rate)::bigint, l.grouped
+                    (extract(epoch FROM l.per) * 1000 / l.rate)::bigint, l.grouped,
+                    l.paused, l.rate, (extract(epoch FROM l.per) * 1000)::bigint
              FROM @queue_limits@ l",
             &[("@queue_limits@", &table_name)],
         )
@@ -80,16 +86,20 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
     let rows = statements::run_once(&statement, &[]);
     let mut settings = HashMap::with_capacity(rows as usize);
     for row in 0..rows as usize {
-        // SAFETY: the query returned `rows` rows of these four columns.
-        let (queue, counts_claims, token_every_ms, grouped) = unsafe {
+        // SAFETY: the query returned `rows` rows of these seven columns.
+        let (queue, counts_claims, token_every_ms, grouped, paused, rate, per_ms) = unsafe {
             (
                 statements::value::<String>(row, 1).unwrap_or_default(),
                 statements::value::<bool>(row, 2).unwrap_or(false),
                 statements::value::<i64>(row, 3),
                 statements::value::<bool>(row, 4).unwrap_or(false),
+                statements::value::<bool>(row, 5).unwrap_or(false),
+                statements::value::<i32>(row, 6),
+                statements::value::<i64>(row, 7),
             )
         };
-        settings.insert(queue, Settings { counts_claims, token_every_ms: token_every_ms.map(|ms| ms.max(1)), grouped });
+        let rate = rate.zip(per_ms).map(|(rate, per_ms)| (rate, per_ms.max(1)));
+        settings.insert(queue, Settings { counts_claims, token_every_ms: token_every_ms.map(|ms| ms.max(1)), grouped, paused, rate });
     }
     statements::free_result();
     (table, settings)
@@ -106,7 +116,7 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         if settings.is_empty() {
             return None;
         }
-        let mut flow = ClaimFlow { poll_ms: None };
+        let mut flow = ClaimFlow { poll_ms: None, only_a_rate: None };
         let mut any = false;
         let mut consider = |s: &Settings| {
             any = true;
@@ -124,6 +134,12 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
             None => settings.values().for_each(&mut consider),
             Some(queues) => queues.iter().flatten().filter_map(|q| settings.get(q.as_ref())).for_each(&mut consider),
         }
+        if let Some([Some(queue)]) = queues {
+            let s = settings.get(queue.as_ref());
+            if let Some(&Settings { rate: Some((rate, per_ms)), paused: false, counts_claims: false, grouped: false, .. }) = s {
+                flow.only_a_rate = Some(OnlyARate { queue: queue.as_ref().to_owned(), rate, per_ms });
+            }
+        }
         any.then_some(flow)
     })
 }
@@ -137,6 +153,16 @@ const LOOK_AGAIN_MS: i64 = 1000;
 
 pub struct ClaimFlow {
     pub poll_ms: Option<i64>,
+    /// A claim of one queue whose one setting is a rate: it takes its
+    /// tokens from the queue's bucket (src/rate_buckets.rs) and claims as
+    /// the plain claim does (src/claim.rs), with no statement of flow's.
+    pub only_a_rate: Option<OnlyARate>,
+}
+
+pub struct OnlyARate {
+    pub queue: String,
+    pub rate: i32,
+    pub per_ms: i64,
 }
 
 /// Whether any queue limits claims: only then must a finish look at its

@@ -54,6 +54,7 @@ mod invalidation;
 mod limits;
 mod metrics;
 mod privileges;
+mod rate_buckets;
 mod results;
 mod schedules;
 mod schema;
@@ -127,7 +128,15 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/flow.sql",
     name = "flow",
-    requires = ["claim", clock::rq_now_ms, flow::rq_check_limits, flow::rq_wake_claims, flow::rq_require_flow_claim]
+    requires = [
+        "claim",
+        clock::rq_now_ms,
+        flow::rq_check_limits,
+        flow::rq_wake_claims,
+        flow::rq_require_flow_claim,
+        rate_buckets::rq_take_tokens,
+        rate_buckets::rq_give_back_tokens
+    ]
 );
 extension_sql_file!(
     "../sql/history.sql",
@@ -247,6 +256,7 @@ pub extern "C-unwind" fn _PG_init() {
         waiters::init();
         deadlines::init();
         cursors::init();
+        rate_buckets::init();
         metrics::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }

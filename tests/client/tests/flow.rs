@@ -490,6 +490,33 @@ fn claims_on_several_limited_queues_never_deadlock() {
     assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 1800);
 }
 
+/// A rate's tokens are in shared memory (src/rate_buckets.rs): a claim of a
+/// queue with only a rate locks no row of queue_limits, so a session holding
+/// that row does not hold it up; a claim that rolls back has used its tokens
+/// (the safe side of the limit); two databases with a queue of the same name
+/// each have their own bucket.
+#[test]
+fn a_rates_tokens_lock_no_row_and_are_each_databases_own() {
+    let dbs = [fresh_db("rq_it_rate_a"), fresh_db("rq_it_rate_b")];
+    for db in &dbs {
+        let mut c = connect(db);
+        c.batch_execute("SELECT rq_set_limits('r', rate => 3, per => '1 hour')").unwrap();
+        enqueue(&mut c, "r", 10);
+    }
+    let mut a = connect(&dbs[0]);
+    let mut holder = connect(&dbs[0]);
+    holder.batch_execute("BEGIN; SELECT * FROM queue_limits WHERE queue = 'r' FOR UPDATE").unwrap();
+    a.batch_execute("SET lock_timeout = '5s'; BEGIN; SELECT * FROM rq_claim(ARRAY['r']); ROLLBACK").unwrap();
+    assert_eq!(claim_queues(&mut a, "ARRAY['r']", 10).len(), 2, "3 tokens, one used by the claim rolled back");
+    assert_eq!(claim_queues(&mut a, "ARRAY['r']", 10).len(), 0, "the bucket is empty");
+    holder.batch_execute("ROLLBACK").unwrap();
+    let mut b = connect(&dbs[1]);
+    assert_eq!(claim_queues(&mut b, "ARRAY['r']", 10).len(), 3, "the other database's queue has its own bucket");
+    // (server-wide counts: other tests' claims may add to them)
+    let shared: i64 = a.query_one("SELECT claims_shared FROM raquel_internal.rq_rate_bucket_counts()", &[]).unwrap().get(0);
+    assert!(shared >= 4, "{shared} claims took tokens from a bucket");
+}
+
 #[test]
 fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     // 0.4.0 let any role that may claim call rq_claim_ready, the plain claim
@@ -518,6 +545,8 @@ fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
         "UPDATE queue_limits SET tokens = 1000000, tokens_at = rq_now_ms() WHERE queue = 'rated'",
         "SELECT raquel_internal.rq_flow_took('rated', '{}', 1000000, rq_now_ms())",
         "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['rated'])",
+        "SELECT raquel_internal.rq_give_back_tokens('rated', 1000000)",
+        "SELECT raquel_internal.rq_take_tokens('rated', 1000000, 1, 1, rq_now_ms())",
     ] {
         assert_eq!(sqlstate(worker.batch_execute(bypass)), "42501", "{bypass}");
     }

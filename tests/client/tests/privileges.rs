@@ -209,6 +209,11 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     // this backend's own kept plans (src/statements.rs)
     ("raquel_internal.rq_kept_plans()",                           Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_plans()"),
     ("raquel_internal.rq_kept_statements()",                      Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_statements()"),
+    // a rate's tokens (src/rate_buckets.rs): taken and given back only
+    // inside rq_claim's flow claim; their counts, for an operator
+    ("raquel_internal.rq_take_tokens(text,int,bigint,int,bigint)", No, No,  No,  "SELECT raquel_internal.rq_take_tokens('m', 10, 1000, 1, 0)"),
+    ("raquel_internal.rq_give_back_tokens(text,int)",             No,  No,  No,  "SELECT raquel_internal.rq_give_back_tokens('m', 1)"),
+    ("raquel_internal.rq_rate_bucket_counts()",                   Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_rate_bucket_counts()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),
