@@ -270,14 +270,14 @@ $$;
 -- rq_claim_fair run only inside rq_claim (42501 otherwise).
 --
 -- Each queue with settings is claimed from on its own: a paused one not at
--- all; one with max_claimed under its row's lock (FOR UPDATE, held until
--- the claiming transaction ends; several are locked at once, in name
--- order), which makes its claims one at a time and lets each read how many
--- of the jobs claimed under max_claimed are still claimed. A rate's tokens
--- are in shared memory (src/rate_buckets.rs): claims of a queue with only
--- a rate take them side by side, lock no row and write none; a queue whose
--- bucket cannot be had keeps its tokens in its row, under the row's lock,
--- as one with max_claimed does. The queues
+-- all; a limited one within its limits' state in shared memory: places
+-- reserved under max_claimed (src/claim_slots.rs) and a rate's tokens
+-- (src/rate_buckets.rs), taken side by side, with no row locked or
+-- written. A queue whose state cannot be had there keeps it in its row,
+-- under the row's lock (FOR UPDATE, held until the claiming transaction
+-- ends; several are locked at once, in name order), which makes its claims
+-- one at a time and lets each read how many of the jobs claimed under
+-- max_claimed are still claimed, and the tokens left. The queues
 -- without settings are claimed from together, by the plain claim. The
 -- order in which the queues with settings and the rest take their turn to
 -- fill the batch starts at a random one, so that none of them always goes
@@ -299,8 +299,10 @@ DECLARE
     allow    integer;
     live     uuid[];
     bucket   double precision;
+    places   integer;
     shared   integer;
     got      uuid[];
+    got_attempts integer[];
     job      @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
@@ -344,18 +346,32 @@ BEGIN
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
+        places := NULL;
         shared := NULL;
         live := '{}';
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
             now_ms := raquel_internal.rq_now_ms();
-            IF settings.max_claimed IS NULL THEN
-                -- only a rate: its bucket in shared memory, if it has one
-                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                    (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
+            -- the limits' state in shared memory, when the queue has it
+            IF settings.max_claimed IS NOT NULL THEN
+                places := raquel_internal.rq_reserve_places(limited[member], settings.max_claimed, allow, now_ms);
             END IF;
-            IF shared IS NOT NULL THEN
-                allow := shared;
+            IF settings.rate IS NOT NULL AND (settings.max_claimed IS NULL OR places > 0) THEN
+                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                    (extract(epoch FROM settings.per) * 1000)::bigint, coalesce(places, allow), now_ms);
+            END IF;
+            IF (settings.max_claimed IS NULL OR places IS NOT NULL)
+               AND (settings.rate IS NULL OR shared IS NOT NULL OR places = 0) THEN
+                allow := least(coalesce(places, allow), coalesce(shared, allow));
             ELSE
+                -- kept in the queue's row: what was reserved goes back
+                IF places IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    places := NULL;
+                END IF;
+                IF shared IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                    shared := NULL;
+                END IF;
                 PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
                 -- read again by a new statement, which sees what the claims
                 -- that held the lock before committed
@@ -366,29 +382,31 @@ BEGIN
                                   WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
                     allow := least(allow, settings.max_claimed - cardinality(live));
                 END IF;
-                IF settings.rate IS NOT NULL AND allow > 0 THEN
-                    IF settings.max_claimed IS NOT NULL THEN
-                        shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                            (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
-                    END IF;
-                    IF shared IS NOT NULL THEN
-                        allow := shared;
-                    ELSE
-                        bucket := least(settings.rate::double precision,
-                            coalesce(settings.tokens, settings.rate)
-                            + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                              * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                        allow := least(allow, floor(bucket)::integer);
-                    END IF;
+                IF settings.rate IS NOT NULL THEN
+                    bucket := least(settings.rate::double precision,
+                        coalesce(settings.tokens, settings.rate)
+                        + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                          * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                    allow := least(allow, floor(bucket)::integer);
                 END IF;
             END IF;
-            CONTINUE WHEN allow <= 0;
+            IF allow <= 0 THEN
+                IF places > 0 THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                END IF;
+                IF shared > 0 THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                END IF;
+                CONTINUE;
+            END IF;
         END IF;
         got := '{}';
+        got_attempts := '{}';
         FOR job IN
             SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
         LOOP
             got := got || job.id;
+            got_attempts := got_attempts || job.attempts;
             RETURN NEXT job;
         END LOOP;
         IF settings.grouped AND cardinality(got) < allow THEN
@@ -397,14 +415,19 @@ BEGIN
                                                         lease_ms, settings.group_max_claimed)
             LOOP
                 got := got || job.id;
+                got_attempts := got_attempts || job.attempts;
                 RETURN NEXT job;
             END LOOP;
         END IF;
         wanted := wanted - cardinality(got);
+        IF places IS NOT NULL THEN
+            PERFORM raquel_internal.rq_took_places(limited[member], places, got, got_attempts);
+        END IF;
         IF shared IS NOT NULL AND cardinality(got) < shared THEN
             PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
         END IF;
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
+        IF cardinality(got) > 0 AND ((settings.max_claimed IS NOT NULL AND places IS NULL)
+                                     OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
             PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
                 CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
         END IF;

@@ -208,6 +208,43 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
 
+-- new: the places claimed under each queue's max_claimed, in shared memory
+-- (src/claim_slots.rs), reserved and named by rq_claim_flow, and their counts
+CREATE  FUNCTION raquel_internal."rq_reserve_places"(
+	"queue" TEXT, /* & str */
+	"max_claimed" INT, /* i32 */
+	"wanted" INT, /* i32 */
+	"now_ms" bigint /* i64 */
+) RETURNS INT /* Option < i32 > */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_reserve_places_wrapper';
+
+CREATE  FUNCTION raquel_internal."rq_took_places"(
+	"queue" TEXT, /* & str */
+	"reserved" INT, /* i32 */
+	"ids" uuid[], /* Vec < pgrx :: Uuid > */
+	"attempts" INT[] /* Vec < i32 > */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_took_places_wrapper';
+
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+
 -- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
 CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
 	"claims_with_cursors" bigint,  /* i64 */
@@ -365,8 +402,10 @@ DECLARE
     allow    integer;
     live     uuid[];
     bucket   double precision;
+    places   integer;
     shared   integer;
     got      uuid[];
+    got_attempts integer[];
     job      @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
@@ -410,18 +449,32 @@ BEGIN
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
+        places := NULL;
         shared := NULL;
         live := '{}';
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
             now_ms := raquel_internal.rq_now_ms();
-            IF settings.max_claimed IS NULL THEN
-                -- only a rate: its bucket in shared memory, if it has one
-                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                    (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
+            -- the limits' state in shared memory, when the queue has it
+            IF settings.max_claimed IS NOT NULL THEN
+                places := raquel_internal.rq_reserve_places(limited[member], settings.max_claimed, allow, now_ms);
             END IF;
-            IF shared IS NOT NULL THEN
-                allow := shared;
+            IF settings.rate IS NOT NULL AND (settings.max_claimed IS NULL OR places > 0) THEN
+                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                    (extract(epoch FROM settings.per) * 1000)::bigint, coalesce(places, allow), now_ms);
+            END IF;
+            IF (settings.max_claimed IS NULL OR places IS NOT NULL)
+               AND (settings.rate IS NULL OR shared IS NOT NULL OR places = 0) THEN
+                allow := least(coalesce(places, allow), coalesce(shared, allow));
             ELSE
+                -- kept in the queue's row: what was reserved goes back
+                IF places IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    places := NULL;
+                END IF;
+                IF shared IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                    shared := NULL;
+                END IF;
                 PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
                 -- read again by a new statement, which sees what the claims
                 -- that held the lock before committed
@@ -432,29 +485,31 @@ BEGIN
                                   WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
                     allow := least(allow, settings.max_claimed - cardinality(live));
                 END IF;
-                IF settings.rate IS NOT NULL AND allow > 0 THEN
-                    IF settings.max_claimed IS NOT NULL THEN
-                        shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                            (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
-                    END IF;
-                    IF shared IS NOT NULL THEN
-                        allow := shared;
-                    ELSE
-                        bucket := least(settings.rate::double precision,
-                            coalesce(settings.tokens, settings.rate)
-                            + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                              * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                        allow := least(allow, floor(bucket)::integer);
-                    END IF;
+                IF settings.rate IS NOT NULL THEN
+                    bucket := least(settings.rate::double precision,
+                        coalesce(settings.tokens, settings.rate)
+                        + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                          * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                    allow := least(allow, floor(bucket)::integer);
                 END IF;
             END IF;
-            CONTINUE WHEN allow <= 0;
+            IF allow <= 0 THEN
+                IF places > 0 THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                END IF;
+                IF shared > 0 THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                END IF;
+                CONTINUE;
+            END IF;
         END IF;
         got := '{}';
+        got_attempts := '{}';
         FOR job IN
             SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
         LOOP
             got := got || job.id;
+            got_attempts := got_attempts || job.attempts;
             RETURN NEXT job;
         END LOOP;
         IF settings.grouped AND cardinality(got) < allow THEN
@@ -463,14 +518,19 @@ BEGIN
                                                         lease_ms, settings.group_max_claimed)
             LOOP
                 got := got || job.id;
+                got_attempts := got_attempts || job.attempts;
                 RETURN NEXT job;
             END LOOP;
         END IF;
         wanted := wanted - cardinality(got);
+        IF places IS NOT NULL THEN
+            PERFORM raquel_internal.rq_took_places(limited[member], places, got, got_attempts);
+        END IF;
         IF shared IS NOT NULL AND cardinality(got) < shared THEN
             PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
         END IF;
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
+        IF cardinality(got) > 0 AND ((settings.max_claimed IS NOT NULL AND places IS NULL)
+                                     OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
             PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
                 CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
         END IF;

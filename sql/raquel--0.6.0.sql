@@ -11,13 +11,60 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_give_back_tokens
+CREATE  FUNCTION raquel_internal."rq_give_back_tokens"(
+	"queue" TEXT, /* & str */
+	"count" INT /* i32 */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_give_back_tokens_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::claim_slots::rq_reserve_places
+CREATE  FUNCTION raquel_internal."rq_reserve_places"(
+	"queue" TEXT, /* & str */
+	"max_claimed" INT, /* i32 */
+	"wanted" INT, /* i32 */
+	"now_ms" bigint /* i64 */
+) RETURNS INT /* Option < i32 > */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_reserve_places_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -29,6 +76,119 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+CREATE  FUNCTION raquel_internal."rq_due_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_take_tokens
+CREATE  FUNCTION raquel_internal."rq_take_tokens"(
+	"queue" TEXT, /* & str */
+	"rate" INT, /* i32 */
+	"per_ms" bigint, /* i64 */
+	"wanted" INT, /* i32 */
+	"now_ms" bigint /* i64 */
+) RETURNS INT /* Option < i32 > */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_tokens_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -46,38 +206,85 @@ AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_within_ms
-CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
 ) RETURNS void
-VOLATILE PARALLEL SAFE 
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_rate_bucket_counts
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -88,121 +295,6 @@ CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::cursors::rq_cursor_counts
-CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
-	"claims_with_cursors" bigint,  /* i64 */
-	"claims_without_cursors" bigint,  /* i64 */
-	"long_names" bigint,  /* i64 */
-	"too_many_priorities" bigint,  /* i64 */
-	"places_given_up" bigint,  /* i64 */
-	"places" INT,  /* i32 */
-	"max_name_bytes" INT,  /* i32 */
-	"max_priorities" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::cursors::rq_cursor_state
-CREATE  FUNCTION raquel_internal."rq_cursor_state"(
-	"jobs" oid, /* pg_sys :: Oid */
-	"queue" TEXT /* & str */
-) RETURNS TEXT /* & '_ str */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -221,19 +313,245 @@ AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::cursors::rq_cursor_state
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pg_sys :: Oid */
+	"queue" TEXT /* & str */
+) RETURNS TEXT /* & '_ str */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION raquel_internal."rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_within_ms
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queues
+CREATE  FUNCTION raquel_internal."rq_shard_queues"(
+	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
+) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::claim_slots::rq_claim_slot_counts
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::claim_slots::rq_took_places
+CREATE  FUNCTION raquel_internal."rq_took_places"(
+	"queue" TEXT, /* & str */
+	"reserved" INT, /* i32 */
+	"ids" uuid[], /* Vec < pgrx :: Uuid > */
+	"attempts" INT[] /* Vec < i32 > */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_took_places_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -257,96 +575,79 @@ AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+-- raquel::enqueue::rq_job_options
+CREATE  FUNCTION raquel_internal."rq_job_options"(
 	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"max_age" interval, /* Option < Interval > */
+	"max_retry_count" INT, /* Option < i32 > */
+	"min_retry_delay" interval, /* Option < Interval > */
+	"max_retry_delay" interval, /* Option < Interval > */
+	"backoff_base" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"now_ms" bigint,  /* i64 */
+	"due_ms" bigint,  /* i64 */
+	"max_age_ms" bigint,  /* Option < i64 > */
+	"min_retry_delay_ms" bigint,  /* i64 */
+	"max_retry_delay_ms" bigint,  /* i64 */
+	"backoff_base_ms" bigint  /* i64 */
+)
+VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+-- raquel::cursors::rq_cursor_counts
+CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
+	"claims_with_cursors" bigint,  /* i64 */
+	"claims_without_cursors" bigint,  /* i64 */
+	"long_names" bigint,  /* i64 */
+	"too_many_priorities" bigint,  /* i64 */
+	"places_given_up" bigint,  /* i64 */
+	"places" INT,  /* i32 */
+	"max_name_bytes" INT,  /* i32 */
+	"max_priorities" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
-CREATE  FUNCTION raquel_internal."rq_shard_queue"(
-	"id" uuid /* Option < pgrx :: Uuid > */
-) RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::rate_buckets::rq_rate_bucket_counts
-CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"buckets" INT,  /* i32 */
-	"max_buckets" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -362,11 +663,37 @@ AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -593,700 +920,6 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 /* <begin connected objects> */
 -- requires:
 --   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
-
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
-
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
--- rq_expire call them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   limits::rq_default_lease
-
--- Handing jobs to workers. A claim is an attempt and a lease: the job's
--- attempts go up by one, and the job is the worker's until lease_expires_at
--- (then the rescue duty counts the attempt as failed). The attempts value the
--- claim returns is the fencing token for rq_complete / rq_fail.
---
--- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
--- wait up to a day (0: return at once, maybe with nothing), in READ
--- COMMITTED only. Jobs come in claim order: priority (higher first),
--- scheduled time, id.
---
--- Every worker calls this for every job, so it is written in Rust
--- (src/claim.rs): the arguments are checked there, and the claim statement
--- (sql/claim.ready.sql) is prepared once per backend for each queue filter
--- and batch size, each plan walking a ready index in claim order. A waiting
--- claim sleeps on its latch between claims; a commit that enqueues jobs
--- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
--- preloaded library there are no wake-ups, and it looks every 100 ms.
-CREATE FUNCTION rq_claim(
-    queues text[]   DEFAULT NULL,
-    worker text     DEFAULT NULL,
-    batch  integer  DEFAULT 1,
-    lease  interval DEFAULT raquel_internal.rq_default_lease(),
-    wait   interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_c';
-
--- A claim that only locks, for work done inside this transaction
--- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
--- and written nothing; each comes back as a claim would make it (claimed,
--- its attempts + 1 the fencing token, no lease). This transaction finishes
--- them with rq_complete or rq_fail, in one write each; its commit lets go
--- of those it did not finish, and its rollback (a crash) leaves every one
--- ready at once with no attempt counted. With `complete`, each is completed
--- in the same write as it is taken: the transaction's commit is their
--- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
--- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
-CREATE FUNCTION rq_take(
-    queues   text[]   DEFAULT NULL,
-    worker   text     DEFAULT NULL,
-    batch    integer  DEFAULT 1,
-    complete boolean  DEFAULT false,
-    wait     interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_take_c';
-
--- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token, with its result) and claims
--- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call); an
--- id needs its attempt (22004 without). An id that cannot be completed is
--- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
-CREATE FUNCTION rq_complete_and_claim(
-    id      uuid     DEFAULT NULL,
-    attempt integer  DEFAULT NULL,
-    queues  text[]   DEFAULT NULL,
-    worker  text     DEFAULT NULL,
-    batch   integer  DEFAULT 1,
-    lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0',
-    result  jsonb    DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
-
--- A worker's loop in batches: completes the jobs in hand (as
--- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], one for every id) and claims the next `batch` (as rq_claim),
--- in one statement: one round trip and one commit serve a whole batch. NULL
--- or empty ids only claim (the loop's first call). In C (src/claim.rs).
-CREATE FUNCTION rq_complete_batch_and_claim(
-    ids      uuid[]    DEFAULT NULL,
-    attempts integer[] DEFAULT NULL,
-    queues   text[]    DEFAULT NULL,
-    worker   text      DEFAULT NULL,
-    batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0',
-    results  jsonb[]   DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
-
--- The same for a job whose work failed: rq_fail, then rq_claim.
-CREATE FUNCTION rq_fail_and_claim(
-    id          uuid     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
-    error       text     DEFAULT NULL,
-    error_trace text     DEFAULT NULL,
-    queues      text[]   DEFAULT NULL,
-    worker      text     DEFAULT NULL,
-    batch       integer  DEFAULT 1,
-    lease       interval DEFAULT raquel_internal.rq_default_lease(),
-    wait        interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
-
--- A waiting claim holds locks on the jobs table while it sleeps, and DROP
--- EXTENSION would wait behind it for as long as the wait lasts: before any
--- DROP EXTENSION starts, every waiting claim in the database is woken and
--- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
--- no search_path to pin.
-CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_drop_started';
-CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION raquel_internal.rq_drop_started();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
-
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
-
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
-
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
-
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   backoff::rq_backoff
---   errors::rq_raise_cannot
---   errors::rq_refuse
---   limits::rq_check_arrays
---   events::rq_job_ready_in_lane
-
--- Finishing a claimed job. Every verb that acts on a claimed job takes the
--- claim's attempt number as its second argument, the fencing token, and
--- requires it (0.6.0): a worker whose lease ran out and whose job was
--- handed to someone else gets an error instead of acting on the new
--- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
-
--- rq_complete is every job's last call, so it is written in Rust
--- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
--- claimed job, or one this transaction took (src/take.rs), with its result
--- if given (sql/results.sql).
-CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
-
--- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
--- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
--- the attempts that were not handed back. In C (src/finish.rs), one kept
--- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
--- transaction took (src/take.rs).
-CREATE FUNCTION rq_fail(
-    id          uuid,
-    attempt     integer,
-    error       text    DEFAULT NULL,
-    error_trace text    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
--- The same C function by the name raquel's own code calls (rq_rescue):
--- sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
-
--- Completes many claimed (or taken) jobs in one statement. All or nothing:
--- when any id cannot be completed (unknown, not claimed, stale token) the
--- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens (one per id, required) pair with the ids by position,
--- and so do results (null for a job without one). The rows come back in id order (on
--- Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
-
--- What a job's end sets off, for the verbs that end a job whose
--- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/transitions.sql), and a key enqueued with
--- a key_period stays held by it for that long (key_holds, sql/schema.sql).
--- A job of another status is left alone.
-CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    ended record;
-BEGIN
-    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
-    FROM @extschema@.jobs j
-    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    IF raquel_internal.rq_has_children(ended.id) THEN
-        PERFORM raquel_internal.rq_parent_ended(ended.id);
-    END IF;
-    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
-        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
-        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
-        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
-    END IF;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::rate_buckets::rq_take_tokens
-CREATE  FUNCTION raquel_internal."rq_take_tokens"(
-	"queue" TEXT, /* & str */
-	"rate" INT, /* i32 */
-	"per_ms" bigint, /* i64 */
-	"wanted" INT, /* i32 */
-	"now_ms" bigint /* i64 */
-) RETURNS INT /* Option < i32 > */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_tokens_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
 --   events::rq_job_ready_in_lane
 --   errors::rq_refuse
 --   limits::rq_check_arrays
@@ -1399,52 +1032,27 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_due_ms
-CREATE  FUNCTION raquel_internal."rq_due_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
-/* </end connected objects> */
+-- requires:
+--   schema
 
-/* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
 
-/* <begin connected objects> */
--- raquel::enqueue::rq_job_options
-CREATE  FUNCTION raquel_internal."rq_job_options"(
-	"queue" TEXT, /* Option < & str > */
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"max_age" interval, /* Option < Interval > */
-	"max_retry_count" INT, /* Option < i32 > */
-	"min_retry_delay" interval, /* Option < Interval > */
-	"max_retry_delay" interval, /* Option < Interval > */
-	"backoff_base" interval /* Option < Interval > */
-) RETURNS TABLE (
-	"now_ms" bigint,  /* i64 */
-	"due_ms" bigint,  /* i64 */
-	"max_age_ms" bigint,  /* Option < i64 > */
-	"min_retry_delay_ms" bigint,  /* i64 */
-	"max_retry_delay_ms" bigint,  /* i64 */
-	"backoff_base_ms" bigint  /* i64 */
-)
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1959,15 +1567,125 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::rate_buckets::rq_give_back_tokens
-CREATE  FUNCTION raquel_internal."rq_give_back_tokens"(
-	"queue" TEXT, /* & str */
-	"count" INT /* i32 */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_give_back_tokens_wrapper';
+-- requires:
+--   schema
+--   limits::rq_default_lease
+
+-- Handing jobs to workers. A claim is an attempt and a lease: the job's
+-- attempts go up by one, and the job is the worker's until lease_expires_at
+-- (then the rescue duty counts the attempt as failed). The attempts value the
+-- claim returns is the fencing token for rq_complete / rq_fail.
+--
+-- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
+-- wait up to a day (0: return at once, maybe with nothing), in READ
+-- COMMITTED only. Jobs come in claim order: priority (higher first),
+-- scheduled time, id.
+--
+-- Every worker calls this for every job, so it is written in Rust
+-- (src/claim.rs): the arguments are checked there, and the claim statement
+-- (sql/claim.ready.sql) is prepared once per backend for each queue filter
+-- and batch size, each plan walking a ready index in claim order. A waiting
+-- claim sleeps on its latch between claims; a commit that enqueues jobs
+-- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
+-- preloaded library there are no wake-ups, and it looks every 100 ms.
+CREATE FUNCTION rq_claim(
+    queues text[]   DEFAULT NULL,
+    worker text     DEFAULT NULL,
+    batch  integer  DEFAULT 1,
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
+    wait   interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
+-- A worker's loop in one round trip: completes the job in hand (as
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- The same for a job whose work failed: rq_fail, then rq_claim.
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1979,6 +1697,8 @@ AS 'MODULE_PATHNAME', 'rq_give_back_tokens_wrapper';
 --   flow::rq_require_flow_claim
 --   rate_buckets::rq_take_tokens
 --   rate_buckets::rq_give_back_tokens
+--   claim_slots::rq_reserve_places
+--   claim_slots::rq_took_places
 
 -- Flow control inside the claim: paused queues, a queue's concurrency and
 -- rate limits, and fair groups. Every claim through rq_claim obeys them, so
@@ -2252,14 +1972,14 @@ $$;
 -- rq_claim_fair run only inside rq_claim (42501 otherwise).
 --
 -- Each queue with settings is claimed from on its own: a paused one not at
--- all; one with max_claimed under its row's lock (FOR UPDATE, held until
--- the claiming transaction ends; several are locked at once, in name
--- order), which makes its claims one at a time and lets each read how many
--- of the jobs claimed under max_claimed are still claimed. A rate's tokens
--- are in shared memory (src/rate_buckets.rs): claims of a queue with only
--- a rate take them side by side, lock no row and write none; a queue whose
--- bucket cannot be had keeps its tokens in its row, under the row's lock,
--- as one with max_claimed does. The queues
+-- all; a limited one within its limits' state in shared memory: places
+-- reserved under max_claimed (src/claim_slots.rs) and a rate's tokens
+-- (src/rate_buckets.rs), taken side by side, with no row locked or
+-- written. A queue whose state cannot be had there keeps it in its row,
+-- under the row's lock (FOR UPDATE, held until the claiming transaction
+-- ends; several are locked at once, in name order), which makes its claims
+-- one at a time and lets each read how many of the jobs claimed under
+-- max_claimed are still claimed, and the tokens left. The queues
 -- without settings are claimed from together, by the plain claim. The
 -- order in which the queues with settings and the rest take their turn to
 -- fill the batch starts at a random one, so that none of them always goes
@@ -2281,8 +2001,10 @@ DECLARE
     allow    integer;
     live     uuid[];
     bucket   double precision;
+    places   integer;
     shared   integer;
     got      uuid[];
+    got_attempts integer[];
     job      @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
@@ -2326,18 +2048,32 @@ BEGIN
         SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
         CONTINUE WHEN NOT FOUND OR settings.paused;
         allow := wanted;
+        places := NULL;
         shared := NULL;
         live := '{}';
         IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
             now_ms := raquel_internal.rq_now_ms();
-            IF settings.max_claimed IS NULL THEN
-                -- only a rate: its bucket in shared memory, if it has one
-                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                    (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
+            -- the limits' state in shared memory, when the queue has it
+            IF settings.max_claimed IS NOT NULL THEN
+                places := raquel_internal.rq_reserve_places(limited[member], settings.max_claimed, allow, now_ms);
             END IF;
-            IF shared IS NOT NULL THEN
-                allow := shared;
+            IF settings.rate IS NOT NULL AND (settings.max_claimed IS NULL OR places > 0) THEN
+                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
+                    (extract(epoch FROM settings.per) * 1000)::bigint, coalesce(places, allow), now_ms);
+            END IF;
+            IF (settings.max_claimed IS NULL OR places IS NOT NULL)
+               AND (settings.rate IS NULL OR shared IS NOT NULL OR places = 0) THEN
+                allow := least(coalesce(places, allow), coalesce(shared, allow));
             ELSE
+                -- kept in the queue's row: what was reserved goes back
+                IF places IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    places := NULL;
+                END IF;
+                IF shared IS NOT NULL THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                    shared := NULL;
+                END IF;
                 PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
                 -- read again by a new statement, which sees what the claims
                 -- that held the lock before committed
@@ -2348,29 +2084,31 @@ BEGIN
                                   WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
                     allow := least(allow, settings.max_claimed - cardinality(live));
                 END IF;
-                IF settings.rate IS NOT NULL AND allow > 0 THEN
-                    IF settings.max_claimed IS NOT NULL THEN
-                        shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                            (extract(epoch FROM settings.per) * 1000)::bigint, allow, now_ms);
-                    END IF;
-                    IF shared IS NOT NULL THEN
-                        allow := shared;
-                    ELSE
-                        bucket := least(settings.rate::double precision,
-                            coalesce(settings.tokens, settings.rate)
-                            + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                              * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                        allow := least(allow, floor(bucket)::integer);
-                    END IF;
+                IF settings.rate IS NOT NULL THEN
+                    bucket := least(settings.rate::double precision,
+                        coalesce(settings.tokens, settings.rate)
+                        + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
+                          * settings.rate / (extract(epoch FROM settings.per) * 1000));
+                    allow := least(allow, floor(bucket)::integer);
                 END IF;
             END IF;
-            CONTINUE WHEN allow <= 0;
+            IF allow <= 0 THEN
+                IF places > 0 THEN
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                END IF;
+                IF shared > 0 THEN
+                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
+                END IF;
+                CONTINUE;
+            END IF;
         END IF;
         got := '{}';
+        got_attempts := '{}';
         FOR job IN
             SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
         LOOP
             got := got || job.id;
+            got_attempts := got_attempts || job.attempts;
             RETURN NEXT job;
         END LOOP;
         IF settings.grouped AND cardinality(got) < allow THEN
@@ -2379,18 +2117,356 @@ BEGIN
                                                         lease_ms, settings.group_max_claimed)
             LOOP
                 got := got || job.id;
+                got_attempts := got_attempts || job.attempts;
                 RETURN NEXT job;
             END LOOP;
         END IF;
         wanted := wanted - cardinality(got);
+        IF places IS NOT NULL THEN
+            PERFORM raquel_internal.rq_took_places(limited[member], places, got, got_attempts);
+        END IF;
         IF shared IS NOT NULL AND cardinality(got) < shared THEN
             PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
         END IF;
-        IF cardinality(got) > 0 AND (settings.max_claimed IS NOT NULL OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
+        IF cardinality(got) > 0 AND ((settings.max_claimed IS NOT NULL AND places IS NULL)
+                                     OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
             PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
                 CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
         END IF;
     END LOOP;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   flow
+--   distributed
+--   errors::rq_refuse
+
+-- Queues that keep no history. A job of such a queue that succeeds through
+-- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
+-- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
+-- same write instead of being updated to 'success': no new row version, no
+-- index entries, nothing left for the prune duty. The verb still returns the
+-- row as it ended (status 'success'), and the metrics still count it. A job
+-- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
+-- pruned as usual, and so is a job whose end sets something off (jobs waiting
+-- for it with `after`, a key held for a period) until that is done. A job
+-- the Python library finishes with its own UPDATE is kept, too.
+--
+-- Like a pruned job, a deleted one can no longer be named by `after`.
+-- Finishing verbs read the table (src/history.rs keeps a copy per backend,
+-- dropped when it changes); not on Citus (0A000).
+CREATE TABLE queues_without_history (
+    queue text NOT NULL,
+    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
+);
+
+COMMENT ON TABLE queues_without_history IS
+    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
+
+SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
+
+-- Every backend's copy is dropped when a change commits (as for
+-- queue_limits, sql/flow.sql).
+CREATE TRIGGER queues_without_history_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON queues_without_history
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- Whether `queue` keeps its succeeded jobs (keep, the default for every
+-- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
+-- the caller's rights: INSERT and DELETE on queues_without_history.
+CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    IF keep IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
+    END IF;
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
+    IF keep THEN
+        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
+    ELSE
+        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
+        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    END IF;
+    RETURN keep;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   backoff::rq_backoff
+--   errors::rq_raise_cannot
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   events::rq_job_ready_in_lane
+
+-- Finishing a claimed job. Every verb that acts on a claimed job takes the
+-- claim's attempt number as its second argument, the fencing token, and
+-- requires it (0.6.0): a worker whose lease ran out and whose job was
+-- handed to someone else gets an error instead of acting on the new
+-- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
+-- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
+
+-- rq_complete is every job's last call, so it is written in Rust
+-- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
+-- claimed job, or one this transaction took (src/take.rs), with its result
+-- if given (sql/results.sql).
+CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+
+-- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
+-- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
+-- the attempts that were not handed back. In C (src/finish.rs), one kept
+-- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
+-- transaction took (src/take.rs).
+CREATE FUNCTION rq_fail(
+    id          uuid,
+    attempt     integer,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+-- The same C function by the name raquel's own code calls (rq_rescue):
+-- sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- Completes many claimed (or taken) jobs in one statement. All or nothing:
+-- when any id cannot be completed (unknown, not claimed, stale token) the
+-- call raises the error rq_complete would have raised for it, and nothing
+-- changes. Tokens (one per id, required) pair with the ids by position,
+-- and so do results (null for a job without one). The rows come back in id order (on
+-- Citus, queue by queue). In C (src/finish.rs).
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+
+-- What a job's end sets off, for the verbs that end a job whose
+-- rq_has_children or key_period says there is something: the jobs waiting for
+-- it are released or cancelled (sql/transitions.sql), and a key enqueued with
+-- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- A job of another status is left alone.
+CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
 END
 $$;
 /* </end connected objects> */
@@ -3034,6 +3110,63 @@ AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;
 
 /* <begin connected objects> */
 -- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
 --   steps
 --   transitions
 --   events::rq_job_ready_in_lane
@@ -3539,184 +3672,6 @@ $$;
 /* <begin connected objects> */
 -- requires:
 --   schema
---   flow
---   waits
---   clock::rq_ms_to_timestamptz
---   clock::rq_ms_to_interval
-
--- Looking at the queue from psql. These read the whole table (they are for
--- people, not for the hot path); times come out as timestamptz and
--- durations as intervals.
-
--- One row per queue: how many jobs in each status, how many are ready now,
--- how long the oldest ready job has been waiting, and the queue's flow
--- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
--- Then how many of its jobs are parked for an event (sql/waits.sql), and
--- last how the claim cursors keep it (src/cursors.rs rq_cursor_state: 'in
--- use', or why its claims walk from the start).
-CREATE FUNCTION rq_stats()
-RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
-               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
-               ready bigint, oldest_ready_age interval,
-               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
-               waiting_for_event bigint, cursors text)
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH counts AS (
-        SELECT j.queue,
-               count(*) AS total,
-               count(*) FILTER (WHERE j.status = 'queued') AS queued,
-               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
-               count(*) FILTER (WHERE j.status = 'success') AS success,
-               count(*) FILTER (WHERE j.status = 'failed') AS failed,
-               count(*) FILTER (WHERE j.status = 'expired') AS expired,
-               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
-               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
-               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
-               count(*) FILTER (WHERE r.ready) AS ready,
-               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
-        FROM @extschema@.jobs j
-        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
-        CROSS JOIN LATERAL (
-            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
-                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
-        ) r
-        GROUP BY j.queue, clock.ms
-    )
-    SELECT coalesce(c.queue, l.queue),
-           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
-           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
-           coalesce(c.blocked, 0),
-           coalesce(c.ready, 0), c.oldest_ready_age,
-           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
-           coalesce(w.waiting, 0),
-           raquel_internal.rq_cursor_state('@extschema@.jobs'::regclass::oid, coalesce(c.queue, l.queue))
-    FROM counts c
-    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
-    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
-    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
-    ORDER BY 1
-$$;
-
--- The queues that have jobs, by name.
-CREATE FUNCTION rq_queues() RETURNS SETOF text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
-$$;
-
--- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
--- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
--- (sql/distributed.sql).
-CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT count(*) FROM @extschema@.jobs j
-            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
-              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
-END
-$$;
-
--- The jobs table as a person reads it: instants as timestamptz, durations as
--- intervals. The columns keep the table's names. The conversions are calls
--- of the extension's own functions on the column's exact type: an
--- expression in a view is resolved once, when the install script creates
--- it, and arithmetic such as `bigint / numeric` would have picked an
--- operator some role had planted on the search_path, to run whenever anyone
--- reads the view.
-CREATE VIEW rq_jobs AS
-SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
-       j.payload, j.error, j.claimed_by,
-       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
-       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
-       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
-       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
-       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
-       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
-       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
-       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
-       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
-       j.error_trace, j.result
-FROM jobs j;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   flow
---   distributed
---   errors::rq_refuse
-
--- Queues that keep no history. A job of such a queue that succeeds through
--- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
--- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
--- same write instead of being updated to 'success': no new row version, no
--- index entries, nothing left for the prune duty. The verb still returns the
--- row as it ended (status 'success'), and the metrics still count it. A job
--- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
--- pruned as usual, and so is a job whose end sets something off (jobs waiting
--- for it with `after`, a key held for a period) until that is done. A job
--- the Python library finishes with its own UPDATE is kept, too.
---
--- Like a pruned job, a deleted one can no longer be named by `after`.
--- Finishing verbs read the table (src/history.rs keeps a copy per backend,
--- dropped when it changes); not on Citus (0A000).
-CREATE TABLE queues_without_history (
-    queue text NOT NULL,
-    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
-);
-
-COMMENT ON TABLE queues_without_history IS
-    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
-
-SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
-
--- Every backend's copy is dropped when a change commits (as for
--- queue_limits, sql/flow.sql).
-CREATE TRIGGER queues_without_history_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-    ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- Whether `queue` keeps its succeeded jobs (keep, the default for every
--- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
--- the caller's rights: INSERT and DELETE on queues_without_history.
-CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    IF keep IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
-    END IF;
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
-    IF keep THEN
-        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
-    ELSE
-        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
-        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
-    END IF;
-    RETURN keep;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
 --   clock::rq_ms_to_timestamptz
 --   errors::rq_refuse
 --   metrics::rq_take_metrics
@@ -4169,6 +4124,159 @@ $$;
 
 /* <begin connected objects> */
 -- requires:
+--   schema
+
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
+
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
+
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   flow
+--   waits
+--   clock::rq_ms_to_timestamptz
+--   clock::rq_ms_to_interval
+
+-- Looking at the queue from psql. These read the whole table (they are for
+-- people, not for the hot path); times come out as timestamptz and
+-- durations as intervals.
+
+-- One row per queue: how many jobs in each status, how many are ready now,
+-- how long the oldest ready job has been waiting, and the queue's flow
+-- settings (sql/flow.sql); a queue with settings and no jobs has a row too.
+-- Then how many of its jobs are parked for an event (sql/waits.sql), and
+-- last how the claim cursors keep it (src/cursors.rs rq_cursor_state: 'in
+-- use', or why its claims walk from the start).
+CREATE FUNCTION rq_stats()
+RETURNS TABLE (queue text, total bigint, queued bigint, claimed bigint, success bigint,
+               failed bigint, expired bigint, exhausted bigint, cancelled bigint, blocked bigint,
+               ready bigint, oldest_ready_age interval,
+               paused boolean, max_claimed integer, rate integer, per interval, group_max_claimed integer,
+               waiting_for_event bigint, cursors text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) AS total,
+               count(*) FILTER (WHERE j.status = 'queued') AS queued,
+               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+               count(*) FILTER (WHERE j.status = 'success') AS success,
+               count(*) FILTER (WHERE j.status = 'failed') AS failed,
+               count(*) FILTER (WHERE j.status = 'expired') AS expired,
+               count(*) FILTER (WHERE j.status = 'exhausted') AS exhausted,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
+               count(*) FILTER (WHERE r.ready) AS ready,
+               (clock.ms - min(j.scheduled_at) FILTER (WHERE r.ready)) * interval '1 millisecond' AS oldest_ready_age
+        FROM @extschema@.jobs j
+        CROSS JOIN (SELECT raquel_internal.rq_now_ms() AS ms) clock
+        CROSS JOIN LATERAL (
+            SELECT j.status IN ('queued', 'failed') AND j.scheduled_at <= clock.ms
+                   AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > clock.ms) AS ready
+        ) r
+        GROUP BY j.queue, clock.ms
+    )
+    SELECT coalesce(c.queue, l.queue),
+           coalesce(c.total, 0), coalesce(c.queued, 0), coalesce(c.claimed, 0), coalesce(c.success, 0),
+           coalesce(c.failed, 0), coalesce(c.expired, 0), coalesce(c.exhausted, 0), coalesce(c.cancelled, 0),
+           coalesce(c.blocked, 0),
+           coalesce(c.ready, 0), c.oldest_ready_age,
+           coalesce(l.paused, false), l.max_claimed, l.rate, l.per, l.group_max_claimed,
+           coalesce(w.waiting, 0),
+           raquel_internal.rq_cursor_state('@extschema@.jobs'::regclass::oid, coalesce(c.queue, l.queue))
+    FROM counts c
+    FULL JOIN @extschema@.queue_limits l ON l.queue = c.queue
+    -- the jobs parked for an event (sql/waits.sql), by the queue they keep
+    LEFT JOIN raquel_internal.rq_waiting_by_queue() w ON w.queue = coalesce(c.queue, l.queue)
+    ORDER BY 1
+$$;
+
+-- The queues that have jobs, by name.
+CREATE FUNCTION rq_queues() RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
+$$;
+
+-- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
+-- (sql/distributed.sql).
+CREATE FUNCTION rq_count(queue text DEFAULT NULL, statuses text[] DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.jobs j
+            WHERE (rq_count.queue IS NULL OR j.queue = rq_count.queue)
+              AND (rq_count.statuses IS NULL OR j.status = ANY (rq_count.statuses)));
+END
+$$;
+
+-- The jobs table as a person reads it: instants as timestamptz, durations as
+-- intervals. The columns keep the table's names. The conversions are calls
+-- of the extension's own functions on the column's exact type: an
+-- expression in a view is resolved once, when the install script creates
+-- it, and arithmetic such as `bigint / numeric` would have picked an
+-- operator some role had planted on the search_path, to run whenever anyone
+-- reads the view.
+CREATE VIEW rq_jobs AS
+SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_count,
+       j.payload, j.error, j.claimed_by,
+       raquel_internal.rq_ms_to_timestamptz(j.enqueued_at)      AS enqueued_at,
+       raquel_internal.rq_ms_to_timestamptz(j.scheduled_at)     AS scheduled_at,
+       raquel_internal.rq_ms_to_timestamptz(j.claimed_at)       AS claimed_at,
+       raquel_internal.rq_ms_to_timestamptz(j.lease_expires_at) AS lease_expires_at,
+       raquel_internal.rq_ms_to_timestamptz(j.finished_at)      AS finished_at,
+       raquel_internal.rq_ms_to_interval(j.max_age)                  AS max_age,
+       raquel_internal.rq_ms_to_interval(j.min_retry_delay::bigint)  AS min_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.max_retry_delay::bigint)  AS max_retry_delay,
+       raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
+       j.error_trace, j.result
+FROM jobs j;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
 --   enqueue
 --   claim
 --   transitions
@@ -4415,45 +4523,6 @@ BEGIN
     END LOOP;
 END
 $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
-CREATE  FUNCTION raquel_internal."rq_shard_queues"(
-	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
-) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

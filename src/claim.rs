@@ -28,6 +28,7 @@ use crate::flow::{self, ClaimFlow};
 use crate::durations::interval_ms_within;
 use crate::errors::Refusal;
 use crate::limits::{self, MAX_WAIT_MS};
+use crate::claim_slots;
 use crate::rate_buckets;
 use crate::statements::{self, Shape, Statement, nullable_arg};
 use crate::transitions;
@@ -180,19 +181,8 @@ impl Claim {
     fn run(&mut self, now_ms: i64, undo_if_none: bool) -> u64 {
         self.direct = None;
         let Some(flow) = &self.flow else { return self.run_ready(now_ms) };
-        if let Some(only) = &flow.only_a_rate {
-            let (queue, rate, per_ms) = (only.queue.clone(), only.rate, only.per_ms);
-            let table = crate::privileges::jobs_of(self.function);
-            // (None: the queue has no bucket; its row keeps its tokens)
-            if let Some(allowed) = rate_buckets::take(table, &queue, rate, per_ms, self.batch, now_ms) {
-                if allowed == 0 {
-                    return 0;
-                }
-                let batch = self.batch;
-                self.batch = allowed;
-                let claimed = self.run_ready(now_ms);
-                self.batch = batch;
-                rate_buckets::give_back(table, &queue, allowed - claimed as i32);
+        if let Some(one) = flow.one_queue.clone() {
+            if let Some(claimed) = self.run_limited(&one, now_ms) {
                 return claimed;
             }
         }
@@ -209,6 +199,65 @@ impl Claim {
         let _inside = flow::InsideFlowClaim::enter();
         let run = || statements::run(self.function, &statement, &args);
         if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
+    }
+
+    /// The claim of one queue with limits and no other setting: places
+    /// reserved under its max_claimed (src/claim_slots.rs), tokens taken
+    /// from its rate's bucket (src/rate_buckets.rs), as many jobs claimed by
+    /// the plain claim, and what was not used given back. None, having
+    /// claimed nothing and kept nothing, when the queue's limits are kept in
+    /// its row (no slot or no bucket for it): rq_claim_flow serves it.
+    fn run_limited(&mut self, one: &flow::OneQueue, now_ms: i64) -> Option<u64> {
+        let places = match one.max_claimed {
+            Some(max) => Some(claim_slots::reserve(self.function, &one.queue, max, self.batch, now_ms)?),
+            None => None,
+        };
+        let mut allowed = places.as_ref().map_or(self.batch, |p| p.count);
+        let mut tokens = None;
+        if let (Some((rate, per_ms)), true) = (one.rate, allowed > 0) {
+            let table = crate::privileges::jobs_of(self.function);
+            match rate_buckets::take(table, &one.queue, rate, per_ms, allowed, now_ms) {
+                Some(took) => (allowed, tokens) = (took, Some((table, took))),
+                None => {
+                    if let Some(places) = &places {
+                        claim_slots::took(places, &[]);
+                    }
+                    return None;
+                }
+            }
+        }
+        let claimed = if allowed > 0 {
+            let batch = self.batch;
+            self.batch = allowed;
+            let claimed = self.run_ready(now_ms);
+            self.batch = batch;
+            claimed
+        } else {
+            0
+        };
+        if let Some((table, took)) = tokens {
+            rate_buckets::give_back(table, &one.queue, took - claimed as i32);
+        }
+        if let Some(places) = &places {
+            claim_slots::took(places, &self.claimed_jobs());
+        }
+        Some(claimed)
+    }
+
+    /// The id and attempt of each job the last attempt claimed.
+    fn claimed_jobs(&self) -> Vec<(pgrx::Uuid, i32)> {
+        if let Some(jobs) = &self.direct {
+            return jobs.iter().map(|job| (job.id, job.attempt)).collect();
+        }
+        let mut jobs = Vec::new();
+        let mut each = |row: &mut statements::Row| {
+            if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
+                jobs.push((id, attempt));
+            }
+        };
+        // SAFETY: connected; the last SPI result is the claim's rows.
+        unsafe { statements::each_row(&mut each) };
+        jobs
     }
 
     /// Which of the statements' shapes: the queue filter, whether the

@@ -9,9 +9,10 @@
 //! at commit, the way PostgreSQL invalidates its own caches: the table's
 //! statement trigger sends a relcache invalidation for the table, and the
 //! callback registered here drops the copy. The state a limit keeps is not
-//! in the copy: a rate's tokens are in shared memory (src/rate_buckets.rs),
-//! the jobs claimed under max_claimed in the queue's row, read under its
-//! lock (rq_claim_flow).
+//! in the copy but in shared memory: the places claimed under max_claimed
+//! (src/claim_slots.rs) and a rate's tokens (src/rate_buckets.rs); a queue
+//! that cannot have them there keeps them in its row, read under its lock
+//! (rq_claim_flow).
 
 use crate::errors::Refusal;
 use crate::invalidation;
@@ -39,6 +40,10 @@ pub struct Settings {
     pub paused: bool,
     /// Its rate: so many claims (.0) every so many ms (.1).
     pub rate: Option<(i32, i64)>,
+    /// Its max_claimed.
+    pub max_claimed: Option<i32>,
+    /// It has a group_max_claimed.
+    pub group_limited: bool,
 }
 
 thread_local! {
@@ -77,7 +82,8 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
         statements::fill(
             "SELECT l.queue, l.max_claimed IS NOT NULL OR l.group_max_claimed IS NOT NULL,
                     (extract(epoch FROM l.per) * 1000 / l.rate)::bigint, l.grouped,
-                    l.paused, l.rate, (extract(epoch FROM l.per) * 1000)::bigint
+                    l.paused, l.rate, (extract(epoch FROM l.per) * 1000)::bigint,
+                    l.max_claimed, l.group_max_claimed IS NOT NULL
              FROM @queue_limits@ l",
             &[("@queue_limits@", &table_name)],
         )
@@ -86,8 +92,8 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
     let rows = statements::run_once(&statement, &[]);
     let mut settings = HashMap::with_capacity(rows as usize);
     for row in 0..rows as usize {
-        // SAFETY: the query returned `rows` rows of these seven columns.
-        let (queue, counts_claims, token_every_ms, grouped, paused, rate, per_ms) = unsafe {
+        // SAFETY: the query returned `rows` rows of these nine columns.
+        let (queue, counts_claims, token_every_ms, grouped, paused, rate, per_ms, max_claimed, group_limited) = unsafe {
             (
                 statements::value::<String>(row, 1).unwrap_or_default(),
                 statements::value::<bool>(row, 2).unwrap_or(false),
@@ -96,10 +102,13 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
                 statements::value::<bool>(row, 5).unwrap_or(false),
                 statements::value::<i32>(row, 6),
                 statements::value::<i64>(row, 7),
+                statements::value::<i32>(row, 8),
+                statements::value::<bool>(row, 9).unwrap_or(false),
             )
         };
         let rate = rate.zip(per_ms).map(|(rate, per_ms)| (rate, per_ms.max(1)));
-        settings.insert(queue, Settings { counts_claims, token_every_ms: token_every_ms.map(|ms| ms.max(1)), grouped, paused, rate });
+        let token_every_ms = token_every_ms.map(|ms| ms.max(1));
+        settings.insert(queue, Settings { counts_claims, token_every_ms, grouped, paused, rate, max_claimed, group_limited });
     }
     statements::free_result();
     (table, settings)
@@ -116,7 +125,7 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         if settings.is_empty() {
             return None;
         }
-        let mut flow = ClaimFlow { poll_ms: None, only_a_rate: None };
+        let mut flow = ClaimFlow { poll_ms: None, one_queue: None };
         let mut any = false;
         let mut consider = |s: &Settings| {
             any = true;
@@ -136,8 +145,8 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         }
         if let Some([Some(queue)]) = queues {
             let s = settings.get(queue.as_ref());
-            if let Some(&Settings { rate: Some((rate, per_ms)), paused: false, counts_claims: false, grouped: false, .. }) = s {
-                flow.only_a_rate = Some(OnlyARate { queue: queue.as_ref().to_owned(), rate, per_ms });
+            if let Some(&Settings { rate, max_claimed, paused: false, grouped: false, group_limited: false, .. }) = s {
+                flow.one_queue = Some(OneQueue { queue: queue.as_ref().to_owned(), rate, max_claimed });
             }
         }
         any.then_some(flow)
@@ -153,16 +162,20 @@ const LOOK_AGAIN_MS: i64 = 1000;
 
 pub struct ClaimFlow {
     pub poll_ms: Option<i64>,
-    /// A claim of one queue whose one setting is a rate: it takes its
-    /// tokens from the queue's bucket (src/rate_buckets.rs) and claims as
-    /// the plain claim does (src/claim.rs), with no statement of flow's.
-    pub only_a_rate: Option<OnlyARate>,
+    /// A claim of one queue whose settings are limits (not paused, not
+    /// grouped, no group_max_claimed): it reserves places under its
+    /// max_claimed (src/claim_slots.rs) and takes tokens of its rate
+    /// (src/rate_buckets.rs), then claims as the plain claim does
+    /// (src/claim.rs), with no statement of flow's.
+    pub one_queue: Option<OneQueue>,
 }
 
-pub struct OnlyARate {
+#[derive(Clone)]
+pub struct OneQueue {
     pub queue: String,
-    pub rate: i32,
-    pub per_ms: i64,
+    /// so many claims (.0) every so many ms (.1)
+    pub rate: Option<(i32, i64)>,
+    pub max_claimed: Option<i32>,
 }
 
 /// Whether any queue limits claims: only then must a finish look at its

@@ -31,6 +31,7 @@ macro_rules! function_info_v1 {
 
 mod backoff;
 mod claim;
+mod claim_slots;
 mod clock;
 mod cursors;
 mod compat_0_1;
@@ -135,7 +136,9 @@ extension_sql_file!(
         flow::rq_wake_claims,
         flow::rq_require_flow_claim,
         rate_buckets::rq_take_tokens,
-        rate_buckets::rq_give_back_tokens
+        rate_buckets::rq_give_back_tokens,
+        claim_slots::rq_reserve_places,
+        claim_slots::rq_took_places
     ]
 );
 extension_sql_file!(
@@ -257,6 +260,7 @@ pub extern "C-unwind" fn _PG_init() {
         deadlines::init();
         cursors::init();
         rate_buckets::init();
+        claim_slots::init();
         metrics::init();
         PRELOADED.store(true, Ordering::Relaxed);
     }

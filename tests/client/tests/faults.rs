@@ -7,6 +7,9 @@
 //! workers reconnect and carry on, the background worker rescues the leases
 //! that dead workers left, and in the end every job is `success`, its inside
 //! work committed exactly once and its outside work done at least once.
+//! Queue `q` has `max_claimed` (`MAX_CLAIMED`, below the workers), kept in
+//! shared memory (src/claim_slots.rs) and read again from the table after
+//! each crash: sampled every 10 ms, its claimed jobs never pass it.
 //!
 //! `RAQUEL_FAULT_MODE=long` runs more of everything (see `Plan`);
 //! `RAQUEL_FAULT_SEED` repeats a run's choices; `RAQUEL_FAULT_KEEP=1` keeps
@@ -24,6 +27,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 const PORT: u16 = 25410;
+/// Queue `q`'s max_claimed: below the workers, so that the limit holds
+/// claims back through the faults.
+const MAX_CLAIMED: i64 = 4;
 const DB: &str = "rq_faults";
 /// Longer than the workers' 2-second lease plus a round of the background
 /// worker, so that a paused worker's job is rescued and goes to another.
@@ -211,7 +217,12 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     let cluster = Cluster::create("faults", PORT, &[("raquel.worker_interval", "200ms")]);
     cluster.start();
     cluster.connect("postgres").unwrap().batch_execute(&format!("CREATE DATABASE {DB}")).unwrap();
-    cluster.connect(DB).unwrap().batch_execute(&format!("CREATE EXTENSION raquel; {DONE_INSIDE}")).unwrap();
+    cluster
+        .connect(DB)
+        .unwrap()
+        .batch_execute(&format!("CREATE EXTENSION raquel; {DONE_INSIDE}; SELECT rq_set_limits('q', max_claimed => {MAX_CLAIMED})"))
+        .unwrap();
+    let sampler = ClaimedSampler::start(cluster.dsn(DB));
 
     let load_limit = Duration::from_secs_f64(plan.seconds * 2.0 + 60.0);
     let worker_seconds = (load_limit + plan.drain_limit).as_secs() + 30;
@@ -258,6 +269,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     enqueue_one_stale(&cluster.dsn(DB), &mut produced, Instant::now() + Duration::from_secs(20));
     let late_job_done = wait_for_drain(&cluster.dsn(DB), plan.drain_limit).is_some();
     workers.stop();
+    let (samples, most_claimed) = sampler.stop();
     let events = Events::read(&events_dir);
     let mut client = cluster.checked_connection(DB);
     let reckoning = reckon(&mut client, &produced.confirmed, &events);
@@ -300,7 +312,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     summary(&format!(
         "faults ({} mode, seed {seed}): {} jobs; kills: {} worker SIGKILL, {} worker SIGSTOP, {} pg_terminate_backend, \
          {} backend SIGKILL, {} stop -m immediate; outside work repeated {}x, inside duplicates {}, {} fenced ({} knowingly stale); {} rescued; \
-         drained {} after the last enqueue; {:.0} s in all",
+         drained {} after the last enqueue; max_claimed {MAX_CLAIMED}: at most {most_claimed} claimed in {samples} samples; {:.0} s in all",
         mode.name(),
         reckoning.jobs,
         injected.worker_kills,
@@ -317,6 +329,8 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
         began.elapsed().as_secs_f64()
     ));
 
+    assert!(samples > 100, "the claimed jobs were sampled ({samples} samples)");
+    assert!(most_claimed <= MAX_CLAIMED, "{most_claimed} of q's jobs claimed at once, max_claimed {MAX_CLAIMED}");
     assert_eq!(produced.given_up, 0, "every batch was enqueued in time");
     assert!(drained_in.is_some(), "the queue drained within {:?}: {:?}", plan.drain_limit, reckoning.not_success);
     assert!(late_job_done, "the late worker's job after the faults was done: {:?}", reckoning.not_success);
@@ -333,4 +347,45 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     check_every_index(&mut cluster.connect(DB).unwrap());
     let crashes = crashes_in_log(&log);
     assert!(crashes.is_empty(), "server processes crashed by themselves: {crashes:?}");
+}
+
+/// Samples, every 10 ms on a connection of its own (made again after a
+/// crash or a stop), how many of queue q's jobs are claimed.
+struct ClaimedSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<(usize, i64)>,
+}
+
+impl ClaimedSampler {
+    fn start(dsn: String) -> ClaimedSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let (mut samples, mut most) = (0, 0);
+            let mut client = None;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if client.is_none() {
+                    client = postgres::Client::connect(&dsn, postgres::NoTls).ok();
+                }
+                if let Some(c) = client.as_mut() {
+                    match c.query_one("SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 'claimed'", &[]) {
+                        Ok(row) => {
+                            samples += 1;
+                            most = most.max(row.get::<_, i64>(0));
+                        }
+                        Err(_) => client = None,
+                    }
+                }
+                sleep(Duration::from_millis(10));
+            }
+            (samples, most)
+        });
+        ClaimedSampler { stop, handle }
+    }
+
+    /// The samples taken, and the most claimed at once.
+    fn stop(self) -> (usize, i64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.join().expect("the sampler panicked")
+    }
 }

@@ -517,6 +517,53 @@ fn a_rates_tokens_lock_no_row_and_are_each_databases_own() {
     assert!(shared >= 4, "{shared} claims took tokens from a bucket");
 }
 
+/// The places claimed under max_claimed are in shared memory
+/// (src/claim_slots.rs): a claim of such a queue locks no row of
+/// queue_limits, so a session holding that row does not hold it up; a claim
+/// that rolls back, and a job finished by a plain UPDATE (as the Python
+/// library finishes one), free their places; jobs claimed by a plain UPDATE
+/// take places within a second (the list is read again from the table); two
+/// databases with a queue of the same name each have their own places.
+#[test]
+fn max_claimed_places_lock_no_row_and_follow_the_table() {
+    let dbs = [fresh_db("rq_it_places_a"), fresh_db("rq_it_places_b")];
+    for db in &dbs {
+        let mut c = connect(db);
+        c.batch_execute("SELECT rq_set_limits('q', max_claimed => 2)").unwrap();
+        enqueue(&mut c, "q", 10);
+    }
+    let claim = |c: &mut Client| -> Vec<String> {
+        c.query("SELECT id::text FROM rq_claim(ARRAY['q'], batch => 10)", &[]).unwrap().iter().map(|r| r.get(0)).collect()
+    };
+    let mut a = connect(&dbs[0]);
+    let mut holder = connect(&dbs[0]);
+    holder.batch_execute("BEGIN; SELECT * FROM queue_limits WHERE queue = 'q' FOR UPDATE").unwrap();
+    a.batch_execute("SET lock_timeout = '5s'; BEGIN; SELECT * FROM rq_claim(ARRAY['q'], batch => 2); ROLLBACK").unwrap();
+    let first = claim(&mut a);
+    assert_eq!(first.len(), 2, "the places of the claim rolled back are free");
+    assert_eq!(claim(&mut a).len(), 0, "the queue is full");
+    holder.batch_execute("ROLLBACK").unwrap();
+    let mut b = connect(&dbs[1]);
+    assert_eq!(claim(&mut b).len(), 2, "the other database's queue has its own places");
+    a.execute("UPDATE jobs SET status = 'success', finished_at = rq_now_ms() WHERE id = $1::text::uuid", &[&first[0]])
+        .unwrap();
+    let second = claim(&mut a);
+    assert_eq!(second.len(), 1, "the job finished by a plain UPDATE freed its place");
+    a.execute("SELECT rq_complete(id, attempts) FROM jobs WHERE id = ANY ($1::text[]::uuid[])", &[&vec![first[1].clone(), second[0].clone()]])
+        .unwrap();
+    a.batch_execute(
+        "UPDATE jobs SET status = 'claimed', attempts = attempts + 1, claimed_at = rq_now_ms(), \
+         lease_expires_at = rq_now_ms() + 60000 \
+         WHERE id IN (SELECT id FROM jobs WHERE queue = 'q' AND status = 'queued' LIMIT 2)",
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(1100));
+    assert_eq!(claim(&mut a).len(), 0, "the two claimed by a plain UPDATE hold the places");
+    assert_eq!(count(&mut a, "queue = 'q' AND status = 'claimed'"), 2);
+    let shared: i64 = a.query_one("SELECT claims_shared FROM raquel_internal.rq_claim_slot_counts()", &[]).unwrap().get(0);
+    assert!(shared >= 5, "{shared} claims reserved places in a slot");
+}
+
 #[test]
 fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     // 0.4.0 let any role that may claim call rq_claim_ready, the plain claim
@@ -547,6 +594,8 @@ fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
         "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['rated'])",
         "SELECT raquel_internal.rq_give_back_tokens('rated', 1000000)",
         "SELECT raquel_internal.rq_take_tokens('rated', 1000000, 1, 1, rq_now_ms())",
+        "SELECT raquel_internal.rq_took_places('rated', 1000, '{}', '{}')",
+        "SELECT raquel_internal.rq_reserve_places('rated', 1, 1, rq_now_ms())",
     ] {
         assert_eq!(sqlstate(worker.batch_execute(bypass)), "42501", "{bypass}");
     }

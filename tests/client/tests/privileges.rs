@@ -214,6 +214,11 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_take_tokens(text,int,bigint,int,bigint)", No, No,  No,  "SELECT raquel_internal.rq_take_tokens('m', 10, 1000, 1, 0)"),
     ("raquel_internal.rq_give_back_tokens(text,int)",             No,  No,  No,  "SELECT raquel_internal.rq_give_back_tokens('m', 1)"),
     ("raquel_internal.rq_rate_bucket_counts()",                   Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_rate_bucket_counts()"),
+    // the places claimed under max_claimed (src/claim_slots.rs): reserved
+    // and named only inside rq_claim's flow claim; their counts
+    ("raquel_internal.rq_reserve_places(text,int,int,bigint)",    No,  No,  No,  "SELECT raquel_internal.rq_reserve_places('m', 10, 1, 0)"),
+    ("raquel_internal.rq_took_places(text,int,uuid[],int[])",     No,  No,  No,  "SELECT raquel_internal.rq_took_places('m', 1, '{}', '{}')"),
+    ("raquel_internal.rq_claim_slot_counts()",                    Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_claim_slot_counts()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),

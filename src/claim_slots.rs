@@ -1,0 +1,580 @@
+//! The jobs claimed under each queue's `max_claimed`, in shared memory, so
+//! that claims of a queue with a concurrency limit take their places side
+//! by side instead of one after another under the queue's row lock, and
+//! write no row for them (issue 35).
+//!
+//! A queue's slot lists what holds a place: each job claimed (its id and
+//! attempt) with the transaction that claimed it, and the places a claim
+//! under way has reserved (no job yet). A claim reserves up to what the
+//! limit leaves, claims, then names the jobs it got and gives back the rest
+//! (`reserve`, `took`), under one lock held for microseconds. Nothing is
+//! written when a job ends: a place is known to be free when its job is no
+//! longer claimed with that attempt, which a claim that finds the queue
+//! full looks up (one statement, a probe per place), before it decides:
+//!
+//! - a place of a transaction still in progress (this one too) is held;
+//! - otherwise, in REPEATABLE READ or SERIALIZABLE, a place of a
+//!   transaction this snapshot does not see is held;
+//! - otherwise it is held while its job is claimed with that attempt: a
+//!   claim that rolled back, a job ended (by raquel's verbs, the Python
+//!   library or a hand-written UPDATE), rescued, slept or deleted frees it.
+//!
+//! So the list can only hold too much, never too little: the limit is never
+//! passed. What the list misses is what was claimed outside raquel's verbs,
+//! or before the server started (the list is empty then): the claimed jobs
+//! of the queue are read again into the list when the slot is made and
+//! every `REFRESH_MS` after (a statement, by the claim that finds it due).
+//! A queue whose slot cannot be had (`max_claimed` above `PLACES`, a name
+//! longer than `NAME_BYTES`, every slot in use, a claim in REPEATABLE READ
+//! or SERIALIZABLE on a slot not yet made, or a server without raquel
+//! preloaded) keeps its claimed jobs in its `queue_limits` row, under the
+//! row's lock, as before; such claims are counted
+//! (`raquel_internal.rq_claim_slot_counts()`). Slots are never given back.
+
+use crate::flow;
+use crate::statements::{self, Shape, Statement};
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+/// How many queues' slots the server keeps.
+const SLOTS: usize = 256;
+/// The most places a slot has: the highest max_claimed served here.
+pub const PLACES: usize = 256;
+/// The longest queue name with a slot, in bytes.
+const NAME_BYTES: usize = 64;
+/// How often a slot's list is read again from the table.
+const REFRESH_MS: i64 = 1000;
+
+/// One place held: a job claimed with `attempt` by the transaction `xid`,
+/// or (id all zero) a place a claim under way reserved. A job read from the
+/// table holds its place with FrozenTransactionId (committed).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Place {
+    id: [u8; 16],
+    attempt: i32,
+    xid: pg_sys::TransactionId,
+}
+
+const RESERVED: [u8; 16] = [0; 16];
+
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Unused = 0,
+    /// Its list is being read from the table by the transaction `builder`.
+    Building = 1,
+    Ready = 2,
+}
+
+#[repr(C)]
+struct Slot {
+    state: State,
+    builder: pg_sys::TransactionId,
+    database: pg_sys::Oid,
+    table: pg_sys::Oid,
+    name_len: u8,
+    name: [u8; NAME_BYTES],
+    /// When the list was last read from the table (ms).
+    refreshed_at: i64,
+    len: u32,
+    places: [Place; PLACES],
+}
+
+impl Slot {
+    fn is(&self, database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> bool {
+        self.state != State::Unused
+            && self.database == database
+            && self.table == table
+            && &self.name[..self.name_len as usize] == queue
+    }
+
+    fn held(&self) -> &[Place] {
+        &self.places[..self.len as usize]
+    }
+
+    fn push(&mut self, place: Place) -> bool {
+        if (self.len as usize) < PLACES {
+            self.places[self.len as usize] = place;
+            self.len += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Drops the places in `free` (found free by `free_places`).
+    fn free(&mut self, free: &[Place]) {
+        let mut kept = 0;
+        for i in 0..self.len as usize {
+            let place = self.places[i];
+            if !free.contains(&place) {
+                self.places[kept] = place;
+                kept += 1;
+            }
+        }
+        self.len = kept as u32;
+    }
+
+    /// Names the jobs a claim of the transaction `xid` got in places it
+    /// reserved, and gives back the places it reserved and did not use
+    /// (`reserved` of them).
+    fn took(&mut self, xid: pg_sys::TransactionId, reserved: usize, jobs: &[([u8; 16], i32)]) {
+        let mut left = reserved;
+        let mut jobs = jobs.iter();
+        let mut kept = 0;
+        for i in 0..self.len as usize {
+            let mut place = self.places[i];
+            if left > 0 && place.xid == xid && place.id == RESERVED {
+                left -= 1;
+                match jobs.next() {
+                    Some(&(id, attempt)) => (place.id, place.attempt) = (id, attempt),
+                    None => continue,
+                }
+            }
+            self.places[kept] = place;
+            kept += 1;
+        }
+        self.len = kept as u32;
+    }
+}
+
+static REGION: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
+static LOCK: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
+const LOCKS: &std::ffi::CStr = c"raquel_claim_slots";
+const REGION_NAME: &std::ffi::CStr = c"raquel claim slots";
+static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+#[pg_guard]
+unsafe extern "C-unwind" fn request_memory() {
+    // SAFETY: the postmaster calls its hooks one at a time.
+    unsafe {
+        if let Some(previous) = PREV_REQUEST {
+            previous();
+        }
+        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Slot>() * SLOTS);
+        pg_sys::RequestNamedLWLockTranche(LOCKS.as_ptr(), 1);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn attach_memory() {
+    // SAFETY: the postmaster calls its hooks one at a time; the region and
+    // the lock were requested by request_memory, and AddinShmemInitLock
+    // (MainLWLockArray[21]) keeps two processes from laying it out at once.
+    unsafe {
+        if let Some(previous) = PREV_STARTUP {
+            previous();
+        }
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), std::mem::size_of::<Slot>() * SLOTS, &mut found).cast::<Slot>();
+        if !found {
+            // every slot unused (State::Unused is 0), every list empty
+            std::ptr::write_bytes(region, 0, SLOTS);
+        }
+        REGION.store(region, Ordering::Relaxed);
+        LOCK.store(pg_sys::GetNamedLWLockTranche(LOCKS.as_ptr()), Ordering::Relaxed);
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+/// The slots, locked exclusively until the guard goes (no statement runs
+/// under it).
+struct Locked {
+    slots: &'static mut [Slot],
+    lock: *mut pg_sys::LWLock,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // An ERROR unwinding through here has reset InterruptHoldoffCount,
+        // and the abort releases every LWLock (src/cursors.rs says more).
+        // SAFETY: the lock was acquired by locked().
+        unsafe {
+            if pg_sys::InterruptHoldoffCount > 0 {
+                pg_sys::LWLockRelease(self.lock);
+            }
+        }
+    }
+}
+
+fn lock_slots() -> Option<Locked> {
+    let region = REGION.load(Ordering::Relaxed);
+    if region.is_null() {
+        return None;
+    }
+    // SAFETY: the region holds SLOTS slots and the tranche one lock, both
+    // set up by attach_memory; the lock makes this backend the only one
+    // using the slots while the guard lives.
+    unsafe {
+        let lock = &raw mut (*LOCK.load(Ordering::Relaxed)).lock;
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        Some(Locked { slots: std::slice::from_raw_parts_mut(region, SLOTS), lock })
+    }
+}
+
+/// The first of the probes of (database, table, queue) that holds its slot
+/// or is unused.
+fn slot_of(slots: &[Slot], database: pg_sys::Oid, table: pg_sys::Oid, queue: &[u8]) -> Option<usize> {
+    // the same in every backend: DefaultHasher::new() has fixed keys
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (database.to_u32(), table.to_u32(), queue).hash(&mut hasher);
+    let start = (hasher.finish() % SLOTS as u64) as usize;
+    (0..SLOTS).map(|step| (start + step) % SLOTS).find(|&i| slots[i].state == State::Unused || slots[i].is(database, table, queue))
+}
+
+/// How claims went, since the server started.
+#[derive(Default)]
+struct Counts {
+    /// Claims that reserved places in a slot.
+    shared: AtomicU64,
+    /// Claims that counted their queue's claimed jobs in its row instead.
+    from_rows: AtomicU64,
+    /// Lists read from the table.
+    refreshes: AtomicU64,
+    /// Looks at whether the places of a full queue were free.
+    checks: AtomicU64,
+}
+
+// SAFETY: atomics only.
+unsafe impl PGRXSharedMemory for Counts {}
+
+// SAFETY: the name is unique to this value, and init() sets it up.
+static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_claim_slot_counts") };
+
+/// Called from `_PG_init` while the server preloads the library.
+pub fn init() {
+    // SAFETY: _PG_init runs once, in the postmaster, before any hook is
+    // called; each hook calls the one it replaced.
+    unsafe {
+        PREV_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request_memory);
+        PREV_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(attach_memory);
+    }
+    pg_shmem_init!(COUNTS);
+}
+
+fn count(which: impl FnOnce(&Counts) -> &AtomicU64) {
+    which(COUNTS.get()).fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether the caller's transaction reads with one snapshot throughout.
+fn one_snapshot() -> bool {
+    // SAFETY: a backend global; REPEATABLE READ is 2, SERIALIZABLE 3.
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+/// The claimed jobs of `queue` in the jobs table of `function`, as this
+/// statement's snapshot sees them. Connected to SPI.
+fn claimed_in_table(function: pg_sys::Oid, queue: &str) -> Vec<Place> {
+    let text = || {
+        statements::fill(
+            "SELECT j.id, j.attempts FROM @jobs@ j WHERE j.queue = $1 AND j.status = 'claimed'",
+            &[("@jobs@", &statements::in_schema_of(function, "jobs"))],
+        )
+    };
+    let statement = Statement { shape: Shape { name: "claimed_of_queue", variant: 0 }, text: &text, types: &[pg_sys::TEXTOID] };
+    statements::run(function, &statement, &[queue.into_datum()]);
+    count(|c| &c.refreshes);
+    rows(pg_sys::FrozenTransactionId)
+}
+
+/// The (id, attempts) rows of the last statement, as places of `xid`.
+fn rows(xid: pg_sys::TransactionId) -> Vec<Place> {
+    let mut places = Vec::new();
+    let mut each = |row: &mut statements::Row| {
+        if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
+            places.push(Place { id: *id.as_bytes(), attempt, xid });
+        }
+    };
+    // SAFETY: connected; the last SPI result is the statement's rows.
+    unsafe { statements::each_row(&mut each) };
+    statements::free_result();
+    places
+}
+
+/// Which of `places` are free (the module's comment says how). Connected to
+/// SPI; runs one statement when any place's job must be looked up.
+fn free_places(function: pg_sys::Oid, places: &[Place]) -> Vec<Place> {
+    let mut free = Vec::new();
+    let mut look_up = Vec::new();
+    // SAFETY: the transaction's own snapshot (REPEATABLE READ and
+    // SERIALIZABLE), valid for the transaction.
+    let snapshot = if one_snapshot() { unsafe { pg_sys::GetTransactionSnapshot() } } else { std::ptr::null_mut() };
+    for place in places {
+        // SAFETY: xid checks against the proc array and the snapshot.
+        let held = unsafe {
+            place.xid != pg_sys::FrozenTransactionId
+                && (pg_sys::TransactionIdIsCurrentTransactionId(place.xid)
+                    || pg_sys::TransactionIdIsInProgress(place.xid)
+                    || (!snapshot.is_null() && pg_sys::XidInMVCCSnapshot(place.xid, snapshot)))
+        };
+        if held {
+            continue;
+        }
+        if place.id == RESERVED {
+            // a claim that ended without naming its jobs (an error)
+            free.push(*place);
+        } else {
+            look_up.push(*place);
+        }
+    }
+    if look_up.is_empty() {
+        return free;
+    }
+    count(|c| &c.checks);
+    let text = || {
+        statements::fill(
+            "SELECT j.id, j.attempts FROM @jobs@ j WHERE j.id = ANY ($1) AND j.status = 'claimed'",
+            &[("@jobs@", &statements::in_schema_of(function, "jobs"))],
+        )
+    };
+    let statement = Statement { shape: Shape { name: "still_claimed", variant: 0 }, text: &text, types: &[pg_sys::UUIDARRAYOID] };
+    let ids: Vec<pgrx::Uuid> = look_up.iter().map(|p| pgrx::Uuid::from_bytes(p.id)).collect();
+    statements::run(function, &statement, &[ids.into_datum()]);
+    let claimed = rows(pg_sys::InvalidTransactionId);
+    free.extend(look_up.into_iter().filter(|p| !claimed.iter().any(|c| c.id == p.id && c.attempt == p.attempt)));
+    free
+}
+
+/// Places reserved in a queue's slot by `reserve`, to be named by `took`.
+pub struct Reserved {
+    slot: usize,
+    xid: pg_sys::TransactionId,
+    pub count: i32,
+}
+
+/// Reserves up to `wanted` places of `queue` (of the jobs table of
+/// `function`) under its limit `max_claimed`. None when the queue has no
+/// slot (its row keeps its claimed jobs). Connected to SPI; may run
+/// statements (none when the queue is not full and its list is fresh).
+pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
+    let name = queue.as_bytes();
+    if max_claimed as usize > PLACES || name.len() > NAME_BYTES || REGION.load(Ordering::Relaxed).is_null() {
+        count(|c| &c.from_rows);
+        return None;
+    }
+    let table = crate::privileges::jobs_of(function);
+    // SAFETY: backend globals, set once connected; the claim writes rows, so
+    // its transaction needs an id anyway.
+    let (database, xid) = unsafe { (pg_sys::MyDatabaseId, pg_sys::GetTopTransactionId()) };
+    let mut checked = false;
+    loop {
+        let locked = lock_slots()?;
+        let Some(i) = slot_of(locked.slots, database, table, name) else {
+            drop(locked);
+            count(|c| &c.from_rows);
+            return None;
+        };
+        let slot = &mut locked.slots[i];
+        // SAFETY: the builder is a transaction id.
+        let builder_gone = slot.state == State::Building && !unsafe { pg_sys::TransactionIdIsInProgress(slot.builder) };
+        if slot.state == State::Unused || builder_gone || (slot.state == State::Ready && now_ms - slot.refreshed_at >= REFRESH_MS) {
+            if slot.state != State::Ready && one_snapshot() {
+                // an old snapshot would miss claims committed since: the row
+                drop(locked);
+                count(|c| &c.from_rows);
+                return None;
+            }
+            let first = slot.state != State::Ready;
+            if first {
+                slot.database = database;
+                slot.table = table;
+                slot.name_len = name.len() as u8;
+                slot.name[..name.len()].copy_from_slice(name);
+                slot.len = 0;
+                slot.state = State::Building;
+                slot.builder = xid;
+            }
+            // (a Ready list keeps serving while it is read again)
+            slot.refreshed_at = now_ms;
+            drop(locked);
+            let claimed = claimed_in_table(function, queue);
+            let locked = lock_slots()?;
+            let slot = &mut locked.slots[i];
+            for place in claimed {
+                // (more claimed than a slot holds, the limit lowered or
+                // claims outside raquel: the list stays full, and admits
+                // nothing until places are free)
+                if !slot.held().iter().any(|p| p.id == place.id && p.attempt == place.attempt) && !slot.push(place) {
+                    break;
+                }
+            }
+            if first {
+                slot.state = State::Ready;
+            }
+            continue;
+        }
+        if slot.state == State::Building {
+            // another claim reads the list: wait for it
+            drop(locked);
+            // SAFETY: a plain sleep, then the usual interrupt check.
+            unsafe {
+                pg_sys::pg_usleep(1000);
+                pgrx::check_for_interrupts!();
+            }
+            continue;
+        }
+        let room = max_claimed - slot.len as i32;
+        if room < wanted && !checked && slot.len > 0 {
+            // full: look up which places are free, then decide again
+            let places = slot.held().to_vec();
+            drop(locked);
+            let free = free_places(function, &places);
+            let locked = lock_slots()?;
+            locked.slots[i].free(&free);
+            checked = true;
+            continue;
+        }
+        let count_reserved = room.clamp(0, wanted.max(0));
+        if count_reserved == 0 && checked && !slot.held().iter().any(|p| p.xid == xid) {
+            // Full, and this transaction holds no place: when a place is
+            // held by a transaction still in progress (one that claims and
+            // completes in one transaction), wait for it to end, as a claim
+            // waited on the queue's row lock before, and look again. (One
+            // that holds a place never waits: two claims could wait for
+            // each other.)
+            let holders: Vec<pg_sys::TransactionId> =
+                slot.held().iter().map(|p| p.xid).filter(|&x| x != pg_sys::FrozenTransactionId).collect();
+            drop(locked);
+            // SAFETY: proc array lookups, and a wait on a transaction's lock
+            // as PostgreSQL waits for a row's locker (the deadlock detector
+            // watches it; an interrupt ends it).
+            if let Some(&holder) = holders.iter().find(|&&x| unsafe { pg_sys::TransactionIdIsInProgress(x) }) {
+                unsafe { pg_sys::XactLockTableWait(holder, std::ptr::null_mut(), std::ptr::null_mut(), pg_sys::XLTW_Oper::XLTW_None) };
+                checked = false;
+                continue;
+            }
+            count(|c| &c.shared);
+            return Some(Reserved { slot: i, xid, count: 0 });
+        }
+        for _ in 0..count_reserved {
+            slot.push(Place { id: RESERVED, attempt: 0, xid });
+        }
+        drop(locked);
+        count(|c| &c.shared);
+        return Some(Reserved { slot: i, xid, count: count_reserved });
+    }
+}
+
+/// The claim that reserved `reserved` got `jobs` (id, attempt): they hold
+/// its places, and the places it did not use are given back.
+pub fn took(reserved: &Reserved, jobs: &[(pgrx::Uuid, i32)]) {
+    let Some(locked) = lock_slots() else { return };
+    let jobs: Vec<([u8; 16], i32)> = jobs.iter().map(|(id, attempt)| (*id.as_bytes(), *attempt)).collect();
+    locked.slots[reserved.slot].took(reserved.xid, reserved.count as usize, &jobs);
+}
+
+/// rq_claim_flow's places (sql/flow.sql): reserves up to `wanted` under
+/// `max_claimed`; how many, or NULL when the queue has no slot. Only inside
+/// rq_claim's flow claim (42501 otherwise).
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_reserve_places(queue: &str, max_claimed: i32, wanted: i32, now_ms: i64, fcinfo: pg_sys::FunctionCallInfo) -> Option<i32> {
+    flow::require_flow_claim("rq_reserve_places");
+    // SAFETY: fcinfo is this call's own.
+    let function = unsafe { statements::called_function(fcinfo) };
+    statements::connect();
+    let reserved = reserve(function, queue, max_claimed, wanted, now_ms);
+    statements::finish();
+    reserved.map(|r| r.count)
+}
+
+/// rq_claim_flow's claim of `queue` got `ids` with `attempts` in the
+/// `reserved` places it reserved last: they hold them, and the rest are
+/// given back. Only inside rq_claim's flow claim (42501 otherwise).
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Vec<i32>, fcinfo: pg_sys::FunctionCallInfo) {
+    flow::require_flow_claim("rq_took_places");
+    // SAFETY: fcinfo is this call's own; backend globals.
+    let (function, database, xid) = unsafe { (statements::called_function(fcinfo), pg_sys::MyDatabaseId, pg_sys::GetTopTransactionId()) };
+    let table = crate::privileges::jobs_of(function);
+    let Some(locked) = lock_slots() else { return };
+    let Some(slot) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) else {
+        return;
+    };
+    drop(locked);
+    let jobs: Vec<(pgrx::Uuid, i32)> = ids.into_iter().zip(attempts).collect();
+    took(&Reserved { slot, xid, count: reserved }, &jobs);
+}
+
+/// How the claims of queues with max_claimed kept count since the server
+/// started: in a slot in shared memory, or in the queue's row (max_claimed
+/// above 256, a name longer than 64 bytes, every one of the 256 slots in
+/// use, a first claim in REPEATABLE READ); the lists read from the table
+/// and the looks at a full queue's places; the slots in use.
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_claim_slot_counts() -> TableIterator<
+    'static,
+    (
+        name!(claims_shared, i64),
+        name!(claims_from_rows, i64),
+        name!(refreshes, i64),
+        name!(checks, i64),
+        name!(slots, i32),
+        name!(max_slots, i32),
+    ),
+> {
+    let counts = COUNTS.get();
+    let big = |n: &AtomicU64| i64::try_from(n.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    let in_use = lock_slots().map_or(0, |locked| locked.slots.iter().filter(|s| s.state != State::Unused).count() as i32);
+    TableIterator::once((big(&counts.shared), big(&counts.from_rows), big(&counts.refreshes), big(&counts.checks), in_use, SLOTS as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot() -> Box<Slot> {
+        // SAFETY: every field of a Slot is valid as zero bytes (State::Unused).
+        unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    fn job(n: u8, xid: u32) -> Place {
+        Place { id: [n; 16], attempt: 1, xid: pg_sys::TransactionId::from_inner(xid) }
+    }
+
+    fn reserved(xid: u32) -> Place {
+        Place { id: RESERVED, attempt: 0, xid: pg_sys::TransactionId::from_inner(xid) }
+    }
+
+    #[test]
+    fn a_claim_names_its_jobs_and_gives_back_the_rest() {
+        let mut s = slot();
+        s.push(job(1, 7));
+        for _ in 0..3 {
+            s.push(reserved(9));
+        }
+        s.push(reserved(8));
+        s.took(pg_sys::TransactionId::from_inner(9), 3, &[([2; 16], 4)]);
+        assert_eq!(s.held(), &[job(1, 7), Place { id: [2; 16], attempt: 4, xid: pg_sys::TransactionId::from_inner(9) }, reserved(8)]);
+    }
+
+    #[test]
+    fn freed_places_go_and_the_others_stay_in_order() {
+        let mut s = slot();
+        for n in 1..=4 {
+            s.push(job(n, 5));
+        }
+        s.free(&[job(2, 5), job(4, 5), job(9, 5)]);
+        assert_eq!(s.held(), &[job(1, 5), job(3, 5)]);
+    }
+
+    #[test]
+    fn a_full_slot_takes_no_more() {
+        let mut s = slot();
+        for _ in 0..PLACES {
+            assert!(s.push(job(1, 1)));
+        }
+        assert!(!s.push(job(2, 1)));
+    }
+}
+
