@@ -245,6 +245,12 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
 
+CREATE  FUNCTION raquel_internal."rq_limits_in_shared_memory"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_limits_in_shared_memory_wrapper';
+
 -- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
 CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
 	"claims_with_cursors" bigint,  /* i64 */
@@ -428,11 +434,18 @@ BEGIN
         others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
                         WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
     END IF;
-    -- A claim on several limited queues locks their rows up front, in name
-    -- order: two such claims never wait for each other in a circle, however
-    -- their turns below are ordered.
+    -- A claim on several limited queues whose state is kept in their rows
+    -- (a server without raquel preloaded, or limits shared memory cannot
+    -- hold: src/claim_slots.rs) locks those rows up front, in name order: two
+    -- such claims never wait for each other in a circle, however their turns
+    -- below are ordered. (A queue that finds shared memory full at its turn
+    -- locks its row then; the deadlock detector ends a circle there.)
     IF cardinality(limited) > 1 THEN
-        PERFORM FROM raquel_internal.rq_flow_lock(limited);
+        PERFORM FROM raquel_internal.rq_flow_lock(ARRAY(
+            SELECT l.queue FROM @extschema@.queue_limits l
+            WHERE l.queue = ANY (limited)
+              AND (NOT raquel_internal.rq_limits_in_shared_memory()
+                   OR l.max_claimed > 256 OR octet_length(l.queue) > 64)));
     END IF;
     first := floor(random() * (cardinality(limited) + 1))::integer;
     FOR turn IN 0 .. cardinality(limited) LOOP

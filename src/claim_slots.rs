@@ -356,6 +356,7 @@ pub struct Reserved {
 /// statements (none when the queue is not full and its list is fresh).
 pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
     let name = queue.as_bytes();
+    // (the same bounds as rq_claim_flow's up-front row locks, sql/flow.sql)
     if max_claimed as usize > PLACES || name.len() > NAME_BYTES || REGION.load(Ordering::Relaxed).is_null() {
         count(|c| &c.from_rows);
         return None;
@@ -433,15 +434,18 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
             continue;
         }
         let count_reserved = room.clamp(0, wanted.max(0));
-        if count_reserved == 0 && checked && !slot.held().iter().any(|p| p.xid == xid) {
-            // Full, and this transaction holds no place: when a place is
-            // held by a transaction still in progress (one that claims and
-            // completes in one transaction), wait for it to end, as a claim
-            // waited on the queue's row lock before, and look again. (One
-            // that holds a place never waits: two claims could wait for
-            // each other.)
+        if count_reserved == 0
+            && checked
+            && !locked.slots.iter().any(|s| s.state != State::Unused && s.held().iter().any(|p| p.xid == xid))
+        {
+            // Full, and this transaction holds no place of any queue: when
+            // a place is held by a transaction still in progress (one that
+            // claims and completes in one transaction), wait for it to end,
+            // as a claim waited on the queue's row lock before, and look
+            // again. (One that holds a place never waits: two claims could
+            // wait for each other.)
             let holders: Vec<pg_sys::TransactionId> =
-                slot.held().iter().map(|p| p.xid).filter(|&x| x != pg_sys::FrozenTransactionId).collect();
+                locked.slots[i].held().iter().map(|p| p.xid).filter(|&x| x != pg_sys::FrozenTransactionId).collect();
             drop(locked);
             // SAFETY: proc array lookups, and a wait on a transaction's lock
             // as PostgreSQL waits for a row's locker (the deadlock detector
@@ -454,6 +458,7 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
             count(|c| &c.shared);
             return Some(Reserved { slot: i, xid, count: 0 });
         }
+        let slot = &mut locked.slots[i];
         for _ in 0..count_reserved {
             slot.push(Place { id: RESERVED, attempt: 0, xid });
         }
@@ -503,6 +508,15 @@ fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Ve
     drop(locked);
     let jobs: Vec<(pgrx::Uuid, i32)> = ids.into_iter().zip(attempts).collect();
     took(&Reserved { slot, xid, count: reserved }, &jobs);
+}
+
+/// Whether this server keeps the limits' state in shared memory (it
+/// preloaded raquel): rq_claim_flow's up-front row locks are for the queues
+/// that keep it in their rows.
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_limits_in_shared_memory() -> bool {
+    !REGION.load(Ordering::Relaxed).is_null() && crate::rate_buckets::in_shared_memory()
 }
 
 /// How the claims of queues with max_claimed kept count since the server

@@ -138,7 +138,8 @@ extension_sql_file!(
         rate_buckets::rq_take_tokens,
         rate_buckets::rq_give_back_tokens,
         claim_slots::rq_reserve_places,
-        claim_slots::rq_took_places
+        claim_slots::rq_took_places,
+        claim_slots::rq_limits_in_shared_memory
     ]
 );
 extension_sql_file!(

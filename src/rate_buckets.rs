@@ -135,6 +135,11 @@ impl Drop for Locked {
     }
 }
 
+/// Whether the buckets exist: the server preloaded raquel.
+pub fn in_shared_memory() -> bool {
+    !REGION.load(Ordering::Relaxed).is_null()
+}
+
 /// The buckets, locked; None in a server that did not preload raquel.
 fn locked() -> Option<Locked> {
     let region = REGION.load(Ordering::Relaxed);

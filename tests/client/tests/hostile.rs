@@ -1760,6 +1760,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_reserve_places", "SELECT raquel_internal.rq_reserve_places('hq', 10, 1, 0)", "42501"),
         ("rq_took_places", "SELECT raquel_internal.rq_took_places('hq', 1, '{}', '{}')", "42501"),
         ("rq_claim_slot_counts", "SELECT * FROM raquel_internal.rq_claim_slot_counts()", "00000"),
+        ("rq_limits_in_shared_memory", "SELECT raquel_internal.rq_limits_in_shared_memory()", "00000"),
         ("rq_cursor_counts", "SELECT * FROM raquel_internal.rq_cursor_counts()", "00000"),
         ("rq_cursor_state", "SELECT raquel_internal.rq_cursor_state('jobs'::regclass::oid, 'q')", "00000"),
         ("rq_next_duty_ms", "SELECT raquel_internal.rq_next_duty_ms('1 day')", "00000"),

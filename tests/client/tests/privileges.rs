@@ -219,6 +219,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_reserve_places(text,int,int,bigint)",    No,  No,  No,  "SELECT raquel_internal.rq_reserve_places('m', 10, 1, 0)"),
     ("raquel_internal.rq_took_places(text,int,uuid[],int[])",     No,  No,  No,  "SELECT raquel_internal.rq_took_places('m', 1, '{}', '{}')"),
     ("raquel_internal.rq_claim_slot_counts()",                    Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_claim_slot_counts()"),
+    ("raquel_internal.rq_limits_in_shared_memory()",              Yes, Yes, Yes, "SELECT raquel_internal.rq_limits_in_shared_memory()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),
