@@ -64,7 +64,8 @@ const RESERVED: [u8; 16] = [0; 16];
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
     Unused = 0,
-    /// Its list is being read from the table by the transaction `builder`.
+    /// Its list is being read from the table by the (sub)transaction
+    /// `builder`.
     Building = 1,
     Ready = 2,
 }
@@ -391,7 +392,11 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
                 slot.name[..name.len()].copy_from_slice(name);
                 slot.len = 0;
                 slot.state = State::Building;
-                slot.builder = xid;
+                // the (sub)transaction that reads: if it fails (an error,
+                // or a savepoint rolled back around it), it is no longer in
+                // progress, and the next claim reads the list again
+                // SAFETY: assigns this subtransaction an id if it has none.
+                slot.builder = unsafe { pg_sys::GetCurrentTransactionId() };
             }
             // (a Ready list keeps serving while it is read again)
             slot.refreshed_at = now_ms;
