@@ -7,10 +7,12 @@
 //! attempt) with the transaction that claimed it, and the places a claim
 //! under way has reserved (no job yet). A claim reserves up to what the
 //! limit leaves, claims, then names the jobs it got and gives back the rest
-//! (`reserve`, `took`), under one lock held for microseconds. Nothing is
-//! written when a job ends: a place is known to be free when its job is no
-//! longer claimed with that attempt, which a claim that finds the queue
-//! full looks up (one statement, a probe per place), before it decides:
+//! (`reserve`, `took`), under one lock held for microseconds. A job ended
+//! through raquel's verbs gives its place back when its transaction
+//! commits (`job_ended`, from src/ended.rs); that only saves a look-up. A
+//! place is known to be free when its job is no longer claimed with that
+//! attempt, which a claim that finds the queue full looks up (one
+//! statement, a probe per place), before it decides:
 //!
 //! - a place of a transaction still in progress (this one too) is held;
 //! - otherwise, in REPEATABLE READ or SERIALIZABLE, a place of a
@@ -455,7 +457,13 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
             // SAFETY: proc array lookups, and a wait on a transaction's lock
             // as PostgreSQL waits for a row's locker (the deadlock detector
             // watches it; an interrupt ends it).
-            if let Some(&holder) = holders.iter().find(|&&x| unsafe { pg_sys::TransactionIdIsInProgress(x) }) {
+            // (the waiters spread over the holders, by process id: all on
+            // one would all wake for the one place its end frees)
+            let in_progress: Vec<pg_sys::TransactionId> =
+                holders.into_iter().filter(|&x| unsafe { pg_sys::TransactionIdIsInProgress(x) }).collect();
+            // SAFETY: a backend global.
+            let mine = unsafe { pg_sys::MyProcPid } as usize;
+            if let Some(&holder) = in_progress.get(mine % in_progress.len().max(1)) {
                 unsafe { pg_sys::XactLockTableWait(holder, std::ptr::null_mut(), std::ptr::null_mut(), pg_sys::XLTW_Oper::XLTW_None) };
                 checked = false;
                 continue;
@@ -479,6 +487,69 @@ pub fn took(reserved: &Reserved, jobs: &[(pgrx::Uuid, i32)]) {
     let Some(locked) = lock_slots() else { return };
     let jobs: Vec<([u8; 16], i32)> = jobs.iter().map(|(id, attempt)| (*id.as_bytes(), *attempt)).collect();
     locked.slots[reserved.slot].took(reserved.xid, reserved.count as usize, &jobs);
+}
+
+thread_local! {
+    /// The jobs this transaction ended that may hold a place: (jobs table,
+    /// queue, id, the subtransaction that ended it). Their places are
+    /// given back when it commits, so that the next claim need not look
+    /// them up.
+    static ENDED: std::cell::RefCell<Vec<(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransactionId)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    /// This transaction's callbacks for ENDED are registered.
+    static ENDED_CALLBACKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A claimed job of `queue` (in the jobs table `table`) ended in this
+/// transaction, through raquel's verbs (src/ended.rs): if the transaction
+/// commits, its place is given back then (if the job holds the only place
+/// of its id: a place it may still hold under another attempt is left to
+/// the next look-up). A place freed this way is one a look-up would free;
+/// this only saves the look-up.
+pub fn job_ended(table: pg_sys::Oid, queue: &str, id: &pgrx::Uuid) {
+    if REGION.load(Ordering::Relaxed).is_null() {
+        return;
+    }
+    // SAFETY: a backend global of the transaction in progress.
+    let subtransaction = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    ENDED.with_borrow_mut(|ended| ended.push((table, queue.to_owned(), *id.as_bytes(), subtransaction)));
+    if !ENDED_CALLBACKS.replace(true) {
+        // After the commit is visible to everyone, where nothing may fail:
+        // shared memory only. A savepoint rolled back forgets what ended
+        // since it (its subtransaction and those inside it have later ids).
+        pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, || {
+            let ended = ENDED.with_borrow_mut(std::mem::take);
+            ENDED_CALLBACKS.set(false);
+            give_back_places(&ended);
+        });
+        pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Abort, || {
+            ENDED.with_borrow_mut(Vec::clear);
+            ENDED_CALLBACKS.set(false);
+        });
+        pgrx::register_subxact_callback(pgrx::PgSubXactCallbackEvent::AbortSub, |aborted, _| {
+            ENDED.with_borrow_mut(|ended| ended.retain(|e| e.3 < aborted));
+        });
+    }
+}
+
+fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransactionId)]) {
+    if ended.is_empty() {
+        return;
+    }
+    let Some(locked) = lock_slots() else { return };
+    // SAFETY: a backend global, set once connected.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    for (table, queue, id, _) in ended {
+        let Some(i) = slot_of(locked.slots, database, *table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready)
+        else {
+            continue;
+        };
+        let slot = &mut locked.slots[i];
+        let mut of_id = slot.held().iter().filter(|p| p.id == *id);
+        if let (Some(&place), None) = (of_id.next(), of_id.next()) {
+            slot.free(&[place]);
+        }
+    }
 }
 
 /// rq_claim_flow's places (sql/flow.sql): reserves up to `wanted` under

@@ -89,6 +89,9 @@ pub fn jobs_ended(function: pg_sys::Oid, frees_slots: bool, jobs: &[Ended]) {
             metrics::note(&job.queue, event, job.run_ms);
         }
         if job.was_claimed && frees_slots {
+            // (its place given back at commit before a waiting claim wakes,
+            // when this is the first to register a commit callback)
+            crate::claim_slots::job_ended(privileges::jobs_of(function), &job.queue, &job.id);
             flow::claim_ended(&job.queue);
         }
         waiters::note_ended(&job.id);

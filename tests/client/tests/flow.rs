@@ -564,6 +564,36 @@ fn max_claimed_places_lock_no_row_and_follow_the_table() {
     assert!(shared >= 5, "{shared} claims reserved places in a slot");
 }
 
+/// A job ended through raquel's verbs gives its place back when its
+/// transaction commits (src/claim_slots.rs job_ended); an end rolled back,
+/// to a savepoint or with its transaction, gives nothing back: the job is
+/// still claimed, and the queue stays full.
+#[test]
+fn an_end_rolled_back_keeps_its_place() {
+    let db = fresh_db("rq_it_places_end");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 1)").unwrap();
+    enqueue(&mut c, "q", 5);
+    let claim = |c: &mut Client| -> Vec<(String, i32)> {
+        c.query("SELECT id::text, attempts FROM rq_claim(ARRAY['q'], batch => 5)", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let first = claim(&mut c);
+    assert_eq!(first.len(), 1);
+    let complete = format!("SELECT rq_complete('{}', {})", first[0].0, first[0].1);
+    c.batch_execute(&format!("BEGIN; SAVEPOINT s; {complete}; ROLLBACK TO s; COMMIT")).unwrap();
+    assert_eq!(claim(&mut c).len(), 0, "the end rolled back to a savepoint gave its place back");
+    c.batch_execute(&format!("BEGIN; {complete}; ROLLBACK")).unwrap();
+    assert_eq!(claim(&mut c).len(), 0, "the end rolled back gave its place back");
+    c.batch_execute(&format!("BEGIN; SAVEPOINT s; {complete}; RELEASE s; COMMIT")).unwrap();
+    let second = claim(&mut c);
+    assert_eq!(second.len(), 1, "the end committed gave its place back");
+    assert_eq!(count(&mut c, "queue = 'q' AND status = 'claimed'"), 1);
+}
+
 #[test]
 fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     // 0.4.0 let any role that may claim call rq_claim_ready, the plain claim
