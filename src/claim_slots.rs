@@ -577,13 +577,11 @@ fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Ve
     // SAFETY: fcinfo is this call's own; backend globals.
     let (function, database, xid) = unsafe { (statements::called_function(fcinfo), pg_sys::MyDatabaseId, pg_sys::GetTopTransactionId()) };
     let table = crate::privileges::jobs_of(function);
+    let jobs: Vec<([u8; 16], i32)> = ids.iter().map(|id| *id.as_bytes()).zip(attempts).collect();
     let Some(locked) = lock_slots() else { return };
-    let Some(slot) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) else {
-        return;
-    };
-    drop(locked);
-    let jobs: Vec<(pgrx::Uuid, i32)> = ids.into_iter().zip(attempts).collect();
-    took(&Reserved { slot, xid, count: reserved }, &jobs);
+    if let Some(i) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) {
+        locked.slots[i].took(xid, reserved.max(0) as usize, &jobs);
+    }
 }
 
 /// Whether this server keeps the limits' state in shared memory (it
