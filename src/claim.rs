@@ -13,12 +13,17 @@
 //! it (src/waiters.rs), the next job scheduled for later is due
 //! (sql/claim.next_due.sql), or the wait ends.
 //!
-//! A claim whose queues have flow control (a row in queue_limits: paused,
-//! limited or grouped; src/flow.rs) runs rq_claim_flow (sql/flow.sql)
-//! instead, which obeys the settings and calls rq_claim_ready, the plain
-//! claim, for what they allow. A waiting claim makes each such attempt in a
-//! subtransaction and undoes one that claimed nothing, so that it sleeps
-//! holding no queue's row lock and no group's lock.
+//! A claim of one queue with flow control (a row in queue_limits: limited
+//! or grouped; src/flow.rs) that is not paused obeys it here: places and
+//! tokens from shared memory (src/claim_slots.rs, src/rate_buckets.rs), the
+//! plain claim for the jobs without a group, then the fair claim of the
+//! grouped ones (src/fair.rs). Any other claim whose queues have flow
+//! control, and a queue whose limits are kept in its row, runs
+//! rq_claim_flow (sql/flow.sql) instead, which obeys the settings and calls
+//! rq_claim_ready, the plain claim, for what they allow. A waiting claim
+//! makes each such attempt in a subtransaction and undoes one that claimed
+//! nothing, so that it sleeps holding no queue's row lock and no group's
+//! lock (a one-queue claim under group_max_claimed too).
 
 use crate::clock::now_ms;
 use crate::cursors;
@@ -171,6 +176,13 @@ struct Claim {
     direct: Option<Vec<crate::direct::ClaimedJob>>,
     /// The queues without history, for TakeAndCompleteDeleting.
     without_history: Vec<String>,
+    /// The jobs (id, attempt) of the last attempt when it put its rows in
+    /// the set it returns as it went (a grouped queue's claim, which runs
+    /// more than one statement); None: they are `direct`, or the last SPI
+    /// result.
+    returned: Option<Vec<(pgrx::Uuid, i32)>>,
+    /// The call, whose materialized set the rows go to.
+    fcinfo: pg_sys::FunctionCallInfo,
 }
 
 impl Claim {
@@ -180,9 +192,19 @@ impl Claim {
     /// took.
     fn run(&mut self, now_ms: i64, undo_if_none: bool) -> u64 {
         self.direct = None;
+        self.returned = None;
         let Some(flow) = &self.flow else { return self.run_ready(now_ms) };
         if let Some(one) = flow.one_queue.clone() {
-            if let Some(claimed) = self.run_limited(&one, now_ms) {
+            // a waiting claim under group_max_claimed that got nothing lets
+            // go of the groups' locks it took before it sleeps
+            let locks_groups = undo_if_none && one.grouped && one.group_max_claimed.is_some();
+            let mut limited = None;
+            let mut attempt = || {
+                limited = self.run_limited(&one, now_ms);
+                limited.unwrap_or(0)
+            };
+            let claimed = if locks_groups { in_subtransaction_kept_if_rows(attempt) } else { attempt() };
+            if limited.is_some() {
                 return claimed;
             }
         }
@@ -201,12 +223,12 @@ impl Claim {
         if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
     }
 
-    /// The claim of one queue with limits and no other setting: places
-    /// reserved under its max_claimed (src/claim_slots.rs), tokens taken
-    /// from its rate's bucket (src/rate_buckets.rs), as many jobs claimed by
-    /// the plain claim, and what was not used given back. None, having
-    /// claimed nothing and kept nothing, when the queue's limits are kept in
-    /// its row (no slot or no bucket for it): rq_claim_flow serves it.
+    /// The claim of one queue that is not paused: places reserved under
+    /// its max_claimed (src/claim_slots.rs), tokens taken from its rate's
+    /// bucket (src/rate_buckets.rs), as many jobs claimed (`run_allowed`),
+    /// and what was not used given back. None, having claimed nothing and
+    /// kept nothing, when the queue's limits are kept in its row (no slot
+    /// or no bucket for it): rq_claim_flow serves it.
     fn run_limited(&mut self, one: &flow::OneQueue, now_ms: i64) -> Option<u64> {
         let places = match one.max_claimed {
             Some(max) => Some(claim_slots::reserve(self.function, &one.queue, max, self.batch, now_ms)?),
@@ -226,15 +248,7 @@ impl Claim {
                 }
             }
         }
-        let claimed = if allowed > 0 {
-            let batch = self.batch;
-            self.batch = allowed;
-            let claimed = self.run_ready(now_ms);
-            self.batch = batch;
-            claimed
-        } else {
-            0
-        };
+        let claimed = if allowed > 0 { self.run_allowed(one, allowed, now_ms) } else { 0 };
         if let Some((table, took)) = tokens {
             rate_buckets::give_back(table, &one.queue, took - claimed as i32);
         }
@@ -244,8 +258,62 @@ impl Claim {
         Some(claimed)
     }
 
+    /// Up to `allowed` jobs of one queue: those without a group by the
+    /// plain claim, then, for a grouped queue, its grouped jobs in the fair
+    /// order (src/fair.rs). When both run, the rows go into the set as they
+    /// come (`returned`).
+    fn run_allowed(&mut self, one: &flow::OneQueue, allowed: i32, now_ms: i64) -> u64 {
+        let batch = self.batch;
+        self.batch = allowed;
+        let ungrouped = self.run_ready(now_ms);
+        self.batch = batch;
+        // (ungrouped jobs claimed by a statement rather than directly are
+        // the last SPI result, which the fair claim's would replace: they
+        // are what this attempt returns)
+        if !one.grouped || ungrouped >= allowed as u64 || (ungrouped > 0 && self.direct.is_none()) {
+            return ungrouped;
+        }
+        let mut returned = Vec::new();
+        if let Some(jobs) = self.direct.take() {
+            self.return_direct(&jobs);
+            returned.extend(jobs.iter().map(|job| (job.id, job.attempt)));
+        }
+        let fcinfo = self.fcinfo;
+        let fair = crate::fair::FairClaim {
+            function: self.function,
+            queue: &one.queue,
+            worker: self.args[1],
+            lease_ms: self.args[3],
+            now_ms,
+        };
+        returned.extend(fair.run(allowed - ungrouped as i32, one.group_max_claimed, || {
+            crate::metrics::note_claimed_rows();
+            // SAFETY: the call's materialized set (set up before the claim);
+            // the last SPI result is the fair claim's rows of `jobs`.
+            unsafe { statements::return_rows(fcinfo) };
+        }));
+        let count = returned.len() as u64;
+        self.returned = Some(returned);
+        count
+    }
+
+    /// Puts jobs claimed directly under a lease into the set the call
+    /// returns, and counts them (src/metrics.rs).
+    fn return_direct(&self, jobs: &[crate::direct::ClaimedJob]) {
+        let queue = self.cursors_of.as_deref().unwrap_or_default();
+        for job in jobs {
+            crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
+        }
+        // SAFETY: a materialized set of the table's rows (InitMaterializedSRF
+        // before the claim).
+        unsafe { return_jobs(self.fcinfo, jobs) };
+    }
+
     /// The id and attempt of each job the last attempt claimed.
     fn claimed_jobs(&self) -> Vec<(pgrx::Uuid, i32)> {
+        if let Some(jobs) = &self.returned {
+            return jobs.clone();
+        }
         if let Some(jobs) = &self.direct {
             return jobs.iter().map(|job| (job.id, job.attempt)).collect();
         }
@@ -461,6 +529,9 @@ impl Claim {
 
     /// How many jobs the last attempt claimed.
     fn claimed_count(&self) -> u64 {
+        if let Some(jobs) = &self.returned {
+            return jobs.len() as u64;
+        }
         match &self.direct {
             Some(jobs) => jobs.len() as u64,
             // SAFETY: set by the claim statement that ran last.
@@ -772,6 +843,8 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         cursors_of: None,
         direct: None,
         without_history: Vec::new(),
+        returned: None,
+        fcinfo,
     };
     if filter == QueueFilter::One && !distributed {
         claim.cursors_of = names.as_ref().and_then(|n| n.first().copied().flatten()).map(str::to_owned);
@@ -822,14 +895,15 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         // the rescue duty's deadline, told to the background worker at commit
         deadlines::note(now_ms().saturating_add(lease_ms));
     }
+    if claim.returned.is_some() {
+        // the claim put its rows in the set as it went (a grouped queue's)
+        statements::finish();
+        return pg_sys::Datum::from(0);
+    }
     match claim.direct.take() {
         Some(jobs) => {
             let queue = claim.cursors_of.as_deref().unwrap_or_default();
-            for job in &jobs {
-                crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
-            }
-            // SAFETY: a materialized set of the table's rows (InitMaterializedSRF above).
-            unsafe { return_jobs(fcinfo, &jobs) };
+            claim.return_direct(&jobs);
             match mode {
                 Mode::Lease => {}
                 Mode::Take => crate::take::taken_directly(&jobs, worker_arg),
@@ -910,6 +984,8 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
         cursors_of: None,
         direct: None,
         without_history: Vec::new(),
+        returned: None,
+        fcinfo,
     };
     claim.run(now_ms(), false);
     // SAFETY: the last SPI result is the claim's rows; still connected.

@@ -42,8 +42,8 @@ pub struct Settings {
     pub rate: Option<(i32, i64)>,
     /// Its max_claimed.
     pub max_claimed: Option<i32>,
-    /// It has a group_max_claimed.
-    pub group_limited: bool,
+    /// Its group_max_claimed.
+    pub group_max_claimed: Option<i32>,
 }
 
 thread_local! {
@@ -83,7 +83,7 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
             "SELECT l.queue, l.max_claimed IS NOT NULL OR l.group_max_claimed IS NOT NULL,
                     (extract(epoch FROM l.per) * 1000 / l.rate)::bigint, l.grouped,
                     l.paused, l.rate, (extract(epoch FROM l.per) * 1000)::bigint,
-                    l.max_claimed, l.group_max_claimed IS NOT NULL
+                    l.max_claimed, l.group_max_claimed
              FROM @queue_limits@ l",
             &[("@queue_limits@", &table_name)],
         )
@@ -93,7 +93,7 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
     let mut settings = HashMap::with_capacity(rows as usize);
     for row in 0..rows as usize {
         // SAFETY: the query returned `rows` rows of these nine columns.
-        let (queue, counts_claims, token_every_ms, grouped, paused, rate, per_ms, max_claimed, group_limited) = unsafe {
+        let (queue, counts_claims, token_every_ms, grouped, paused, rate, per_ms, max_claimed, group_max_claimed) = unsafe {
             (
                 statements::value::<String>(row, 1).unwrap_or_default(),
                 statements::value::<bool>(row, 2).unwrap_or(false),
@@ -103,12 +103,12 @@ fn load(function: pg_sys::Oid) -> (pg_sys::Oid, HashMap<String, Settings>) {
                 statements::value::<i32>(row, 6),
                 statements::value::<i64>(row, 7),
                 statements::value::<i32>(row, 8),
-                statements::value::<bool>(row, 9).unwrap_or(false),
+                statements::value::<i32>(row, 9),
             )
         };
         let rate = rate.zip(per_ms).map(|(rate, per_ms)| (rate, per_ms.max(1)));
         let token_every_ms = token_every_ms.map(|ms| ms.max(1));
-        settings.insert(queue, Settings { counts_claims, token_every_ms, grouped, paused, rate, max_claimed, group_limited });
+        settings.insert(queue, Settings { counts_claims, token_every_ms, grouped, paused, rate, max_claimed, group_max_claimed });
     }
     statements::free_result();
     (table, settings)
@@ -145,8 +145,8 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         }
         if let Some([Some(queue)]) = queues {
             let s = settings.get(queue.as_ref());
-            if let Some(&Settings { rate, max_claimed, paused: false, grouped: false, group_limited: false, .. }) = s {
-                flow.one_queue = Some(OneQueue { queue: queue.as_ref().to_owned(), rate, max_claimed });
+            if let Some(&Settings { rate, max_claimed, paused: false, grouped, group_max_claimed, .. }) = s {
+                flow.one_queue = Some(OneQueue { queue: queue.as_ref().to_owned(), rate, max_claimed, grouped, group_max_claimed });
             }
         }
         any.then_some(flow)
@@ -162,11 +162,11 @@ const LOOK_AGAIN_MS: i64 = 1000;
 
 pub struct ClaimFlow {
     pub poll_ms: Option<i64>,
-    /// A claim of one queue whose settings are limits (not paused, not
-    /// grouped, no group_max_claimed): it reserves places under its
-    /// max_claimed (src/claim_slots.rs) and takes tokens of its rate
+    /// A claim of one queue that is not paused: it reserves places under
+    /// its max_claimed (src/claim_slots.rs) and takes tokens of its rate
     /// (src/rate_buckets.rs), then claims as the plain claim does
-    /// (src/claim.rs), with no statement of flow's.
+    /// (src/claim.rs) and, when the queue has groups, fairly among them
+    /// (src/fair.rs), with no statement of flow's.
     pub one_queue: Option<OneQueue>,
 }
 
@@ -176,6 +176,9 @@ pub struct OneQueue {
     /// so many claims (.0) every so many ms (.1)
     pub rate: Option<(i32, i64)>,
     pub max_claimed: Option<i32>,
+    /// The queue has had grouped jobs.
+    pub grouped: bool,
+    pub group_max_claimed: Option<i32>,
 }
 
 /// Whether any queue limits claims: only then must a finish look at its

@@ -46,6 +46,7 @@ mod enqueue;
 mod enqueue_batch;
 mod errors;
 mod events;
+mod fair;
 mod finish;
 mod flow;
 mod history;

@@ -4,7 +4,7 @@
 //! claimed jobs and a freed slot wakes a waiting claim; a rate limit bounds
 //! claims over time; groups take turns, so a small group is not starved by a
 //! big one, and group_max_claimed = 1 runs each group's jobs one at a time,
-//! in enqueue order; rq_set_limits refuses bad arguments and changes nothing.
+//! in enqueue order, whether one queue or several are claimed from; rq_set_limits refuses bad arguments and changes nothing.
 //!
 //! Times here only tell a wake-up from a timeout and bound a rate; speed is
 //! the benchmark's business.
@@ -80,6 +80,19 @@ struct Claim {
 /// claims up to `batch` jobs (autocommit), holds them for `hold(ticket)`,
 /// completes them. Returns every claim that got jobs.
 fn drain(db: &str, queue: &'static str, workers: usize, batch: i32, hold: fn(u64) -> Duration) -> Vec<Claim> {
+    drain_claiming(db, queue, workers, batch, hold, |_| "ARRAY[$1::text]")
+}
+
+/// `drain`, worker n claiming from `queues(n)` (an SQL array of the
+/// queue $1 and maybe others).
+fn drain_claiming(
+    db: &str,
+    queue: &'static str,
+    workers: usize,
+    batch: i32,
+    hold: fn(u64) -> Duration,
+    queues: fn(usize) -> &'static str,
+) -> Vec<Claim> {
     let tickets = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..workers)
         .map(|n| {
@@ -91,8 +104,11 @@ fn drain(db: &str, queue: &'static str, workers: usize, batch: i32, hold: fn(u64
                 loop {
                     let rows = c
                         .query(
-                            "SELECT id::text, group_key, payload, attempts \
-                             FROM rq_claim(ARRAY[$1::text], worker => $2, batch => $3)",
+                            &format!(
+                                "SELECT id::text, group_key, payload, attempts \
+                                 FROM rq_claim({}, worker => $2, batch => $3)",
+                                queues(n)
+                            ),
                             &[&queue, &worker, &batch],
                         )
                         .unwrap();
@@ -339,6 +355,71 @@ fn group_max_claimed_one_runs_each_groups_jobs_one_at_a_time_in_order() {
         let order: Vec<u32> = run.iter().map(|r| r.1).collect();
         assert_eq!(order, (0..30).collect::<Vec<u32>>(), "group {group} ran in enqueue order");
     }
+}
+
+/// A claim of the grouped queue alone takes its groups' jobs in Rust
+/// (src/fair.rs), a claim of it and other queues in PL/pgSQL
+/// (rq_claim_fair): side by side, batches and all, they keep every group
+/// at its limit, and hand out each job once.
+#[test]
+fn group_max_claimed_holds_between_claims_of_one_queue_and_of_several() {
+    let db = fresh_db("flow_group_mixed");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('m', group_max_claimed => 2); \
+         SELECT rq_enqueue_batch('m', array_agg(i::text), group_keys => array_agg('g' || i % 7)) \
+         FROM generate_series(1, 210) i",
+    )
+    .unwrap();
+    let sampler = Sampler::start(
+        &db,
+        "SELECT coalesce(max(n), 0) FROM (SELECT count(*) n FROM jobs \
+         WHERE queue = 'm' AND status = 'claimed' GROUP BY group_key) s",
+    );
+    let claims = drain_claiming(&db, "m", 6, 3, |ticket| Duration::from_millis(1 + ticket % 3), |n| {
+        if n % 2 == 0 { "ARRAY[$1::text]" } else { "ARRAY[$1::text, 'elsewhere']" }
+    });
+    let seen = sampler.stop();
+    assert!(seen.iter().all(|&n| n <= 2), "at most two claimed jobs per group, saw {seen:?}");
+    assert!(seen.contains(&2), "the limit was reached: {seen:?}");
+    assert_each_job_once(&claims, 210);
+    assert!(claims.iter().any(|c| c.jobs.len() > 1), "some claim took a batch");
+}
+
+/// A waiting claim whose groups are all at their limit sleeps without
+/// their locks: a claim of another session may take a group's next job the
+/// moment its claimed one ends.
+#[test]
+fn a_waiting_claim_sleeps_without_its_groups_locks() {
+    let db = fresh_db("flow_group_wait");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('w', group_max_claimed => 1); \
+         SELECT rq_enqueue_batch('w', ARRAY['a1', 'a2', 'b1', 'b2'], group_keys => ARRAY['A', 'A', 'B', 'B'])",
+    )
+    .unwrap();
+    let held: Vec<(String, i32)> = c
+        .query("SELECT id::text, attempts FROM rq_claim(ARRAY['w'], batch => 4)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(held.len(), 2, "one job of each group");
+    let waiter = {
+        let db = db.clone();
+        thread::spawn(move || {
+            let mut w = connect(&db);
+            w.query("SELECT id FROM rq_claim(ARRAY['w'], worker => 'waiter', wait => '3 seconds')", &[]).unwrap().len()
+        })
+    };
+    wait_for_sleepers(&db, 1);
+    let locks: i64 = c
+        .query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(locks, 0, "the sleeping claim holds no group's lock");
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&held[0].0, &held[0].1]).unwrap();
+    assert_eq!(waiter.join().unwrap(), 1, "the waiting claim took the freed group's next job");
 }
 
 #[test]
