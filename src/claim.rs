@@ -286,11 +286,15 @@ impl Claim {
             lease_ms: self.args[3],
             now_ms,
         };
-        returned.extend(fair.run(allowed - ungrouped as i32, one.group_max_claimed, || {
-            crate::metrics::note_claimed_rows();
-            // SAFETY: the call's materialized set (set up before the claim);
-            // the last SPI result is the fair claim's rows of `jobs`.
-            unsafe { statements::return_rows(fcinfo) };
+        let queue = one.queue.as_str();
+        returned.extend(fair.run(allowed - ungrouped as i32, one.group_max_claimed, |direct| match direct {
+            Some(jobs) => return_claimed_directly(fcinfo, queue, jobs),
+            None => {
+                crate::metrics::note_claimed_rows();
+                // SAFETY: the call's materialized set (set up before the
+                // claim); the last SPI result is the fair claim's rows of `jobs`.
+                unsafe { statements::return_rows(fcinfo) };
+            }
         }));
         let count = returned.len() as u64;
         self.returned = Some(returned);
@@ -300,13 +304,7 @@ impl Claim {
     /// Puts jobs claimed directly under a lease into the set the call
     /// returns, and counts them (src/metrics.rs).
     fn return_direct(&self, jobs: &[crate::direct::ClaimedJob]) {
-        let queue = self.cursors_of.as_deref().unwrap_or_default();
-        for job in jobs {
-            crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
-        }
-        // SAFETY: a materialized set of the table's rows (InitMaterializedSRF
-        // before the claim).
-        unsafe { return_jobs(self.fcinfo, jobs) };
+        return_claimed_directly(self.fcinfo, self.cursors_of.as_deref().unwrap_or_default(), jobs);
     }
 
     /// The id and attempt of each job the last attempt claimed.
@@ -992,6 +990,17 @@ pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInf
     unsafe { statements::return_rows(fcinfo) };
     statements::finish();
     pg_sys::Datum::from(0)
+}
+
+/// Puts the jobs of `queue` claimed directly under a lease into the set the
+/// call `fcinfo` returns (a materialized set, set up before the claim), and
+/// counts them (src/metrics.rs).
+fn return_claimed_directly(fcinfo: pg_sys::FunctionCallInfo, queue: &str, jobs: &[crate::direct::ClaimedJob]) {
+    for job in jobs {
+        crate::metrics::note(queue, crate::metrics::Event::Claimed, Some(job.waited_ms));
+    }
+    // SAFETY: per the contract above: a materialized set of the table's rows.
+    unsafe { return_jobs(fcinfo, jobs) };
 }
 
 /// Hands the jobs claimed directly to the caller, in claim order.

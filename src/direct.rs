@@ -98,6 +98,7 @@ enum Col {
     LeaseExpiresAt = 18,
     Requeues = 19,
     GroupKey = 21,
+    Turn = 22,
     BlockedBy = 23,
     KeyPeriod = 24,
     Result = 25,
@@ -121,6 +122,9 @@ struct Layout {
     /// jobs_ready_by_queue_idx as raquel made it (sql/schema.sql), for a
     /// direct claim's walk (None: claims run their statements).
     ready_by_queue: Option<pg_sys::Oid>,
+    /// jobs_ready_fair_idx as raquel made it, for a direct fair claim's
+    /// walk (src/fair.rs; None: it runs its statement).
+    ready_fair: Option<pg_sys::Oid>,
 }
 
 /// What jobs_ready_by_queue_idx's definition ends with, as PostgreSQL
@@ -281,9 +285,15 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
                 // built, nor one a failed build left), the first found
                 if (*form).indisvalid && (*form).indisready && (*form).indislive
                     && layout.ready_by_queue.is_none()
-                    && is_ready_by_queue(oid, info, &layout)
+                    && is_index_as_made(oid, info, &layout, &READY_BY_QUEUE_COLUMNS, READY_BY_QUEUE)
                 {
                     layout.ready_by_queue = Some(oid);
+                }
+                if (*form).indisvalid && (*form).indisready && (*form).indislive
+                    && layout.ready_fair.is_none()
+                    && is_index_as_made(oid, info, &layout, &READY_FAIR_COLUMNS, READY_FAIR)
+                {
+                    layout.ready_fair = Some(oid);
                 }
                 // the primary key on id alone (rd_pkindex is set by RelationGetIndexList)
                 if oid == (*rel).rd_pkindex
@@ -354,7 +364,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
                 return None;
             }
         }
-        Some(Layout { at, id_key: None, ready_by_queue: None })
+        Some(Layout { at, id_key: None, ready_by_queue: None, ready_fair: None })
     }
 }
 
@@ -378,20 +388,28 @@ unsafe fn plain_heap(rel: pg_sys::Relation) -> bool {
     }
 }
 
-/// Whether index `oid` (its `info` built) is jobs_ready_by_queue_idx as
-/// raquel made it: its key columns, then its whole definition as printed.
+const READY_BY_QUEUE_COLUMNS: [Col; 4] = [Col::Queue, Col::Priority, Col::ScheduledAt, Col::Id];
+
+/// What jobs_ready_fair_idx's definition ends with (as READY_BY_QUEUE).
+const READY_FAIR: &str = " USING btree (queue, priority DESC, turn, scheduled_at, id) \
+    WHERE ((group_key IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'failed'::text])))";
+const READY_FAIR_COLUMNS: [Col; 5] = [Col::Queue, Col::Priority, Col::Turn, Col::ScheduledAt, Col::Id];
+
+/// Whether index `oid` (its `info` built) is one raquel made: its key
+/// `columns`, then its whole definition as printed, ending with `definition`.
 ///
 /// # Safety
 /// The index is open.
-unsafe fn is_ready_by_queue(oid: pg_sys::Oid, info: *const pg_sys::IndexInfo, layout: &Layout) -> bool {
-    let columns = [Col::Queue, Col::Priority, Col::ScheduledAt, Col::Id].map(|c| (layout.at[c as usize] + 1) as pg_sys::AttrNumber);
+unsafe fn is_index_as_made(oid: pg_sys::Oid, info: *const pg_sys::IndexInfo, layout: &Layout, columns: &[Col], definition: &str) -> bool {
+    let columns: Vec<pg_sys::AttrNumber> = columns.iter().map(|&c| (layout.at[c as usize] + 1) as pg_sys::AttrNumber).collect();
+    let n = columns.len();
     // SAFETY: per the contract above; the definition is printed from the catalogs.
     unsafe {
-        if (*info).ii_NumIndexAttrs != 4 || (&(*info).ii_IndexAttrNumbers)[..4] != columns || (*info).ii_Predicate.is_null() {
+        if (*info).ii_NumIndexAttrs as usize != n || (&(*info).ii_IndexAttrNumbers)[..n] != columns[..] || (*info).ii_Predicate.is_null() {
             return false;
         }
-        let definition = std::ffi::CStr::from_ptr(pg_sys::pg_get_indexdef_string(oid));
-        definition.to_str().is_ok_and(|d| d.ends_with(READY_BY_QUEUE))
+        let printed = std::ffi::CStr::from_ptr(pg_sys::pg_get_indexdef_string(oid));
+        printed.to_str().is_ok_and(|d| d.ends_with(definition))
     }
 }
 
@@ -1148,6 +1166,35 @@ pub fn claim(table: pg_sys::Oid, dependencies: pg_sys::Oid, request: &ClaimReque
     }
 }
 
+/// The fair claim of one queue's grouped jobs (sql/claim.fair.sql, with
+/// sql/transition.claim.sql), written directly: the walk along
+/// jobs_ready_fair_idx from the queue's start, in the fair order, each due
+/// job locked and claimed as `claim` does (a row another transaction holds
+/// or changed is passed over). For a claim under a lease only; None, having
+/// written nothing, when it may not be done directly (as `claim`).
+pub fn claim_fair(table: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<ClaimedJob>> {
+    // SAFETY: a backend global.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 || !matches!(request.action, Action::Lease(_)) {
+        return None;
+    }
+    // SAFETY: inside a transaction, in a function call: see Writer::open.
+    unsafe {
+        // as SPI runs a statement that writes (see `complete`)
+        pg_sys::CommandCounterIncrement();
+        Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE]).and_then(|writer| {
+            let index = writer.layout.ready_fair.and_then(|oid| writer.index(oid));
+            let claimed = index.map(|index| {
+                let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+                let claimed = writer.claim_fair_walk(index, snapshot, request);
+                pg_sys::UnregisterSnapshot(snapshot);
+                claimed
+            });
+            writer.close();
+            claimed
+        })
+    }
+}
+
 /// An index scan's key: `column` of the index compared by `procedure` (a
 /// B-tree strategy's function) with `argument`, in `collation`.
 fn scan_key(column: pg_sys::AttrNumber, strategy: u32, procedure: u32, collation: pg_sys::Oid, argument: pg_sys::Datum) -> pg_sys::ScanKeyData {
@@ -1265,7 +1312,7 @@ impl Writer {
                     while claimed.len() < request.batch
                         && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found)
                     {
-                        if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, children, priority, from, request) {
+                        if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, children, priority, from, request, false) {
                             claimed.push(job);
                         }
                     }
@@ -1295,6 +1342,45 @@ impl Writer {
         }
     }
 
+    /// The walk of `claim_fair` along `index` (jobs_ready_fair_idx, open),
+    /// as `snapshot` sees the jobs.
+    ///
+    /// # Safety
+    /// Open; `snapshot` registered.
+    unsafe fn claim_fair_walk(&self, index: pg_sys::Relation, snapshot: pg_sys::Snapshot, request: &ClaimRequest) -> Vec<ClaimedJob> {
+        // SAFETY: per the contract above; slots of this writer's executor
+        // state; values read as the table's column types.
+        unsafe {
+            self.note_updated(&[Col::Status, Col::Attempts, Col::ClaimedBy, Col::ClaimedAt, Col::LeaseExpiresAt, Col::FinishedAt]);
+            #[cfg(not(feature = "pg18"))]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, 1, 0);
+            #[cfg(feature = "pg18")]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 1, 0);
+            let (found, locked, new) = (self.slot(), self.slot(), self.slot());
+            let natts = (*(*self.rel).rd_att).natts as usize;
+            // the queue as its index column compares it
+            let collation = *(*index).rd_indcollation;
+            let queue = request.queue.into_datum().unwrap_or(pg_sys::Datum::from(0));
+            let mut keys = [scan_key(1, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collation, queue)];
+            pg_sys::index_rescan(scan, keys.as_mut_ptr(), 1, std::ptr::null_mut(), 0);
+            let mut claimed = Vec::with_capacity(request.batch.min(1000));
+            let priority_at = (self.layout.at[Col::Priority as usize] + 1) as i32;
+            while claimed.len() < request.batch && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found) {
+                let mut null = false;
+                let priority = pg_sys::slot_getattr(found, priority_at, &mut null).value() as i32;
+                if null {
+                    continue;
+                }
+                let start = crate::cursors::START;
+                if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, None, priority, start, request, true) {
+                    claimed.push(job);
+                }
+            }
+            pg_sys::index_endscan(scan);
+            claimed
+        }
+    }
+
     /// The job in `found` (a ready index entry's row, as the snapshot sees
     /// it): when it is due, not past its age and at or after `from`,
     /// locked (skipping a row another transaction holds or changed) and
@@ -1316,6 +1402,7 @@ impl Writer {
         priority: i32,
         from: crate::cursors::Key,
         request: &ClaimRequest,
+        grouped: bool,
     ) -> Option<ClaimedJob> {
         // SAFETY: per the contract above.
         unsafe {
@@ -1326,7 +1413,7 @@ impl Writer {
             let int8 = |c: Col| (!nulls[at(c)]).then(|| values[at(c)].value() as i64);
             // the index's predicate and the statement's conditions, of the row
             let status = (!nulls[at(Col::Status)]).then(|| <&str>::from_datum(values[at(Col::Status)], false)).flatten();
-            if !matches!(status, Some("queued" | "failed")) || !nulls[at(Col::GroupKey)] {
+            if !matches!(status, Some("queued" | "failed")) || nulls[at(Col::GroupKey)] == grouped {
                 return None;
             }
             let due = int8(Col::ScheduledAt)?;

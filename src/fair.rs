@@ -3,7 +3,8 @@
 //! a group). sql/flow.sql says what fair groups are: jobs come in the fair
 //! order, priority, then turn, so the groups take turns.
 //!
-//! Without group_max_claimed it is one statement (sql/claim.fair.sql). With
+//! Without group_max_claimed it is one statement (sql/claim.fair.sql),
+//! written directly where it may be (src/direct.rs claim_fair). With
 //! it, the claim keeps the protocol rq_claim_fair (sql/transitions.sql)
 //! keeps for claims of several queues, so that both may claim from one
 //! queue at once: a walk of the next due jobs, unlocked
@@ -16,6 +17,7 @@
 //! (sql/claim.fair_group.sql). One job a group a walk; the claim walks
 //! again while a walk claimed some and the batch is not full.
 
+use crate::direct::ClaimedJob;
 use crate::statements::{self, Shape, Statement};
 use crate::transitions;
 use pgrx::prelude::*;
@@ -44,15 +46,27 @@ pub struct FairClaim<'a> {
 
 impl FairClaim<'_> {
     /// Claims up to `wanted` grouped jobs, at most `group_max_claimed`
-    /// claimed in any group when given. After each statement that claimed
-    /// some, `claimed` is called while its rows are the last SPI result.
-    /// Returns the jobs claimed (id, attempt). Connected to SPI.
-    pub fn run(&self, wanted: i32, group_max_claimed: Option<i32>, mut claimed: impl FnMut()) -> Vec<(pgrx::Uuid, i32)> {
+    /// claimed in any group when given. Each time some are claimed,
+    /// `claimed` is called: with the jobs claimed directly, or with None
+    /// while they are the rows of the last SPI result. Returns the jobs
+    /// claimed (id, attempt). Connected to SPI.
+    pub fn run(
+        &self,
+        wanted: i32,
+        group_max_claimed: Option<i32>,
+        mut claimed: impl FnMut(Option<&[ClaimedJob]>),
+    ) -> Vec<(pgrx::Uuid, i32)> {
         let mut jobs = Vec::new();
         if wanted <= 0 {
             return jobs;
         }
         let Some(max) = group_max_claimed else {
+            if let Some(direct) = self.claim_fair_directly(wanted) {
+                if !direct.is_empty() {
+                    claimed(Some(&direct));
+                }
+                return direct.iter().map(|job| (job.id, job.attempt)).collect();
+            }
             self.claim_fair(wanted);
             self.read_claimed(&mut jobs, &mut claimed);
             return jobs;
@@ -106,6 +120,22 @@ impl FairClaim<'_> {
 
     fn jobs_table(&self) -> String {
         statements::in_schema_of(self.function, "jobs")
+    }
+
+    /// sql/claim.fair.sql written directly (src/direct.rs), or None when
+    /// its statement must run.
+    fn claim_fair_directly(&self, wanted: i32) -> Option<Vec<ClaimedJob>> {
+        // SAFETY: rq_claim's lease argument, a bigint datum.
+        let lease_ms = self.lease_ms.and_then(|lease| unsafe { i64::from_datum(lease, false) })?;
+        let request = crate::direct::ClaimRequest {
+            queue: self.queue,
+            lanes: None,
+            batch: usize::try_from(wanted).ok()?,
+            now_ms: self.now_ms,
+            worker: self.worker,
+            action: crate::direct::Action::Lease(lease_ms),
+        };
+        crate::direct::claim_fair(crate::privileges::jobs_of(self.function), &request)
     }
 
     /// sql/claim.fair.sql: up to `wanted` jobs in the fair order.
@@ -168,7 +198,7 @@ impl FairClaim<'_> {
 
     /// Adds the jobs of the last statement (rows of `jobs`) to `jobs`, and
     /// tells `claimed` of them.
-    fn read_claimed(&self, jobs: &mut Vec<(pgrx::Uuid, i32)>, claimed: &mut impl FnMut()) {
+    fn read_claimed(&self, jobs: &mut Vec<(pgrx::Uuid, i32)>, claimed: &mut impl FnMut(Option<&[ClaimedJob]>)) {
         // SAFETY: set by the claim statement that just ran.
         if unsafe { pg_sys::SPI_processed } == 0 {
             return;
@@ -180,7 +210,7 @@ impl FairClaim<'_> {
         };
         // SAFETY: connected; the last SPI result is the claim's rows.
         unsafe { statements::each_row(&mut each) };
-        claimed();
+        claimed(None);
     }
 }
 

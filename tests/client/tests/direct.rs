@@ -553,6 +553,64 @@ fn a_direct_claim_claims_what_its_statement_claims() {
     assert_indexes_check(&mut c, 9);
 }
 
+/// A claim of one grouped queue writes its fair claim directly (src/fair.rs,
+/// src/direct.rs claim_fair), claiming what sql/claim.fair.sql claims in the
+/// same order (its ungrouped jobs first, then by priority and turn, so the
+/// groups take turns; due jobs only, none past its age), each row as the
+/// statement writes it.
+#[test]
+fn a_direct_fair_claim_claims_what_its_statement_claims() {
+    let db = fresh_db("rq_it_direct_fair");
+    let mut c = connect(&db);
+    let mut claimed = Vec::new();
+    for direct in ["on", "off"] {
+        let queue = format!("fair-{direct}");
+        c.batch_execute(&format!(
+            "SELECT rq_enqueue('{queue}', g || i, group_key => g) FROM generate_series(1, 3) i, unnest(ARRAY['a', 'b']) g; \
+             SELECT rq_enqueue('{queue}', 'c-high', group_key => 'c', priority => 1); \
+             SELECT rq_enqueue('{queue}', 'plain'); \
+             SELECT rq_enqueue('{queue}', 'later', group_key => 'a', delay => '1 hour', priority => 5); \
+             SELECT rq_enqueue('{queue}', 'too old', group_key => 'b', max_age => '1 ms', priority => 9); \
+             SELECT pg_sleep(0.01)"
+        ))
+        .unwrap();
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}")).unwrap();
+        let mut payloads = Vec::new();
+        for batch in [1, 2, 1, 100] {
+            let claim = format!("SELECT payload FROM rq_claim(ARRAY['{queue}'], 'w', batch => {batch})");
+            let (ran, more) = claim_ran_a_statement(&mut c, &claim);
+            if batch > 1 {
+                assert_eq!(ran, direct == "off", "a fair claim of {batch} with direct_writes {direct} ran a statement: {ran}");
+            }
+            payloads.extend(more);
+        }
+        claimed.push(payloads);
+    }
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    let expected: Vec<Option<String>> =
+        ["plain", "c-high", "a1", "b1", "a2", "b2", "a3", "b3"].iter().map(|p| Some(p.to_string())).collect();
+    assert_eq!(claimed[0], expected, "the direct fair claim's jobs, in the fair order");
+    assert_eq!(claimed[1], expected, "the statement's");
+    let rows = |c: &mut Client, queue: &str| -> Vec<String> {
+        c.query(
+            "SELECT format('%s %s %s %s %s %s %s %s', payload, status, attempts, claimed_by, lease_expires_at - claimed_at, \
+             finished_at, error, turn) FROM jobs WHERE queue = $1 AND payload <> 'too old' ORDER BY payload",
+            &[&queue],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    assert_eq!(rows(&mut c, "fair-on"), rows(&mut c, "fair-off"));
+    // the row returned is the row stored
+    c.batch_execute("SELECT rq_enqueue('fr', 'x', group_key => 'g')").unwrap();
+    let returned: String = c.query_one("SELECT j::text FROM rq_claim(ARRAY['fr']) j", &[]).unwrap().get(0);
+    let stored: String = c.query_one("SELECT j::text FROM jobs j WHERE queue = 'fr'", &[]).unwrap().get(0);
+    assert_eq!(returned, stored);
+    assert_indexes_check(&mut c, 9);
+}
+
 /// A claim in REPEATABLE READ or SERIALIZABLE, a user's trigger, row
 /// security, or a ready index not as raquel made it: the claim's statement.
 #[test]
