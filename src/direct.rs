@@ -125,6 +125,9 @@ struct Layout {
     /// jobs_ready_fair_idx as raquel made it, for a direct fair claim's
     /// walk (src/fair.rs; None: it runs its statement).
     ready_fair: Option<pg_sys::Oid>,
+    /// jobs_group_idx as raquel made it, for counting a group's claimed
+    /// jobs under group_max_claimed.
+    group: Option<pg_sys::Oid>,
 }
 
 /// What jobs_ready_by_queue_idx's definition ends with, as PostgreSQL
@@ -295,6 +298,12 @@ unsafe fn look_at(rel: pg_sys::Relation) -> Known {
                 {
                     layout.ready_fair = Some(oid);
                 }
+                if (*form).indisvalid && (*form).indisready && (*form).indislive
+                    && layout.group.is_none()
+                    && is_index_as_made(oid, info, &layout, &GROUP_COLUMNS, GROUP)
+                {
+                    layout.group = Some(oid);
+                }
                 // the primary key on id alone (rd_pkindex is set by RelationGetIndexList)
                 if oid == (*rel).rd_pkindex
                     && (*info).ii_NumIndexAttrs == 1
@@ -364,7 +373,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
                 return None;
             }
         }
-        Some(Layout { at, id_key: None, ready_by_queue: None, ready_fair: None })
+        Some(Layout { at, id_key: None, ready_by_queue: None, ready_fair: None, group: None })
     }
 }
 
@@ -394,6 +403,11 @@ const READY_BY_QUEUE_COLUMNS: [Col; 4] = [Col::Queue, Col::Priority, Col::Schedu
 const READY_FAIR: &str = " USING btree (queue, priority DESC, turn, scheduled_at, id) \
     WHERE ((group_key IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'failed'::text])))";
 const READY_FAIR_COLUMNS: [Col; 5] = [Col::Queue, Col::Priority, Col::Turn, Col::ScheduledAt, Col::Id];
+
+/// What jobs_group_idx's definition ends with (as READY_BY_QUEUE).
+const GROUP: &str = " USING btree (queue, group_key, status, turn) \
+    WHERE ((group_key IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'failed'::text, 'claimed'::text])))";
+const GROUP_COLUMNS: [Col; 4] = [Col::Queue, Col::GroupKey, Col::Status, Col::Turn];
 
 /// Whether index `oid` (its `info` built) is one raquel made: its key
 /// `columns`, then its whole definition as printed, ending with `definition`.
@@ -1166,13 +1180,26 @@ pub fn claim(table: pg_sys::Oid, dependencies: pg_sys::Oid, request: &ClaimReque
     }
 }
 
+/// A fair claim's group_max_claimed (src/fair.rs): `max` claimed jobs a
+/// group, and `lock`, which takes a group's lock for the rest of the
+/// transaction, or says another claim holds it.
+pub struct GroupLimit<'a> {
+    pub max: i32,
+    pub lock: &'a dyn Fn(&str) -> bool,
+}
+
 /// The fair claim of one queue's grouped jobs (sql/claim.fair.sql, with
 /// sql/transition.claim.sql), written directly: the walk along
 /// jobs_ready_fair_idx from the queue's start, in the fair order, each due
 /// job locked and claimed as `claim` does (a row another transaction holds
-/// or changed is passed over). For a claim under a lease only; None, having
-/// written nothing, when it may not be done directly (as `claim`).
-pub fn claim_fair(table: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<ClaimedJob>> {
+/// or changed is passed over). Under a `group_limit`, as
+/// sql/claim.fair_walk.sql and sql/claim.fair_group.sql: one job a group a
+/// walk, its group's lock taken first and its claimed jobs counted
+/// (jobs_group_idx) with a snapshot newer than the lock; walks again while
+/// a walk claimed some and the batch is not full. For a claim under a
+/// lease only; None, having written nothing, when it may not be done
+/// directly (as `claim`; the group index not as raquel made it).
+pub fn claim_fair(table: pg_sys::Oid, request: &ClaimRequest, group_limit: Option<&GroupLimit>) -> Option<Vec<ClaimedJob>> {
     // SAFETY: a backend global.
     if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 || !matches!(request.action, Action::Lease(_)) {
         return None;
@@ -1183,10 +1210,24 @@ pub fn claim_fair(table: pg_sys::Oid, request: &ClaimRequest) -> Option<Vec<Clai
         pg_sys::CommandCounterIncrement();
         Writer::open(table, &[pg_sys::ACL_SELECT, pg_sys::ACL_UPDATE]).and_then(|writer| {
             let index = writer.layout.ready_fair.and_then(|oid| writer.index(oid));
-            let claimed = index.map(|index| {
-                let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-                let claimed = writer.claim_fair_walk(index, snapshot, request);
-                pg_sys::UnregisterSnapshot(snapshot);
+            let group_index = match group_limit {
+                Some(_) => writer.layout.group.and_then(|oid| writer.index(oid)).map(Some),
+                None => Some(None),
+            };
+            let claimed = index.zip(group_index).map(|(index, group_index)| {
+                let limit = group_limit.zip(group_index);
+                let mut claimed = Vec::new();
+                loop {
+                    let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+                    let before = claimed.len();
+                    writer.claim_fair_walk(index, snapshot, request, limit, &mut claimed);
+                    pg_sys::UnregisterSnapshot(snapshot);
+                    if limit.is_none() || claimed.len() == before || claimed.len() >= request.batch {
+                        break;
+                    }
+                    // the next walk, and its counts, see this one's claims
+                    pg_sys::CommandCounterIncrement();
+                }
                 claimed
             });
             writer.close();
@@ -1342,12 +1383,20 @@ impl Writer {
         }
     }
 
-    /// The walk of `claim_fair` along `index` (jobs_ready_fair_idx, open),
-    /// as `snapshot` sees the jobs.
+    /// A walk of `claim_fair` along `index` (jobs_ready_fair_idx, open),
+    /// as `snapshot` sees the jobs, adding to `claimed`; under a group
+    /// limit (with jobs_group_idx, open), one job a group.
     ///
     /// # Safety
     /// Open; `snapshot` registered.
-    unsafe fn claim_fair_walk(&self, index: pg_sys::Relation, snapshot: pg_sys::Snapshot, request: &ClaimRequest) -> Vec<ClaimedJob> {
+    unsafe fn claim_fair_walk(
+        &self,
+        index: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+        request: &ClaimRequest,
+        limit: Option<(&GroupLimit, pg_sys::Relation)>,
+        claimed: &mut Vec<ClaimedJob>,
+    ) {
         // SAFETY: per the contract above; slots of this writer's executor
         // state; values read as the table's column types.
         unsafe {
@@ -1363,13 +1412,26 @@ impl Writer {
             let queue = request.queue.into_datum().unwrap_or(pg_sys::Datum::from(0));
             let mut keys = [scan_key(1, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collation, queue)];
             pg_sys::index_rescan(scan, keys.as_mut_ptr(), 1, std::ptr::null_mut(), 0);
-            let mut claimed = Vec::with_capacity(request.batch.min(1000));
             let priority_at = (self.layout.at[Col::Priority as usize] + 1) as i32;
+            let group_at = (self.layout.at[Col::GroupKey as usize] + 1) as i32;
+            let mut tried: Vec<String> = Vec::new();
+            let counted = if limit.is_some() { self.slot() } else { std::ptr::null_mut() };
             while claimed.len() < request.batch && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found) {
                 let mut null = false;
                 let priority = pg_sys::slot_getattr(found, priority_at, &mut null).value() as i32;
                 if null {
                     continue;
+                }
+                if let Some((limit, group_index)) = limit {
+                    let group = pg_sys::slot_getattr(found, group_at, &mut null);
+                    let Some(group) = <&str>::from_datum(group, null) else { continue };
+                    if tried.iter().any(|g| g == group) {
+                        continue;
+                    }
+                    tried.push(group.to_owned());
+                    if !(limit.lock)(group) || self.claimed_in_group(group_index, counted, request.queue, group, limit.max) >= limit.max {
+                        continue;
+                    }
                 }
                 let start = crate::cursors::START;
                 if let Some(job) = self.claim_found(found, locked, new, natts, snapshot, None, priority, start, request, true) {
@@ -1377,7 +1439,39 @@ impl Writer {
                 }
             }
             pg_sys::index_endscan(scan);
-            claimed
+        }
+    }
+
+    /// How many jobs of `group` of `queue` are claimed (up to `max`), as a
+    /// snapshot taken now sees them, along `index` (jobs_group_idx, open),
+    /// each read into `row`. (A claimed job's entry there is the row's:
+    /// an update that changes its status is never HOT.)
+    ///
+    /// # Safety
+    /// Open; `row` a slot of this writer's.
+    unsafe fn claimed_in_group(&self, index: pg_sys::Relation, row: *mut pg_sys::TupleTableSlot, queue: &str, group: &str, max: i32) -> i32 {
+        // SAFETY: per the contract above.
+        unsafe {
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            #[cfg(not(feature = "pg18"))]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, 3, 0);
+            #[cfg(feature = "pg18")]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 3, 0);
+            let collations = std::slice::from_raw_parts((*index).rd_indcollation, 3);
+            let text = |value: &str| value.into_datum().unwrap_or(pg_sys::Datum::from(0));
+            let mut keys = [
+                scan_key(1, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collations[0], text(queue)),
+                scan_key(2, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collations[1], text(group)),
+                scan_key(3, pg_sys::BTEqualStrategyNumber, pg_sys::F_TEXTEQ, collations[2], text("claimed")),
+            ];
+            pg_sys::index_rescan(scan, keys.as_mut_ptr(), 3, std::ptr::null_mut(), 0);
+            let mut count = 0;
+            while count < max && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, row) {
+                count += 1;
+            }
+            pg_sys::index_endscan(scan);
+            pg_sys::UnregisterSnapshot(snapshot);
+            count
         }
     }
 

@@ -3,8 +3,9 @@
 //! a group). sql/flow.sql says what fair groups are: jobs come in the fair
 //! order, priority, then turn, so the groups take turns.
 //!
-//! Without group_max_claimed it is one statement (sql/claim.fair.sql),
-//! written directly where it may be (src/direct.rs claim_fair). With
+//! It is written directly where it may be (src/direct.rs claim_fair), and
+//! otherwise runs statements. Without group_max_claimed, one
+//! (sql/claim.fair.sql). With
 //! it, the claim keeps the protocol rq_claim_fair (sql/transitions.sql)
 //! keeps for claims of several queues, so that both may claim from one
 //! queue at once: a walk of the next due jobs, unlocked
@@ -60,18 +61,20 @@ impl FairClaim<'_> {
         if wanted <= 0 {
             return jobs;
         }
-        let Some(max) = group_max_claimed else {
-            if let Some(direct) = self.claim_fair_directly(wanted) {
-                if !direct.is_empty() {
-                    claimed(Some(&direct));
-                }
-                return direct.iter().map(|job| (job.id, job.attempt)).collect();
+        let queue_hash = hash_text(self.queue);
+        let lock = |group: &str| try_group_lock(queue_hash, hash_text(group));
+        let limit = group_max_claimed.map(|max| crate::direct::GroupLimit { max, lock: &lock });
+        if let Some(direct) = self.claim_fair_directly(wanted, limit.as_ref()) {
+            if !direct.is_empty() {
+                claimed(Some(&direct));
             }
+            return direct.iter().map(|job| (job.id, job.attempt)).collect();
+        }
+        let Some(max) = group_max_claimed else {
             self.claim_fair(wanted);
             self.read_claimed(&mut jobs, &mut claimed);
             return jobs;
         };
-        let queue_hash = hash_text(self.queue);
         let mut walk = FIRST_WALK + 2 * wanted;
         while (jobs.len() as i32) < wanted {
             let found = self.candidates(walk.min(LONGEST_WALK));
@@ -124,7 +127,7 @@ impl FairClaim<'_> {
 
     /// sql/claim.fair.sql written directly (src/direct.rs), or None when
     /// its statement must run.
-    fn claim_fair_directly(&self, wanted: i32) -> Option<Vec<ClaimedJob>> {
+    fn claim_fair_directly(&self, wanted: i32, limit: Option<&crate::direct::GroupLimit>) -> Option<Vec<ClaimedJob>> {
         // SAFETY: rq_claim's lease argument, a bigint datum.
         let lease_ms = self.lease_ms.and_then(|lease| unsafe { i64::from_datum(lease, false) })?;
         let request = crate::direct::ClaimRequest {
@@ -135,7 +138,7 @@ impl FairClaim<'_> {
             worker: self.worker,
             action: crate::direct::Action::Lease(lease_ms),
         };
-        crate::direct::claim_fair(crate::privileges::jobs_of(self.function), &request)
+        crate::direct::claim_fair(crate::privileges::jobs_of(self.function), &request, limit)
     }
 
     /// sql/claim.fair.sql: up to `wanted` jobs in the fair order.

@@ -358,13 +358,21 @@ fn group_max_claimed_one_runs_each_groups_jobs_one_at_a_time_in_order() {
 }
 
 /// A claim of the grouped queue alone takes its groups' jobs in Rust
-/// (src/fair.rs), a claim of it and other queues in PL/pgSQL
+/// (src/fair.rs: directly, or with raquel.direct_writes off by its
+/// statements), a claim of it and other queues in PL/pgSQL
 /// (rq_claim_fair): side by side, batches and all, they keep every group
 /// at its limit, and hand out each job once.
 #[test]
 fn group_max_claimed_holds_between_claims_of_one_queue_and_of_several() {
-    let db = fresh_db("flow_group_mixed");
+    for direct in ["on", "off"] {
+        claims_of_one_queue_and_of_several_keep_group_max_claimed(direct);
+    }
+}
+
+fn claims_of_one_queue_and_of_several_keep_group_max_claimed(direct: &str) {
+    let db = fresh_db(&format!("flow_group_mixed_{direct}"));
     let mut c = connect(&db);
+    c.batch_execute(&format!("ALTER DATABASE {db} SET raquel.direct_writes = {direct}")).unwrap();
     c.batch_execute(
         "SELECT rq_set_limits('m', group_max_claimed => 2); \
          SELECT rq_enqueue_batch('m', array_agg(i::text), group_keys => array_agg('g' || i % 7)) \
@@ -380,8 +388,8 @@ fn group_max_claimed_holds_between_claims_of_one_queue_and_of_several() {
         if n % 2 == 0 { "ARRAY[$1::text]" } else { "ARRAY[$1::text, 'elsewhere']" }
     });
     let seen = sampler.stop();
-    assert!(seen.iter().all(|&n| n <= 2), "at most two claimed jobs per group, saw {seen:?}");
-    assert!(seen.contains(&2), "the limit was reached: {seen:?}");
+    assert!(seen.iter().all(|&n| n <= 2), "direct_writes {direct}: at most two claimed jobs per group, saw {seen:?}");
+    assert!(seen.contains(&2), "direct_writes {direct}: the limit was reached: {seen:?}");
     assert_each_job_once(&claims, 210);
     assert!(claims.iter().any(|c| c.jobs.len() > 1), "some claim took a batch");
 }
