@@ -22,7 +22,18 @@
 //!   library or a hand-written UPDATE), rescued, slept or deleted frees it.
 //!
 //! So the list can only hold too much, never too little: the limit is never
-//! passed. What the list misses is what was claimed outside raquel's verbs,
+//! passed.
+//!
+//! A claim that finds its queue full and holds no place waits in the
+//! queue's line (`WAITING` claims, first come first, each its latch): a
+//! place given back (a job's end at commit, a claim's unused reservation,
+//! room a look-up found) is handed to the first in line, reserved for its
+//! transaction, and its latch set; a transaction that held places and ends
+//! without giving one back wakes the first in line to look again. So one
+//! claim wakes for each place, rather than every claim waiting on the
+//! holder that ended. A claim waits in line up to deadlock_timeout, then
+//! on a holder's transaction lock, which the deadlock detector sees (a
+//! holder may be waiting for a row this claim's transaction locked). What the list misses is what was claimed outside raquel's verbs,
 //! or before the server started (the list is empty then): the claimed jobs
 //! of the queue are read again into the list when the slot is made and
 //! every `REFRESH_MS` after (a statement, by the claim that finds it due).
@@ -48,6 +59,8 @@ pub const PLACES: usize = 256;
 const NAME_BYTES: usize = 64;
 /// How often a slot's list is read again from the table.
 const REFRESH_MS: i64 = 1000;
+/// How many claims a slot lines up while they wait for a place.
+const WAITING: usize = 32;
 
 /// One place held: a job claimed with `attempt` by the transaction `xid`,
 /// or (id all zero) a place a claim under way reserved. A job read from the
@@ -72,6 +85,15 @@ enum State {
     Ready = 2,
 }
 
+/// A claim waiting for a place of a full queue, holding none: its latch
+/// (in shared memory, the same address in every backend) and transaction.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Waiting {
+    latch: *mut pg_sys::Latch,
+    xid: pg_sys::TransactionId,
+}
+
 #[repr(C)]
 struct Slot {
     state: State,
@@ -84,6 +106,9 @@ struct Slot {
     refreshed_at: i64,
     len: u32,
     places: [Place; PLACES],
+    /// The claims waiting for a place, first come first.
+    waiting_len: u32,
+    waiting: [Waiting; WAITING],
 }
 
 impl Slot {
@@ -106,6 +131,61 @@ impl Slot {
         } else {
             false
         }
+    }
+
+    /// Lines up a claim of `xid` to wait; false when the line is full.
+    fn line_up(&mut self, latch: *mut pg_sys::Latch, xid: pg_sys::TransactionId) -> bool {
+        if self.waiting[..self.waiting_len as usize].iter().any(|w| w.xid == xid) {
+            return true;
+        }
+        if self.waiting_len as usize == WAITING {
+            return false;
+        }
+        self.waiting[self.waiting_len as usize] = Waiting { latch, xid };
+        self.waiting_len += 1;
+        true
+    }
+
+    /// Takes the claim of `xid` out of the line, if it is in it.
+    fn leave_line(&mut self, xid: pg_sys::TransactionId) {
+        let n = self.waiting_len as usize;
+        if let Some(at) = self.waiting[..n].iter().position(|w| w.xid == xid) {
+            self.waiting.copy_within(at + 1..n, at);
+            self.waiting_len -= 1;
+        }
+    }
+
+    /// The first claim in line, taken out of it.
+    fn next_in_line(&mut self) -> Option<Waiting> {
+        let n = self.waiting_len as usize;
+        if n == 0 {
+            return None;
+        }
+        let first = self.waiting[0];
+        self.waiting.copy_within(1..n, 0);
+        self.waiting_len -= 1;
+        Some(first)
+    }
+
+    /// The places reserved for the transaction `xid` that no claim of its
+    /// is naming: handed to it while it waited (`hand_on`).
+    fn handed(&self, xid: pg_sys::TransactionId) -> usize {
+        self.held().iter().filter(|p| p.xid == xid && p.id == RESERVED).count()
+    }
+
+    /// Drops `n` of the places reserved for `xid`.
+    fn drop_reserved(&mut self, xid: pg_sys::TransactionId, mut n: usize) {
+        let mut kept = 0;
+        for i in 0..self.len as usize {
+            let place = self.places[i];
+            if n > 0 && place.xid == xid && place.id == RESERVED {
+                n -= 1;
+                continue;
+            }
+            self.places[kept] = place;
+            kept += 1;
+        }
+        self.len = kept as u32;
     }
 
     /// Drops the places in `free` (found free by `free_places`).
@@ -358,6 +438,16 @@ pub struct Reserved {
 /// slot (its row keeps its claimed jobs). Connected to SPI; may run
 /// statements (none when the queue is not full and its list is fresh).
 pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
+    let reserved = reserve_places(function, queue, max_claimed, wanted, now_ms);
+    if LATCH_RESET.replace(false) {
+        // SAFETY: this backend's own latch: set again, as it may have been
+        // set for a waiting claim while it waited for a place.
+        unsafe { pg_sys::SetLatch(pg_sys::MyLatch) };
+    }
+    reserved
+}
+
+fn reserve_places(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
     let name = queue.as_bytes();
     // (the same bounds as rq_claim_flow's up-front row locks, sql/flow.sql)
     if max_claimed as usize > PLACES || name.len() > NAME_BYTES || REGION.load(Ordering::Relaxed).is_null() {
@@ -369,6 +459,8 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
     // its transaction needs an id anyway.
     let (database, xid) = unsafe { (pg_sys::MyDatabaseId, pg_sys::GetTopTransactionId()) };
     let mut checked = false;
+    // how long it waited in line for a place
+    let mut waited_ms = 0;
     loop {
         let locked = lock_slots()?;
         let Some(i) = slot_of(locked.slots, database, table, name) else {
@@ -429,6 +521,18 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
             }
             continue;
         }
+        let handed = slot.handed(xid) as i32;
+        if handed > 0 {
+            // places handed to this claim while it waited in line (or left
+            // reserved by a claim of this transaction that failed): its own
+            let keep = handed.min(wanted.max(0));
+            slot.drop_reserved(xid, (handed - keep) as usize);
+            hand_on(slot, (handed - keep) as usize);
+            drop(locked);
+            note_holding(i);
+            count(|c| &c.shared);
+            return Some(Reserved { slot: i, xid, count: keep });
+        }
         let room = max_claimed - slot.len as i32;
         if room < wanted && !checked && slot.len > 0 {
             // full: look up which places are free, then decide again
@@ -447,37 +551,104 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
         {
             // Full, and this transaction holds no place of any queue: when
             // a place is held by a transaction still in progress (one that
-            // claims and completes in one transaction), wait for it to end,
+            // claims and completes in one transaction), wait for a place,
             // as a claim waited on the queue's row lock before, and look
             // again. (One that holds a place never waits: two claims could
-            // wait for each other.)
+            // wait for each other.) It waits in the queue's line, woken
+            // when a place is handed to it (a job's end gives its place to
+            // the first in line) or a holder's transaction ends, for up to
+            // deadlock_timeout; then on a holder's transaction, as a row's
+            // locker is waited for, which the deadlock detector watches.
+            let slot = &mut locked.slots[i];
             let holders: Vec<pg_sys::TransactionId> =
-                locked.slots[i].held().iter().map(|p| p.xid).filter(|&x| x != pg_sys::FrozenTransactionId).collect();
+                slot.held().iter().map(|p| p.xid).filter(|&x| x != pg_sys::FrozenTransactionId).collect();
+            // SAFETY: a backend global.
+            let deadlock_timeout_ms = i64::from(unsafe { pg_sys::DeadlockTimeout }.max(1));
+            // SAFETY: this backend's latch, in shared memory.
+            let in_line = waited_ms < deadlock_timeout_ms && slot.line_up(unsafe { pg_sys::MyLatch }, xid);
             drop(locked);
-            // SAFETY: proc array lookups, and a wait on a transaction's lock
-            // as PostgreSQL waits for a row's locker (the deadlock detector
-            // watches it; an interrupt ends it).
-            // (the waiters spread over the holders, by process id: all on
-            // one would all wake for the one place its end frees)
+            // SAFETY: proc array lookups.
             let in_progress: Vec<pg_sys::TransactionId> =
                 holders.into_iter().filter(|&x| unsafe { pg_sys::TransactionIdIsInProgress(x) }).collect();
-            // SAFETY: a backend global.
-            let mine = unsafe { pg_sys::MyProcPid } as usize;
-            if let Some(&holder) = in_progress.get(mine % in_progress.len().max(1)) {
-                unsafe { pg_sys::XactLockTableWait(holder, std::ptr::null_mut(), std::ptr::null_mut(), pg_sys::XLTW_Oper::XLTW_None) };
+            if in_progress.is_empty() {
+                // nothing frees a place soon: the next in line looks too
+                if let Some(locked) = lock_slots() {
+                    locked.slots[i].leave_line(xid);
+                    wake_next(&mut locked.slots[i]);
+                }
+                count(|c| &c.shared);
+                return Some(Reserved { slot: i, xid, count: 0 });
+            }
+            if in_line {
+                let started = crate::clock::now_ms();
+                // SAFETY: this backend's own latch; reset after the wait and
+                // set again when the claim returns (`reserve`), so that a
+                // waiting claim's wake-up (src/waiters.rs) is not lost.
+                unsafe {
+                    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+                    let timeout = (deadlock_timeout_ms - waited_ms).max(1) as std::ffi::c_long;
+                    pg_sys::WaitLatch(pg_sys::MyLatch, events as i32, timeout, pg_sys::PG_WAIT_EXTENSION);
+                    pg_sys::ResetLatch(pg_sys::MyLatch);
+                }
+                LATCH_RESET.set(true);
+                waited_ms += (crate::clock::now_ms() - started).max(1);
+                if let Some(locked) = lock_slots() {
+                    locked.slots[i].leave_line(xid);
+                }
+                pgrx::check_for_interrupts!();
                 checked = false;
                 continue;
             }
-            count(|c| &c.shared);
-            return Some(Reserved { slot: i, xid, count: 0 });
+            // (the waiters spread over the holders, by process id: all on
+            // one would all wake for the one place its end frees)
+            // SAFETY: a backend global; a wait on a transaction's lock as
+            // PostgreSQL waits for a row's locker (an interrupt ends it).
+            let mine = unsafe { pg_sys::MyProcPid } as usize;
+            let holder = in_progress[mine % in_progress.len()];
+            unsafe { pg_sys::XactLockTableWait(holder, std::ptr::null_mut(), std::ptr::null_mut(), pg_sys::XLTW_Oper::XLTW_None) };
+            checked = false;
+            continue;
         }
         let slot = &mut locked.slots[i];
         for _ in 0..count_reserved {
             slot.push(Place { id: RESERVED, attempt: 0, xid });
         }
+        // room this claim does not take goes to claims in line
+        hand_on(slot, (room - count_reserved).max(0) as usize);
         drop(locked);
+        if count_reserved > 0 {
+            note_holding(i);
+        }
         count(|c| &c.shared);
         return Some(Reserved { slot: i, xid, count: count_reserved });
+    }
+}
+
+/// Hands up to `free` places of `slot` (free now) to the claims first in
+/// its line: each becomes a place reserved for the claim's transaction, and
+/// the claim is woken to take it (`reserve`). Under the slots' lock; at
+/// commit too, where nothing may fail: shared memory and SetLatch only.
+fn hand_on(slot: &mut Slot, free: usize) -> usize {
+    let mut handed = 0;
+    while handed < free {
+        let Some(next) = slot.next_in_line() else { break };
+        if !slot.push(Place { id: RESERVED, attempt: 0, xid: next.xid }) {
+            break;
+        }
+        // SAFETY: a latch in shared memory, of a backend that lined up (a
+        // backend gone since has left its PGPROC's latch to the next).
+        unsafe { pg_sys::SetLatch(next.latch) };
+        handed += 1;
+    }
+    handed
+}
+
+/// Wakes the first claim in `slot`'s line to look again, with no place
+/// handed to it.
+fn wake_next(slot: &mut Slot) {
+    if let Some(next) = slot.next_in_line() {
+        // SAFETY: as in hand_on.
+        unsafe { pg_sys::SetLatch(next.latch) };
     }
 }
 
@@ -486,7 +657,10 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
 pub fn took(reserved: &Reserved, jobs: &[(pgrx::Uuid, i32)]) {
     let Some(locked) = lock_slots() else { return };
     let jobs: Vec<([u8; 16], i32)> = jobs.iter().map(|(id, attempt)| (*id.as_bytes(), *attempt)).collect();
-    locked.slots[reserved.slot].took(reserved.xid, reserved.count as usize, &jobs);
+    let slot = &mut locked.slots[reserved.slot];
+    slot.took(reserved.xid, reserved.count as usize, &jobs);
+    // the places it did not use go to claims in line
+    hand_on(slot, (reserved.count as usize).saturating_sub(jobs.len()));
 }
 
 thread_local! {
@@ -496,8 +670,24 @@ thread_local! {
     /// them up.
     static ENDED: std::cell::RefCell<Vec<(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransactionId)>> =
         const { std::cell::RefCell::new(Vec::new()) };
-    /// This transaction's callbacks for ENDED are registered.
+    /// The slots in which this transaction holds places: when it ends
+    /// without giving one back, the first claim in each one's line looks
+    /// again (a place of a transaction that ended may be free).
+    static HOLDING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// This transaction's callbacks for ENDED and HOLDING are registered.
     static ENDED_CALLBACKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A wait for a place reset this backend's latch (`reserve`).
+    static LATCH_RESET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This transaction holds places in slot `slot`.
+fn note_holding(slot: usize) {
+    HOLDING.with_borrow_mut(|holding| {
+        if !holding.contains(&slot) {
+            holding.push(slot);
+        }
+    });
+    at_end_of_transaction();
 }
 
 /// A claimed job of `queue` (in the jobs table `table`) ended in this
@@ -513,18 +703,27 @@ pub fn job_ended(table: pg_sys::Oid, queue: &str, id: &pgrx::Uuid) {
     // SAFETY: a backend global of the transaction in progress.
     let subtransaction = unsafe { pg_sys::GetCurrentSubTransactionId() };
     ENDED.with_borrow_mut(|ended| ended.push((table, queue.to_owned(), *id.as_bytes(), subtransaction)));
+    at_end_of_transaction();
+}
+
+/// Registers, once a transaction, what its end does to the slots.
+fn at_end_of_transaction() {
     if !ENDED_CALLBACKS.replace(true) {
         // After the commit is visible to everyone, where nothing may fail:
-        // shared memory only. A savepoint rolled back forgets what ended
-        // since it (its subtransaction and those inside it have later ids).
+        // shared memory and SetLatch only. A savepoint rolled back forgets
+        // what ended since it (its subtransaction and those inside it have
+        // later ids).
         pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, || {
             let ended = ENDED.with_borrow_mut(std::mem::take);
+            let holding = HOLDING.with_borrow_mut(std::mem::take);
             ENDED_CALLBACKS.set(false);
-            give_back_places(&ended);
+            give_back_places(&ended, &holding);
         });
         pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Abort, || {
             ENDED.with_borrow_mut(Vec::clear);
+            let holding = HOLDING.with_borrow_mut(std::mem::take);
             ENDED_CALLBACKS.set(false);
+            give_back_places(&[], &holding);
         });
         pgrx::register_subxact_callback(pgrx::PgSubXactCallbackEvent::AbortSub, |aborted, _| {
             ENDED.with_borrow_mut(|ended| ended.retain(|e| e.3 < aborted));
@@ -532,13 +731,17 @@ pub fn job_ended(table: pg_sys::Oid, queue: &str, id: &pgrx::Uuid) {
     }
 }
 
-fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransactionId)]) {
-    if ended.is_empty() {
+/// At the end of a transaction: the places of the jobs it `ended` are
+/// handed to the claims first in their slots' lines, or free; in the other
+/// slots where it held places, the first claim in line looks again.
+fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransactionId)], holding: &[usize]) {
+    if ended.is_empty() && holding.is_empty() {
         return;
     }
     let Some(locked) = lock_slots() else { return };
     // SAFETY: a backend global, set once connected.
     let database = unsafe { pg_sys::MyDatabaseId };
+    let mut handed = Vec::new();
     for (table, queue, id, _) in ended {
         let Some(i) = slot_of(locked.slots, database, *table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready)
         else {
@@ -548,6 +751,14 @@ fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransact
         let mut of_id = slot.held().iter().filter(|p| p.id == *id);
         if let (Some(&place), None) = (of_id.next(), of_id.next()) {
             slot.free(&[place]);
+            if hand_on(slot, 1) > 0 {
+                handed.push(i);
+            }
+        }
+    }
+    for &i in holding {
+        if !handed.contains(&i) {
+            wake_next(&mut locked.slots[i]);
         }
     }
 }
@@ -580,7 +791,9 @@ fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Ve
     let jobs: Vec<([u8; 16], i32)> = ids.iter().map(|id| *id.as_bytes()).zip(attempts).collect();
     let Some(locked) = lock_slots() else { return };
     if let Some(i) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) {
-        locked.slots[i].took(xid, reserved.max(0) as usize, &jobs);
+        let slot = &mut locked.slots[i];
+        slot.took(xid, reserved.max(0) as usize, &jobs);
+        hand_on(slot, (reserved.max(0) as usize).saturating_sub(jobs.len()));
     }
 }
 
@@ -654,6 +867,31 @@ mod tests {
         }
         s.free(&[job(2, 5), job(4, 5), job(9, 5)]);
         assert_eq!(s.held(), &[job(1, 5), job(3, 5)]);
+    }
+
+    #[test]
+    fn claims_wait_in_line_first_come_first_and_find_what_was_handed_to_them() {
+        let mut s = slot();
+        let (a, b) = (pg_sys::TransactionId::from_inner(21), pg_sys::TransactionId::from_inner(22));
+        let latch = std::ptr::null_mut();
+        assert!(s.line_up(latch, a));
+        assert!(s.line_up(latch, b));
+        assert!(s.line_up(latch, a), "lined up once");
+        assert_eq!(s.waiting_len, 2);
+        s.leave_line(a);
+        assert_eq!(s.next_in_line().map(|w| w.xid), Some(b));
+        assert!(s.next_in_line().is_none());
+        for n in 0..WAITING as u32 {
+            assert!(s.line_up(latch, pg_sys::TransactionId::from_inner(100 + n)));
+        }
+        assert!(!s.line_up(latch, a), "a full line takes no more");
+        s.push(job(1, 21));
+        s.push(reserved(21));
+        s.push(reserved(9));
+        s.push(reserved(21));
+        assert_eq!(s.handed(a), 2);
+        s.drop_reserved(a, 1);
+        assert_eq!(s.held(), &[job(1, 21), reserved(9), reserved(21)]);
     }
 
     #[test]

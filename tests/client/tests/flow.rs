@@ -10,7 +10,7 @@
 //! the benchmark's business.
 
 use postgres::Client;
-use raquel_client_tests::{connect, connect_as, fresh_db, sqlstate, wait_for_sleepers};
+use raquel_client_tests::{connect, connect_as, fresh_db, sqlstate, wait_for_sleepers, wait_for_sleeping};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -604,6 +604,47 @@ fn a_rates_tokens_lock_no_row_and_are_each_databases_own() {
     // (server-wide counts: other tests' claims may add to them)
     let shared: i64 = a.query_one("SELECT claims_shared FROM raquel_internal.rq_rate_bucket_counts()", &[]).unwrap().get(0);
     assert!(shared >= 4, "{shared} claims took tokens from a bucket");
+}
+
+/// A claim waiting for a place of a full queue whose holder waits for a
+/// row the claim's transaction locked: after deadlock_timeout in the
+/// queue's line, the claim waits on the holder's transaction, where the
+/// deadlock detector finds the circle and ends one of the two (40P01);
+/// the other goes on.
+#[test]
+fn a_claim_waiting_for_a_place_in_a_deadlock_is_found_by_the_detector() {
+    let db = fresh_db("flow_place_deadlock");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('d', max_claimed => 1); \
+         CREATE TABLE side (n integer PRIMARY KEY); INSERT INTO side VALUES (1)",
+    )
+    .unwrap();
+    enqueue(&mut c, "d", 3);
+    let mut holder = connect(&db);
+    // (a claim that waited on for ever would end here, and fail the test)
+    holder.batch_execute("SET statement_timeout = '15s'; BEGIN; SELECT * FROM rq_claim(ARRAY['d'])").unwrap();
+    let waiter = {
+        let db = db.clone();
+        thread::spawn(move || {
+            let mut w = connect(&db);
+            w.batch_execute("SET statement_timeout = '15s'; BEGIN; UPDATE side SET n = n WHERE n = 1").unwrap();
+            let got = w.query("SELECT id FROM rq_claim(ARRAY['d'])", &[]).map(|rows| rows.len());
+            let _ = w.batch_execute("ROLLBACK");
+            got
+        })
+    };
+    wait_for_sleeping(&db, "%rq_claim(ARRAY['d'])%", 1, "the claim waiting for a place");
+    let started = Instant::now();
+    let held = holder.batch_execute("UPDATE side SET n = n WHERE n = 1");
+    let waited = waiter.join().unwrap();
+    let codes = [sqlstate(held), sqlstate(waited)];
+    assert!(
+        codes.contains(&"40P01".to_string()) && codes.contains(&"00000".to_string()),
+        "one of the two ended by the deadlock detector: {codes:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "found in {:?}", started.elapsed());
+    let _ = holder.batch_execute("ROLLBACK");
 }
 
 /// The places claimed under max_claimed are in shared memory
