@@ -266,8 +266,11 @@ END
 $$;
 
 -- rq_claim's claim for queues that have flow settings (src/claim.rs), with
--- rq_claim's arguments checked. Queues NULL means any queue. It and
--- rq_claim_fair run only inside rq_claim (42501 otherwise).
+-- rq_claim's arguments checked, where src/claim.rs does not claim in Rust
+-- (a claim of one queue that is not paused and keeps its limits in shared
+-- memory: src/claim.rs, src/fair.rs): several queues, any queue, a paused
+-- queue, a queue whose limits are kept in its row. Queues NULL means any
+-- queue. It and rq_claim_fair run only inside rq_claim (42501 otherwise).
 --
 -- Each queue with settings is claimed from on its own: a paused one not at
 -- all; a limited one within its limits' state in shared memory: places
@@ -372,7 +375,7 @@ BEGIN
             ELSE
                 -- kept in the queue's row: what was reserved goes back
                 IF places IS NOT NULL THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
                     places := NULL;
                 END IF;
                 IF shared IS NOT NULL THEN
@@ -399,7 +402,7 @@ BEGIN
             END IF;
             IF allow <= 0 THEN
                 IF places > 0 THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
                 END IF;
                 IF shared > 0 THEN
                     PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);

@@ -481,7 +481,7 @@ BEGIN
             ELSE
                 -- kept in the queue's row: what was reserved goes back
                 IF places IS NOT NULL THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
                     places := NULL;
                 END IF;
                 IF shared IS NOT NULL THEN
@@ -508,7 +508,7 @@ BEGIN
             END IF;
             IF allow <= 0 THEN
                 IF places > 0 THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}', '{}');
+                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
                 END IF;
                 IF shared > 0 THEN
                     PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);

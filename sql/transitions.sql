@@ -272,7 +272,9 @@ $$;
 -- statement, which sees every claim of the group committed before; the
 -- walk takes one job per group, and walks again while it finds some. Its
 -- cost grows with the jobs of the groups it passes over (those at their
--- limit), not with the number of groups.
+-- limit), not with the number of groups. A claim of one grouped queue does
+-- the same in Rust (src/fair.rs), with the same group locks, so that the
+-- two may claim from one queue side by side.
 CREATE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
 RETURNS SETOF jobs
 LANGUAGE plpgsql VOLATILE ROWS 1
