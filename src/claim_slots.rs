@@ -45,11 +45,12 @@
 //! (`raquel_internal.rq_claim_slot_counts()`). Slots are never given back.
 
 use crate::flow;
+use crate::shmem;
 use crate::statements::{self, Shape, Statement};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many queues' slots the server keeps.
 const SLOTS: usize = 256;
@@ -224,81 +225,26 @@ impl Slot {
     }
 }
 
-static REGION: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
-static LOCK: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
-const LOCKS: &std::ffi::CStr = c"raquel_claim_slots";
-const REGION_NAME: &std::ffi::CStr = c"raquel claim slots";
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
-
-#[pg_guard]
-unsafe extern "C-unwind" fn request_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time.
-    unsafe {
-        if let Some(previous) = PREV_REQUEST {
-            previous();
-        }
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Slot>() * SLOTS);
-        pg_sys::RequestNamedLWLockTranche(LOCKS.as_ptr(), 1);
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn attach_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time; the region and
-    // the lock were requested by request_memory, and AddinShmemInitLock
-    // (MainLWLockArray[21]) keeps two processes from laying it out at once.
-    unsafe {
-        if let Some(previous) = PREV_STARTUP {
-            previous();
-        }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), std::mem::size_of::<Slot>() * SLOTS, &mut found).cast::<Slot>();
-        if !found {
-            // every slot unused (State::Unused is 0), every list empty
-            std::ptr::write_bytes(region, 0, SLOTS);
-        }
-        REGION.store(region, Ordering::Relaxed);
-        LOCK.store(pg_sys::GetNamedLWLockTranche(LOCKS.as_ptr()), Ordering::Relaxed);
-        pg_sys::LWLockRelease(init_lock);
-    }
-}
+/// The slots, all zero bytes at first: every slot unused (State::Unused
+/// is 0), every list and line empty.
+static REGION: shmem::Region =
+    shmem::Region::new(c"raquel claim slots", c"raquel_claim_slots", 1, || std::mem::size_of::<Slot>() * SLOTS, |base| {
+        // SAFETY: the region is SLOTS slots, fresh.
+        unsafe { std::ptr::write_bytes(base, 0, std::mem::size_of::<Slot>() * SLOTS) }
+    });
 
 /// The slots, locked exclusively until the guard goes (no statement runs
 /// under it).
 struct Locked {
     slots: &'static mut [Slot],
-    lock: *mut pg_sys::LWLock,
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // An ERROR unwinding through here has reset InterruptHoldoffCount,
-        // and the abort releases every LWLock (src/cursors.rs says more).
-        // SAFETY: the lock was acquired by locked().
-        unsafe {
-            if pg_sys::InterruptHoldoffCount > 0 {
-                pg_sys::LWLockRelease(self.lock);
-            }
-        }
-    }
+    _lock: shmem::Guard,
 }
 
 fn lock_slots() -> Option<Locked> {
-    let region = REGION.load(Ordering::Relaxed);
-    if region.is_null() {
-        return None;
-    }
-    // SAFETY: the region holds SLOTS slots and the tranche one lock, both
-    // set up by attach_memory; the lock makes this backend the only one
-    // using the slots while the guard lives.
-    unsafe {
-        let lock = &raw mut (*LOCK.load(Ordering::Relaxed)).lock;
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        Some(Locked { slots: std::slice::from_raw_parts_mut(region, SLOTS), lock })
-    }
+    let (base, lock) = REGION.lock(0)?;
+    // SAFETY: the region holds SLOTS slots; the lock makes this backend the
+    // only one using them while the guard lives.
+    Some(Locked { slots: unsafe { std::slice::from_raw_parts_mut(base.cast::<Slot>(), SLOTS) }, _lock: lock })
 }
 
 /// The first of the probes of (database, table, queue) that holds its slot
@@ -332,14 +278,7 @@ static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_claim_slot_cou
 
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
-    // SAFETY: _PG_init runs once, in the postmaster, before any hook is
-    // called; each hook calls the one it replaced.
-    unsafe {
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_memory);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach_memory);
-    }
+    shmem::register(&REGION);
     pg_shmem_init!(COUNTS);
 }
 
@@ -450,7 +389,7 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
 fn reserve_places(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
     let name = queue.as_bytes();
     // (the same bounds as rq_claim_flow's up-front row locks, sql/flow.sql)
-    if max_claimed as usize > PLACES || name.len() > NAME_BYTES || REGION.load(Ordering::Relaxed).is_null() {
+    if max_claimed as usize > PLACES || name.len() > NAME_BYTES || !REGION.attached() {
         count(|c| &c.from_rows);
         return None;
     }
@@ -697,7 +636,7 @@ fn note_holding(slot: usize) {
 /// the next look-up). A place freed this way is one a look-up would free;
 /// this only saves the look-up.
 pub fn job_ended(table: pg_sys::Oid, queue: &str, id: &pgrx::Uuid) {
-    if REGION.load(Ordering::Relaxed).is_null() {
+    if !REGION.attached() {
         return;
     }
     // SAFETY: a backend global of the transaction in progress.
@@ -803,7 +742,7 @@ fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Ve
 #[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_limits_in_shared_memory() -> bool {
-    !REGION.load(Ordering::Relaxed).is_null() && crate::rate_buckets::in_shared_memory()
+    REGION.attached() && crate::rate_buckets::in_shared_memory()
 }
 
 /// How the claims of queues with max_claimed kept count since the server

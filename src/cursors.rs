@@ -63,11 +63,12 @@
 //! small; rq_stats says per queue (rq_cursor_state).
 
 use pgrx::prelude::*;
+use crate::shmem;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic, PgSubXactCallbackEvent, PgXactCallbackEvent};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Parts of the cursors' shared memory, each under its own lock.
 const PARTITIONS: usize = 16;
@@ -335,59 +336,27 @@ impl Part {
     }
 }
 
-/// The cursors' shared memory: PARTITIONS parts, and a lock for each (the
-/// tranche LOCKS, which pg_stat_activity shows as a wait on it).
+/// The cursors' shared memory: PARTITIONS parts of a shape the settings
+/// give at preload, and a lock for each (src/shmem.rs).
 static SHAPE: std::sync::OnceLock<Shape> = std::sync::OnceLock::new();
-static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-static PART_LOCKS: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
-const LOCKS: &std::ffi::CStr = c"raquel_cursors";
-const REGION_NAME: &std::ffi::CStr = c"raquel claim cursors";
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
-
-#[pg_guard]
-unsafe extern "C-unwind" fn request_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time.
-    unsafe {
-        if let Some(previous) = PREV_REQUEST {
-            previous();
-        }
-        let shape = SHAPE.get().expect("init() set the shape");
-        pg_sys::RequestAddinShmemSpace(shape.part_bytes() * PARTITIONS);
-        pg_sys::RequestNamedLWLockTranche(LOCKS.as_ptr(), PARTITIONS as i32);
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn attach_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time; the region and
-    // the locks were requested by request_memory, and AddinShmemInitLock
-    // (MainLWLockArray[21], as pgrx's own shared values take it) keeps two
-    // processes from laying it out at once where each attaches itself.
-    unsafe {
-        if let Some(previous) = PREV_STARTUP {
-            previous();
-        }
+static REGION: shmem::Region = shmem::Region::new(
+    c"raquel claim cursors",
+    c"raquel_cursors",
+    PARTITIONS,
+    || SHAPE.get().expect("init() set the shape").part_bytes() * PARTITIONS,
+    |base| {
         let shape = *SHAPE.get().expect("init() set the shape");
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), shape.part_bytes() * PARTITIONS, &mut found).cast::<u8>();
-        if !found {
-            for partition in 0..PARTITIONS {
-                Part::format(shape, region.add(partition * shape.part_bytes()), partition);
-            }
+        for partition in 0..PARTITIONS {
+            // SAFETY: the region is PARTITIONS parts of shape.part_bytes(), fresh.
+            unsafe { Part::format(shape, base.add(partition * shape.part_bytes()), partition) };
         }
-        REGION.store(region, Ordering::Relaxed);
-        PART_LOCKS.store(pg_sys::GetNamedLWLockTranche(LOCKS.as_ptr()), Ordering::Relaxed);
-        pg_sys::LWLockRelease(init_lock);
-    }
-}
+    },
+);
 
 /// A part, its lock held exclusively until the guard goes.
 struct Locked {
     part: Part,
-    lock: *mut pg_sys::LWLock,
+    _lock: shmem::Guard,
 }
 
 impl std::ops::Deref for Locked {
@@ -403,32 +372,13 @@ impl std::ops::DerefMut for Locked {
     }
 }
 
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // An ERROR from PostgreSQL code unwinding through here has reset
-        // InterruptHoldoffCount, and the abort releases every LWLock: then
-        // releasing it here would fail (as pgrx's PgLwLock does).
-        // SAFETY: the lock was acquired by part().
-        unsafe {
-            if pg_sys::InterruptHoldoffCount > 0 {
-                pg_sys::LWLockRelease(self.lock);
-            }
-        }
-    }
-}
-
 /// Part `partition`, locked. Only with the library preloaded.
 fn part(partition: usize) -> Locked {
     let shape = *SHAPE.get().expect("the cursors' shared memory is set up at preload");
-    let region = REGION.load(Ordering::Relaxed);
-    assert!(!region.is_null() && partition < PARTITIONS, "the cursors' shared memory is attached");
-    // SAFETY: the tranche has PARTITIONS locks, and the region PARTITIONS
-    // parts of shape.part_bytes(), laid out by attach_memory.
-    unsafe {
-        let lock = &raw mut (*PART_LOCKS.load(Ordering::Relaxed).add(partition)).lock;
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        Locked { part: Part { shape, bytes: region.add(partition * shape.part_bytes()) }, lock }
-    }
+    let (base, lock) = REGION.lock(partition).expect("the cursors' shared memory is attached");
+    // SAFETY: the region holds PARTITIONS parts of shape.part_bytes(), laid
+    // out when the server made it; the lock is the part's.
+    Locked { part: Part { shape, bytes: unsafe { base.add(partition * shape.part_bytes()) } }, _lock: lock }
 }
 
 /// What went without cursors since the server started (rq_cursor_counts).
@@ -456,14 +406,7 @@ static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_cursor_counts"
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
     let _ = SHAPE.set(Shape::from_settings());
-    // SAFETY: _PG_init runs once, in the postmaster, before any hook is
-    // called; each hook calls the one it replaced.
-    unsafe {
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_memory);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach_memory);
-    }
+    shmem::register(&REGION);
     pg_shmem_init!(COUNTS);
 }
 

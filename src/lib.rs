@@ -61,6 +61,7 @@ mod results;
 mod schedules;
 mod schema;
 mod settings;
+mod shmem;
 mod statements;
 mod steps;
 mod take;

@@ -27,11 +27,12 @@
 //! server can serve this way between restarts.
 
 use crate::flow;
+use crate::shmem;
 use crate::statements;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many buckets the server keeps.
 const BUCKETS: usize = 1024;
@@ -73,87 +74,31 @@ impl Bucket {
     }
 }
 
-static REGION: AtomicPtr<Bucket> = AtomicPtr::new(std::ptr::null_mut());
-static LOCK: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
-const LOCKS: &std::ffi::CStr = c"raquel_rate_buckets";
-const REGION_NAME: &std::ffi::CStr = c"raquel rate buckets";
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
-
-#[pg_guard]
-unsafe extern "C-unwind" fn request_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time.
-    unsafe {
-        if let Some(previous) = PREV_REQUEST {
-            previous();
-        }
-        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Bucket>() * BUCKETS);
-        pg_sys::RequestNamedLWLockTranche(LOCKS.as_ptr(), 1);
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn attach_memory() {
-    // SAFETY: the postmaster calls its hooks one at a time; the region and
-    // the lock were requested by request_memory, and AddinShmemInitLock
-    // (MainLWLockArray[21]) keeps two processes from laying it out at once.
-    unsafe {
-        if let Some(previous) = PREV_STARTUP {
-            previous();
-        }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let region = pg_sys::ShmemInitStruct(REGION_NAME.as_ptr(), std::mem::size_of::<Bucket>() * BUCKETS, &mut found).cast::<Bucket>();
-        if !found {
-            // every bucket unused: all zero bytes
-            std::ptr::write_bytes(region, 0, BUCKETS);
-        }
-        REGION.store(region, Ordering::Relaxed);
-        LOCK.store(pg_sys::GetNamedLWLockTranche(LOCKS.as_ptr()), Ordering::Relaxed);
-        pg_sys::LWLockRelease(init_lock);
-    }
-}
+/// The buckets, all zero bytes at first: every bucket unused.
+static REGION: shmem::Region =
+    shmem::Region::new(c"raquel rate buckets", c"raquel_rate_buckets", 1, || std::mem::size_of::<Bucket>() * BUCKETS, |base| {
+        // SAFETY: the region is BUCKETS buckets, fresh.
+        unsafe { std::ptr::write_bytes(base, 0, std::mem::size_of::<Bucket>() * BUCKETS) }
+    });
 
 /// The buckets, locked exclusively until the guard goes (microseconds: no
 /// statement runs under it).
 struct Locked {
     buckets: &'static mut [Bucket],
-    lock: *mut pg_sys::LWLock,
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // An ERROR unwinding through here has reset InterruptHoldoffCount,
-        // and the abort releases every LWLock (src/cursors.rs says more).
-        // SAFETY: the lock was acquired by locked().
-        unsafe {
-            if pg_sys::InterruptHoldoffCount > 0 {
-                pg_sys::LWLockRelease(self.lock);
-            }
-        }
-    }
+    _lock: shmem::Guard,
 }
 
 /// Whether the buckets exist: the server preloaded raquel.
 pub fn in_shared_memory() -> bool {
-    !REGION.load(Ordering::Relaxed).is_null()
+    REGION.attached()
 }
 
 /// The buckets, locked; None in a server that did not preload raquel.
 fn locked() -> Option<Locked> {
-    let region = REGION.load(Ordering::Relaxed);
-    if region.is_null() {
-        return None;
-    }
-    // SAFETY: the region holds BUCKETS buckets and the tranche one lock,
-    // both set up by attach_memory; the lock makes this backend the only
-    // one using the buckets while the guard lives.
-    unsafe {
-        let lock = &raw mut (*LOCK.load(Ordering::Relaxed)).lock;
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        Some(Locked { buckets: std::slice::from_raw_parts_mut(region, BUCKETS), lock })
-    }
+    let (base, lock) = REGION.lock(0)?;
+    // SAFETY: the region holds BUCKETS buckets; the lock makes this backend
+    // the only one using them while the guard lives.
+    Some(Locked { buckets: unsafe { std::slice::from_raw_parts_mut(base.cast::<Bucket>(), BUCKETS) }, _lock: lock })
 }
 
 /// Where the bucket of (database, table, queue) is, or would be made: the
@@ -184,14 +129,7 @@ static COUNTS: PgAtomic<Counts> = unsafe { PgAtomic::new(c"raquel_rate_bucket_co
 
 /// Called from `_PG_init` while the server preloads the library.
 pub fn init() {
-    // SAFETY: _PG_init runs once, in the postmaster, before any hook is
-    // called; each hook calls the one it replaced.
-    unsafe {
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request_memory);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach_memory);
-    }
+    shmem::register(&REGION);
     pg_shmem_init!(COUNTS);
 }
 
