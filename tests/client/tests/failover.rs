@@ -289,6 +289,7 @@ fn a_promoted_synchronous_standby_has_every_committed_job_and_serves_the_queue()
         plan.stale_every,
         plan.seconds,
         load_started + load_limit,
+        0,
     );
 
     let mut failovers = Vec::new();

@@ -9,7 +9,10 @@
 //! work committed exactly once and its outside work done at least once.
 //! Queue `q` has `max_claimed` (`MAX_CLAIMED`, below the workers), kept in
 //! shared memory (src/claim_slots.rs) and read again from the table after
-//! each crash: sampled every 10 ms, its claimed jobs never pass it.
+//! each crash, and its jobs are spread over `GROUPS` fair groups with
+//! `group_max_claimed` (`GROUP_MAX_CLAIMED`), claimed by one-queue claims
+//! (src/fair.rs) and by claims of `q` and `stale` (rq_claim_fair) side by
+//! side: sampled every 10 ms, its claimed jobs never pass either limit.
 //!
 //! `RAQUEL_FAULT_MODE=long` runs more of everything (see `Plan`);
 //! `RAQUEL_FAULT_SEED` repeats a run's choices; `RAQUEL_FAULT_KEEP=1` keeps
@@ -30,6 +33,11 @@ const PORT: u16 = 25410;
 /// Queue `q`'s max_claimed: below the workers, so that the limit holds
 /// claims back through the faults.
 const MAX_CLAIMED: i64 = 4;
+/// Queue `q`'s fair groups, and its group_max_claimed: the groups' limits
+/// together (6) are above max_claimed, and each binds where the workers
+/// (more than 2) want the next job of a group.
+const GROUPS: usize = 3;
+const GROUP_MAX_CLAIMED: i64 = 2;
 const DB: &str = "rq_faults";
 /// Longer than the workers' 2-second lease plus a round of the background
 /// worker, so that a paused worker's job is rescued and goes to another.
@@ -220,7 +228,10 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     cluster
         .connect(DB)
         .unwrap()
-        .batch_execute(&format!("CREATE EXTENSION raquel; {DONE_INSIDE}; SELECT rq_set_limits('q', max_claimed => {MAX_CLAIMED})"))
+        .batch_execute(&format!(
+            "CREATE EXTENSION raquel; {DONE_INSIDE}; \
+             SELECT rq_set_limits('q', max_claimed => {MAX_CLAIMED}, group_max_claimed => {GROUP_MAX_CLAIMED})"
+        ))
         .unwrap();
     let sampler = ClaimedSampler::start(cluster.dsn(DB));
 
@@ -237,6 +248,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
         plan.stale_every,
         plan.seconds,
         load_started + load_limit,
+        GROUPS,
     );
 
     let mut faults: Vec<Fault> = [
@@ -269,7 +281,7 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     enqueue_one_stale(&cluster.dsn(DB), &mut produced, Instant::now() + Duration::from_secs(20));
     let late_job_done = wait_for_drain(&cluster.dsn(DB), plan.drain_limit).is_some();
     workers.stop();
-    let (samples, most_claimed) = sampler.stop();
+    let (samples, most_claimed, most_in_a_group) = sampler.stop();
     let events = Events::read(&events_dir);
     let mut client = cluster.checked_connection(DB);
     let reckoning = reckon(&mut client, &produced.confirmed, &events);
@@ -312,7 +324,8 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
     summary(&format!(
         "faults ({} mode, seed {seed}): {} jobs; kills: {} worker SIGKILL, {} worker SIGSTOP, {} pg_terminate_backend, \
          {} backend SIGKILL, {} stop -m immediate; outside work repeated {}x, inside duplicates {}, {} fenced ({} knowingly stale); {} rescued; \
-         drained {} after the last enqueue; max_claimed {MAX_CLAIMED}: at most {most_claimed} claimed in {samples} samples; {:.0} s in all",
+         drained {} after the last enqueue; max_claimed {MAX_CLAIMED}: at most {most_claimed} claimed in {samples} samples, \
+         group_max_claimed {GROUP_MAX_CLAIMED}: at most {most_in_a_group} in a group; {:.0} s in all",
         mode.name(),
         reckoning.jobs,
         injected.worker_kills,
@@ -331,6 +344,10 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
 
     assert!(samples > 100, "the claimed jobs were sampled ({samples} samples)");
     assert!(most_claimed <= MAX_CLAIMED, "{most_claimed} of q's jobs claimed at once, max_claimed {MAX_CLAIMED}");
+    assert!(
+        most_in_a_group <= GROUP_MAX_CLAIMED,
+        "{most_in_a_group} jobs of one of q's groups claimed at once, group_max_claimed {GROUP_MAX_CLAIMED}"
+    );
     assert_eq!(produced.given_up, 0, "every batch was enqueued in time");
     assert!(drained_in.is_some(), "the queue drained within {:?}: {:?}", plan.drain_limit, reckoning.not_success);
     assert!(late_job_done, "the late worker's job after the faults was done: {:?}", reckoning.not_success);
@@ -350,41 +367,46 @@ fn every_job_is_done_once_inside_and_at_least_once_outside_through_kills_and_cra
 }
 
 /// Samples, every 10 ms on a connection of its own (made again after a
-/// crash or a stop), how many of queue q's jobs are claimed.
+/// crash or a stop), how many of queue q's jobs are claimed, in all and in
+/// its group with the most.
 struct ClaimedSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: std::thread::JoinHandle<(usize, i64)>,
+    handle: std::thread::JoinHandle<(usize, i64, i64)>,
 }
+
+const CLAIMED: &str = "SELECT coalesce(sum(n), 0)::bigint, coalesce(max(n), 0)::bigint FROM \
+                       (SELECT count(*) n FROM jobs WHERE queue = 'q' AND status = 'claimed' GROUP BY group_key) g";
 
 impl ClaimedSampler {
     fn start(dsn: String) -> ClaimedSampler {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = stop.clone();
         let handle = std::thread::spawn(move || {
-            let (mut samples, mut most) = (0, 0);
+            let (mut samples, mut most, mut most_in_a_group) = (0, 0, 0);
             let mut client = None;
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
                 if client.is_none() {
                     client = postgres::Client::connect(&dsn, postgres::NoTls).ok();
                 }
                 if let Some(c) = client.as_mut() {
-                    match c.query_one("SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 'claimed'", &[]) {
+                    match c.query_one(CLAIMED, &[]) {
                         Ok(row) => {
                             samples += 1;
                             most = most.max(row.get::<_, i64>(0));
+                            most_in_a_group = most_in_a_group.max(row.get::<_, i64>(1));
                         }
                         Err(_) => client = None,
                     }
                 }
                 sleep(Duration::from_millis(10));
             }
-            (samples, most)
+            (samples, most, most_in_a_group)
         });
         ClaimedSampler { stop, handle }
     }
 
-    /// The samples taken, and the most claimed at once.
-    fn stop(self) -> (usize, i64) {
+    /// The samples taken, and the most claimed at once, in all and in a group.
+    fn stop(self) -> (usize, i64, i64) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.handle.join().expect("the sampler panicked")
     }

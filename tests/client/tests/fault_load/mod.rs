@@ -273,8 +273,9 @@ pub struct Produced {
 /// Producer threads: together they enqueue `batches` batches of
 /// `batch_size` jobs into queue `q`, at an even pace over `seconds`, each in a
 /// transaction of its own, reconnecting and retrying a batch until its
-/// COMMIT is seen to succeed. Every `stale_every`-th batch is instead one job
-/// in queue `stale` (see src/bin/fault_worker.rs).
+/// COMMIT is seen to succeed; with `groups`, queue `q`'s jobs are spread
+/// over that many fair groups (`g0`, `g1`, …). Every `stale_every`-th batch
+/// is instead one job in queue `stale` (see src/bin/fault_worker.rs).
 pub struct Producers {
     threads: Vec<JoinHandle<()>>,
     produced: Arc<Mutex<Produced>>,
@@ -290,7 +291,7 @@ pub struct Producers {
 /// waits: the 2026-11-27 CI run saw no stale token presented).
 const ENQUEUE: &str = "SELECT id::text FROM rq_enqueue_batch($2, $1::text[], max_retry_count => NULL, \
                        backoff_base => '100 ms', min_retry_delay => '100 ms', max_retry_delay => '1 second', \
-                       priority => CASE WHEN $2::text = 'stale' THEN 1 ELSE 0 END)";
+                       priority => CASE WHEN $2::text = 'stale' THEN 1 ELSE 0 END, group_keys => $3::text[])";
 
 impl Producers {
     pub fn start(
@@ -301,6 +302,7 @@ impl Producers {
         stale_every: usize,
         seconds: f64,
         deadline: Instant,
+        groups: usize,
     ) -> Producers {
         let dsn = format!("{dsn} {}", session_words("fault-producer"));
         let produced = Arc::new(Mutex::new(Produced::default()));
@@ -322,7 +324,10 @@ impl Producers {
                         let stale = batch % stale_every == stale_every / 2;
                         let (queue, size) = if stale { ("stale", 1) } else { ("q", batch_size) };
                         let payloads: Vec<String> = (0..size).map(|i| format!("b{batch}-{i}")).collect();
-                        let ids = enqueue_until_confirmed(&dsn, &mut client, queue, &payloads, &produced, deadline);
+                        let group_keys: Option<Vec<String>> =
+                            (groups > 0 && !stale).then(|| (0..size).map(|i| format!("g{}", (batch + i) % groups)).collect());
+                        let ids =
+                            enqueue_until_confirmed(&dsn, &mut client, queue, &payloads, group_keys.as_deref(), &produced, deadline);
                         let mut produced = produced.lock().unwrap();
                         match ids {
                             Some(ids) => produced.confirmed.extend(ids),
@@ -378,7 +383,7 @@ pub fn enqueue_one_stale(dsn: &str, produced: &mut Produced, deadline: Instant) 
         sleep(Duration::from_millis(100));
     }
     let shared = Mutex::new(std::mem::take(produced));
-    let ids = enqueue_until_confirmed(dsn, &mut None, "stale", &["late".to_string()], &shared, deadline);
+    let ids = enqueue_until_confirmed(dsn, &mut None, "stale", &["late".to_string()], None, &shared, deadline);
     *produced = shared.into_inner().unwrap();
     match ids {
         Some(ids) => produced.confirmed.extend(ids),
@@ -391,6 +396,7 @@ fn enqueue_until_confirmed(
     client: &mut Option<Client>,
     queue: &str,
     payloads: &[String],
+    group_keys: Option<&[String]>,
     produced: &Mutex<Produced>,
     deadline: Instant,
 ) -> Option<Vec<String>> {
@@ -408,7 +414,7 @@ fn enqueue_until_confirmed(
         let mut committing = false;
         let attempt = (|| {
             let mut tx = c.transaction()?;
-            let ids: Vec<String> = tx.query(ENQUEUE, &[&payloads, &queue])?.iter().map(|row| row.get(0)).collect();
+            let ids: Vec<String> = tx.query(ENQUEUE, &[&payloads, &queue, &group_keys])?.iter().map(|row| row.get(0)).collect();
             committing = true;
             tx.commit()?;
             Ok::<_, postgres::Error>(ids)
