@@ -1414,6 +1414,8 @@ impl Writer {
             pg_sys::index_rescan(scan, keys.as_mut_ptr(), 1, std::ptr::null_mut(), 0);
             let priority_at = (self.layout.at[Col::Priority as usize] + 1) as i32;
             let group_at = (self.layout.at[Col::GroupKey as usize] + 1) as i32;
+            let scheduled_at = (self.layout.at[Col::ScheduledAt as usize] + 1) as i32;
+            let max_age_at = (self.layout.at[Col::MaxAge as usize] + 1) as i32;
             let mut tried: Vec<String> = Vec::new();
             let counted = if limit.is_some() { self.slot() } else { std::ptr::null_mut() };
             while claimed.len() < request.batch && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found) {
@@ -1423,6 +1425,16 @@ impl Writer {
                     continue;
                 }
                 if let Some((limit, group_index)) = limit {
+                    // only a due job's group is locked, as the walk's
+                    // statement names due jobs only (sql/claim.fair_walk.sql)
+                    let due = pg_sys::slot_getattr(found, scheduled_at, &mut null).value() as i64;
+                    if null || due > request.now_ms {
+                        continue;
+                    }
+                    let age = pg_sys::slot_getattr(found, max_age_at, &mut null).value() as i64;
+                    if !null && due.saturating_add(age) <= request.now_ms {
+                        continue;
+                    }
                     let group = pg_sys::slot_getattr(found, group_at, &mut null);
                     let Some(group) = <&str>::from_datum(group, null) else { continue };
                     if tried.iter().any(|g| g == group) {

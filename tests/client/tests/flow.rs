@@ -394,6 +394,33 @@ fn claims_of_one_queue_and_of_several_keep_group_max_claimed(direct: &str) {
     assert!(claims.iter().any(|c| c.jobs.len() > 1), "some claim took a batch");
 }
 
+/// A claim under group_max_claimed locks only the groups of due jobs it
+/// considers: a group whose next job is scheduled for later stays free for
+/// the claims that come when it is due.
+#[test]
+fn a_claim_under_group_max_claimed_locks_no_group_of_a_job_not_due() {
+    let db = fresh_db("flow_group_not_due");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('nd', group_max_claimed => 1); \
+         SELECT rq_enqueue('nd', 'later', group_key => 'A', delay => '1 hour', priority => 5); \
+         SELECT rq_enqueue('nd', 'now', group_key => 'B')",
+    )
+    .unwrap();
+    for direct in ["on", "off"] {
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}; BEGIN")).unwrap();
+        let got: Vec<String> =
+            c.query("SELECT payload FROM rq_claim(ARRAY['nd'])", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let locks: i64 = c
+            .query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        c.batch_execute("ROLLBACK").unwrap();
+        assert_eq!(got, ["now"], "direct_writes {direct}");
+        assert_eq!(locks, 1, "direct_writes {direct}: only the due job's group is locked");
+    }
+}
+
 /// A waiting claim whose groups are all at their limit sleeps without
 /// their locks: a claim of another session may take a group's next job the
 /// moment its claimed one ends.
