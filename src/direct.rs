@@ -1181,11 +1181,14 @@ pub fn claim(table: pg_sys::Oid, dependencies: pg_sys::Oid, request: &ClaimReque
 }
 
 /// A fair claim's group_max_claimed (src/fair.rs): `max` claimed jobs a
-/// group, and `lock`, which takes a group's lock for the rest of the
-/// transaction, or says another claim holds it.
+/// group; `lock`, which takes a group's lock for the rest of the
+/// transaction, or says another claim holds it; and the most index entries
+/// a walk reads (`walk`), so that a claim passing over a large group at its
+/// limit stops, as the walk's statement does.
 pub struct GroupLimit<'a> {
     pub max: i32,
     pub lock: &'a dyn Fn(&str) -> bool,
+    pub walk: usize,
 }
 
 /// The fair claim of one queue's grouped jobs (sql/claim.fair.sql, with
@@ -1418,7 +1421,12 @@ impl Writer {
             let max_age_at = (self.layout.at[Col::MaxAge as usize] + 1) as i32;
             let mut tried: Vec<String> = Vec::new();
             let counted = if limit.is_some() { self.slot() } else { std::ptr::null_mut() };
+            let mut read = 0;
             while claimed.len() < request.batch && pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, found) {
+                read += 1;
+                if limit.is_some_and(|(limit, _)| read > limit.walk) {
+                    break;
+                }
                 let mut null = false;
                 let priority = pg_sys::slot_getattr(found, priority_at, &mut null).value() as i32;
                 if null {

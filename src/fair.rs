@@ -63,7 +63,7 @@ impl FairClaim<'_> {
         }
         let queue_hash = hash_text(self.queue);
         let lock = |group: &str| try_group_lock(queue_hash, hash_text(group));
-        let limit = group_max_claimed.map(|max| crate::direct::GroupLimit { max, lock: &lock });
+        let limit = group_max_claimed.map(|max| crate::direct::GroupLimit { max, lock: &lock, walk: LONGEST_WALK as usize });
         if let Some(direct) = self.claim_fair_directly(wanted, limit.as_ref()) {
             if !direct.is_empty() {
                 claimed(Some(&direct));

@@ -421,6 +421,37 @@ fn a_claim_under_group_max_claimed_locks_no_group_of_a_job_not_due() {
     }
 }
 
+/// A claim under group_max_claimed that passes over a large group at its
+/// limit reads at most 1,000 of the queue's grouped jobs a walk (its index
+/// entries, as pg_stat_user_indexes counts them), directly or by its
+/// statements, rather than every job of the group.
+#[test]
+fn a_claim_passing_a_large_group_at_its_limit_reads_a_bounded_walk() {
+    let db = fresh_db("flow_group_walk");
+    let mut c = connect(&db);
+    c.batch_execute(
+        "SELECT rq_set_limits('big', group_max_claimed => 1); \
+         INSERT INTO jobs (queue, payload, group_key) SELECT 'big', i::text, 'A' FROM generate_series(1, 5000) i",
+    )
+    .unwrap();
+    assert_eq!(claim_queues(&mut c, "ARRAY['big']", 1).len(), 1, "the group's first job");
+    let entries_read = |c: &mut Client| -> i64 {
+        c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+        c.batch_execute("SELECT 1").unwrap();
+        c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+        c.query_one("SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'jobs_ready_fair_idx'", &[])
+            .unwrap()
+            .get(0)
+    };
+    for direct in ["on", "off"] {
+        c.batch_execute(&format!("SET raquel.direct_writes = {direct}")).unwrap();
+        let before = entries_read(&mut c);
+        assert_eq!(claim_queues(&mut c, "ARRAY['big']", 1).len(), 0, "direct_writes {direct}: the group is at its limit");
+        let read = entries_read(&mut c) - before;
+        assert!(read <= 1100, "direct_writes {direct}: the claim read {read} entries of the fair index");
+    }
+}
+
 /// A waiting claim whose groups are all at their limit sleeps without
 /// their locks: a claim of another session may take a group's next job the
 /// moment its claimed one ends.
