@@ -33,7 +33,9 @@
 //! claim wakes for each place, rather than every claim waiting on the
 //! holder that ended. A claim waits in line up to deadlock_timeout, then
 //! on a holder's transaction lock, which the deadlock detector sees (a
-//! holder may be waiting for a row this claim's transaction locked). What the list misses is what was claimed outside raquel's verbs,
+//! holder may be waiting for a row this claim's transaction locked).
+//!
+//! What the list misses is what was claimed outside raquel's verbs,
 //! or before the server started (the list is empty then): the claimed jobs
 //! of the queue are read again into the list when the slot is made and
 //! every `REFRESH_MS` after (a statement, by the claim that finds it due).
@@ -596,10 +598,16 @@ fn wake_next(slot: &mut Slot) {
 pub fn took(reserved: &Reserved, jobs: &[(pgrx::Uuid, i32)]) {
     let Some(locked) = lock_slots() else { return };
     let jobs: Vec<([u8; 16], i32)> = jobs.iter().map(|(id, attempt)| (*id.as_bytes(), *attempt)).collect();
-    let slot = &mut locked.slots[reserved.slot];
-    slot.took(reserved.xid, reserved.count as usize, &jobs);
-    // the places it did not use go to claims in line
-    hand_on(slot, (reserved.count as usize).saturating_sub(jobs.len()));
+    name_jobs(&mut locked.slots[reserved.slot], reserved.xid, reserved.count, &jobs);
+}
+
+/// In `slot`, under the slots' lock: the claim of `xid` that reserved
+/// `reserved` places got `jobs` (`Slot::took`), and the places it did not
+/// use go to the claims in line.
+fn name_jobs(slot: &mut Slot, xid: pg_sys::TransactionId, reserved: i32, jobs: &[([u8; 16], i32)]) {
+    let reserved = reserved.max(0) as usize;
+    slot.took(xid, reserved, jobs);
+    hand_on(slot, reserved.saturating_sub(jobs.len()));
 }
 
 thread_local! {
@@ -730,9 +738,7 @@ fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Ve
     let jobs: Vec<([u8; 16], i32)> = ids.iter().map(|id| *id.as_bytes()).zip(attempts).collect();
     let Some(locked) = lock_slots() else { return };
     if let Some(i) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) {
-        let slot = &mut locked.slots[i];
-        slot.took(xid, reserved.max(0) as usize, &jobs);
-        hand_on(slot, (reserved.max(0) as usize).saturating_sub(jobs.len()));
+        name_jobs(&mut locked.slots[i], xid, reserved, &jobs);
     }
 }
 

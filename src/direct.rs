@@ -565,6 +565,21 @@ impl Writer {
         opened[at]
     }
 
+    /// A scan of `index` (open) with `keys` keys, under `snapshot`.
+    ///
+    /// # Safety
+    /// Open; `snapshot` registered for as long as the scan lives.
+    unsafe fn begin_scan(&self, index: pg_sys::Relation, snapshot: pg_sys::Snapshot, keys: i32) -> pg_sys::IndexScanDesc {
+        // SAFETY: per the contract above.
+        unsafe {
+            #[cfg(not(feature = "pg18"))]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, keys, 0);
+            #[cfg(feature = "pg18")]
+            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), keys, 0);
+            scan
+        }
+    }
+
     /// A slot of the table's rows, in the executor state.
     ///
     /// # Safety
@@ -1292,14 +1307,7 @@ impl Writer {
             // two scans, as a rescan keeps the number of keys a scan began
             // with: the probe for a priority (queue, priority) and the walk
             // of one (queue, priority, and two more)
-            #[cfg(not(feature = "pg18"))]
-            let (probe, scan) =
-                (pg_sys::index_beginscan(self.rel, index, snapshot, 2, 0), pg_sys::index_beginscan(self.rel, index, snapshot, 4, 0));
-            #[cfg(feature = "pg18")]
-            let (probe, scan) = (
-                pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 2, 0),
-                pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 4, 0),
-            );
+            let (probe, scan) = (self.begin_scan(index, snapshot, 2), self.begin_scan(index, snapshot, 4));
             let (found, locked, new) = (self.slot(), self.slot(), self.slot());
             let natts = (*(*self.rel).rd_att).natts as usize;
             // the queue as its index column compares it
@@ -1404,10 +1412,7 @@ impl Writer {
         // state; values read as the table's column types.
         unsafe {
             self.note_updated(&[Col::Status, Col::Attempts, Col::ClaimedBy, Col::ClaimedAt, Col::LeaseExpiresAt, Col::FinishedAt]);
-            #[cfg(not(feature = "pg18"))]
-            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, 1, 0);
-            #[cfg(feature = "pg18")]
-            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 1, 0);
+            let scan = self.begin_scan(index, snapshot, 1);
             let (found, locked, new) = (self.slot(), self.slot(), self.slot());
             let natts = (*(*self.rel).rd_att).natts as usize;
             // the queue as its index column compares it
@@ -1473,10 +1478,7 @@ impl Writer {
         // SAFETY: per the contract above.
         unsafe {
             let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-            #[cfg(not(feature = "pg18"))]
-            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, 3, 0);
-            #[cfg(feature = "pg18")]
-            let scan = pg_sys::index_beginscan(self.rel, index, snapshot, std::ptr::null_mut(), 3, 0);
+            let scan = self.begin_scan(index, snapshot, 3);
             let collations = std::slice::from_raw_parts((*index).rd_indcollation, 3);
             let text = |value: &str| value.into_datum().unwrap_or(pg_sys::Datum::from(0));
             let mut keys = [

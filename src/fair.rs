@@ -92,7 +92,7 @@ impl FairClaim<'_> {
                         continue;
                     }
                     tried.push(group);
-                    if try_group_lock(queue_hash, hash_text(group)) {
+                    if lock(group) {
                         picked.push(*id);
                         if picked.len() == room {
                             break;
