@@ -315,15 +315,7 @@ impl Claim {
         if let Some(jobs) = &self.direct {
             return jobs.iter().map(|job| (job.id, job.attempt)).collect();
         }
-        let mut jobs = Vec::new();
-        let mut each = |row: &mut statements::Row| {
-            if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
-                jobs.push((id, attempt));
-            }
-        };
-        // SAFETY: connected; the last SPI result is the claim's rows.
-        unsafe { statements::each_row(&mut each) };
-        jobs
+        jobs_in_last_result()
     }
 
     /// Which of the statements' shapes: the queue filter, whether the
@@ -1001,6 +993,20 @@ fn return_claimed_directly(fcinfo: pg_sys::FunctionCallInfo, queue: &str, jobs: 
     }
     // SAFETY: per the contract above: a materialized set of the table's rows.
     unsafe { return_jobs(fcinfo, jobs) };
+}
+
+/// The id and attempt of each row of the last SPI result, rows of `jobs`
+/// (or of its id and attempts). Connected to SPI.
+pub(crate) fn jobs_in_last_result() -> Vec<(pgrx::Uuid, i32)> {
+    let mut jobs = Vec::new();
+    let mut each = |row: &mut statements::Row| {
+        if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
+            jobs.push((id, attempt));
+        }
+    };
+    // SAFETY: connected; the last SPI result is rows with those columns.
+    unsafe { statements::each_row(&mut each) };
+    jobs
 }
 
 /// Hands the jobs claimed directly to the caller, in claim order.

@@ -311,14 +311,8 @@ fn claimed_in_table(function: pg_sys::Oid, queue: &str) -> Vec<Place> {
 
 /// The (id, attempts) rows of the last statement, as places of `xid`.
 fn rows(xid: pg_sys::TransactionId) -> Vec<Place> {
-    let mut places = Vec::new();
-    let mut each = |row: &mut statements::Row| {
-        if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
-            places.push(Place { id: *id.as_bytes(), attempt, xid });
-        }
-    };
-    // SAFETY: connected; the last SPI result is the statement's rows.
-    unsafe { statements::each_row(&mut each) };
+    let places = crate::claim::jobs_in_last_result().into_iter().map(|(id, attempt)| Place { id: *id.as_bytes(), attempt, xid });
+    let places = places.collect();
     statements::free_result();
     places
 }

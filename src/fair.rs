@@ -206,13 +206,7 @@ impl FairClaim<'_> {
         if unsafe { pg_sys::SPI_processed } == 0 {
             return;
         }
-        let mut each = |row: &mut statements::Row| {
-            if let (Some(id), Some(attempt)) = (row.get::<pgrx::Uuid>(c"id"), row.get::<i32>(c"attempts")) {
-                jobs.push((id, attempt));
-            }
-        };
-        // SAFETY: connected; the last SPI result is the claim's rows.
-        unsafe { statements::each_row(&mut each) };
+        jobs.extend(crate::claim::jobs_in_last_result());
         claimed(None);
     }
 }
