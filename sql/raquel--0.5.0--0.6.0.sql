@@ -174,29 +174,8 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
 
--- new: the rate limits' token buckets in shared memory (src/rate_buckets.rs),
--- taken and given back by rq_claim_flow, and their counts
-CREATE  FUNCTION raquel_internal."rq_take_tokens"(
-	"queue" TEXT, /* & str */
-	"rate" INT, /* i32 */
-	"per_ms" bigint, /* i64 */
-	"wanted" INT, /* i32 */
-	"now_ms" bigint /* i64 */
-) RETURNS INT /* Option < i32 > */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_tokens_wrapper';
-
-CREATE  FUNCTION raquel_internal."rq_give_back_tokens"(
-	"queue" TEXT, /* & str */
-	"count" INT /* i32 */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_give_back_tokens_wrapper';
-
+-- new: the counts of the rate limits' token buckets in shared memory
+-- (src/rate_buckets.rs)
 CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
 	"claims_shared" bigint,  /* i64 */
 	"claims_from_rows" bigint,  /* i64 */
@@ -208,30 +187,8 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
 
--- new: the places claimed under each queue's max_claimed, in shared memory
--- (src/claim_slots.rs), reserved and named by rq_claim_flow, and their counts
-CREATE  FUNCTION raquel_internal."rq_reserve_places"(
-	"queue" TEXT, /* & str */
-	"max_claimed" INT, /* i32 */
-	"wanted" INT, /* i32 */
-	"now_ms" bigint /* i64 */
-) RETURNS INT /* Option < i32 > */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_reserve_places_wrapper';
-
-CREATE  FUNCTION raquel_internal."rq_took_places"(
-	"queue" TEXT, /* & str */
-	"reserved" INT, /* i32 */
-	"ids" uuid[], /* Vec < pgrx :: Uuid > */
-	"attempts" INT[] /* Vec < i32 > */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_took_places_wrapper';
-
+-- new: the counts of the places claimed under each queue's max_claimed, in
+-- shared memory (src/claim_slots.rs)
 CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
 	"claims_shared" bigint,  /* i64 */
 	"claims_from_rows" bigint,  /* i64 */
@@ -244,12 +201,6 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
-
-CREATE  FUNCTION raquel_internal."rq_limits_in_shared_memory"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_limits_in_shared_memory_wrapper';
 
 -- new: raquel_internal.rq_cursor_counts(): the claim cursors' counts, server-wide (src/cursors.rs)
 CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
@@ -324,232 +275,12 @@ BEGIN
 END
 $$;
 
--- changed: raquel_internal.rq_claim_fair(text, text, integer, bigint, integer)
-CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_fair(queue text, worker text, batch integer, lease_ms bigint, group_max_claimed integer)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms    bigint := raquel_internal.rq_now_ms();
-    wanted    integer := batch;
-    tried     text[];
-    found_one boolean;
-    candidate record;
-    job       @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_fair');
-    IF group_max_claimed IS NULL THEN
-        RETURN QUERY
-        WITH ready AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT wanted
-            FOR UPDATE SKIP LOCKED
-        ), claimed AS (
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            FROM ready WHERE j.id = ready.id
-            RETURNING j.*
-        )
-        SELECT * FROM claimed c ORDER BY c.priority DESC, c.turn, c.scheduled_at, c.id;
-        RETURN;
-    END IF;
-    <<walks>>
-    LOOP
-        tried := '{}';
-        found_one := false;
-        FOR candidate IN
-            SELECT j.id, j.group_key FROM @extschema@.jobs j
-            WHERE j.queue = rq_claim_fair.queue AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-              AND j.scheduled_at <= now_ms AND (j.max_age IS NULL OR j.scheduled_at + j.max_age > now_ms)
-            ORDER BY j.priority DESC, j.turn, j.scheduled_at, j.id
-            LIMIT 1000
-        LOOP
-            CONTINUE WHEN candidate.group_key = ANY (tried);
-            tried := tried || candidate.group_key;
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext(queue), hashtext(candidate.group_key));
-            CONTINUE WHEN (SELECT count(*) FROM @extschema@.jobs c
-                           WHERE c.queue = rq_claim_fair.queue AND c.group_key IS NOT NULL
-                             AND c.group_key = candidate.group_key AND c.status = 'claimed') >= group_max_claimed;
-            UPDATE @extschema@.jobs j
-            SET status = 'claimed', attempts = j.attempts + 1, claimed_by = worker,
-                claimed_at = now_ms, lease_expires_at = now_ms + lease_ms, finished_at = NULL
-            WHERE j.id = candidate.id AND j.status IN ('queued', 'failed')
-            RETURNING j.* INTO job;
-            CONTINUE WHEN NOT FOUND;
-            RETURN NEXT job;
-            found_one := true;
-            wanted := wanted - 1;
-            EXIT walks WHEN wanted = 0;
-        END LOOP;
-        EXIT WHEN NOT found_one;
-    END LOOP;
-END
-$$;
-
--- changed: raquel_internal.rq_claim_flow(text[], text, integer, bigint)
-CREATE OR REPLACE FUNCTION raquel_internal.rq_claim_flow(queues text[], worker text, batch integer, lease_ms bigint)
-RETURNS SETOF jobs
-LANGUAGE plpgsql VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    wanted   integer := batch;
-    limited  text[];
-    others   text[];
-    first    integer;
-    member   integer;
-    settings @extschema@.queue_limits;
-    now_ms   bigint;
-    allow    integer;
-    live     uuid[];
-    bucket   double precision;
-    places   integer;
-    shared   integer;
-    got      uuid[];
-    got_attempts integer[];
-    job      @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_claim_flow');
-    IF queues IS NULL THEN
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l ORDER BY l.queue);
-        others := ARRAY(
-            WITH RECURSIVE ready_queues AS (
-                (SELECT j.queue FROM @extschema@.jobs j
-                 WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL
-                 ORDER BY j.queue LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.queue FROM @extschema@.jobs j
-                        WHERE j.status IN ('queued', 'failed') AND j.group_key IS NULL AND j.queue > r.queue
-                        ORDER BY j.queue LIMIT 1)
-                FROM ready_queues r WHERE r.queue IS NOT NULL
-            )
-            SELECT r.queue FROM ready_queues r WHERE r.queue IS NOT NULL AND r.queue <> ALL (limited));
-    ELSE
-        limited := ARRAY(SELECT l.queue FROM @extschema@.queue_limits l WHERE l.queue = ANY (queues) ORDER BY l.queue);
-        others := ARRAY(SELECT DISTINCT q.name FROM unnest(queues) q (name)
-                        WHERE q.name IS NOT NULL AND q.name <> ALL (limited));
-    END IF;
-    -- A claim on several limited queues whose state is kept in their rows
-    -- (a server without raquel preloaded, or limits shared memory cannot
-    -- hold: src/claim_slots.rs) locks those rows up front, in name order: two
-    -- such claims never wait for each other in a circle, however their turns
-    -- below are ordered. (A queue that finds shared memory full at its turn
-    -- locks its row then; the deadlock detector ends a circle there.)
-    IF cardinality(limited) > 1 THEN
-        PERFORM FROM raquel_internal.rq_flow_lock(ARRAY(
-            SELECT l.queue FROM @extschema@.queue_limits l
-            WHERE l.queue = ANY (limited)
-              AND (NOT raquel_internal.rq_limits_in_shared_memory()
-                   OR l.max_claimed > 256 OR octet_length(l.queue) > 64)));
-    END IF;
-    first := floor(random() * (cardinality(limited) + 1))::integer;
-    FOR turn IN 0 .. cardinality(limited) LOOP
-        EXIT WHEN wanted <= 0;
-        member := (first + turn) % (cardinality(limited) + 1) + 1;
-        IF member > cardinality(limited) THEN
-            CONTINUE WHEN cardinality(others) = 0;
-            FOR job IN SELECT * FROM raquel_internal.rq_claim_ready(others, worker, wanted, lease_ms) LOOP
-                wanted := wanted - 1;
-                RETURN NEXT job;
-            END LOOP;
-            CONTINUE;
-        END IF;
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-        CONTINUE WHEN NOT FOUND OR settings.paused;
-        allow := wanted;
-        places := NULL;
-        shared := NULL;
-        live := '{}';
-        IF settings.max_claimed IS NOT NULL OR settings.rate IS NOT NULL THEN
-            now_ms := raquel_internal.rq_now_ms();
-            -- the limits' state in shared memory, when the queue has it
-            IF settings.max_claimed IS NOT NULL THEN
-                places := raquel_internal.rq_reserve_places(limited[member], settings.max_claimed, allow, now_ms);
-            END IF;
-            IF settings.rate IS NOT NULL AND (settings.max_claimed IS NULL OR places > 0) THEN
-                shared := raquel_internal.rq_take_tokens(limited[member], settings.rate,
-                    (extract(epoch FROM settings.per) * 1000)::bigint, coalesce(places, allow), now_ms);
-            END IF;
-            IF (settings.max_claimed IS NULL OR places IS NOT NULL)
-               AND (settings.rate IS NULL OR shared IS NOT NULL OR places = 0) THEN
-                allow := least(coalesce(places, allow), coalesce(shared, allow));
-            ELSE
-                -- kept in the queue's row: what was reserved goes back
-                IF places IS NOT NULL THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
-                    places := NULL;
-                END IF;
-                IF shared IS NOT NULL THEN
-                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
-                    shared := NULL;
-                END IF;
-                PERFORM FROM raquel_internal.rq_flow_lock(ARRAY[limited[member]]);
-                -- read again by a new statement, which sees what the claims
-                -- that held the lock before committed
-                SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = limited[member];
-                CONTINUE WHEN NOT FOUND OR settings.paused;
-                IF settings.max_claimed IS NOT NULL THEN
-                    live := ARRAY(SELECT j.id FROM @extschema@.jobs j
-                                  WHERE j.id = ANY (settings.claimed) AND j.status = 'claimed');
-                    allow := least(allow, settings.max_claimed - cardinality(live));
-                END IF;
-                IF settings.rate IS NOT NULL THEN
-                    bucket := least(settings.rate::double precision,
-                        coalesce(settings.tokens, settings.rate)
-                        + greatest(now_ms - coalesce(settings.tokens_at, now_ms), 0)
-                          * settings.rate / (extract(epoch FROM settings.per) * 1000));
-                    allow := least(allow, floor(bucket)::integer);
-                END IF;
-            END IF;
-            IF allow <= 0 THEN
-                IF places > 0 THEN
-                    PERFORM raquel_internal.rq_took_places(limited[member], places, '{}'::uuid[], '{}'::integer[]);
-                END IF;
-                IF shared > 0 THEN
-                    PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared);
-                END IF;
-                CONTINUE;
-            END IF;
-        END IF;
-        got := '{}';
-        got_attempts := '{}';
-        FOR job IN
-            SELECT * FROM raquel_internal.rq_claim_ready(ARRAY[limited[member]], worker, allow, lease_ms)
-        LOOP
-            got := got || job.id;
-            got_attempts := got_attempts || job.attempts;
-            RETURN NEXT job;
-        END LOOP;
-        IF settings.grouped AND cardinality(got) < allow THEN
-            FOR job IN
-                SELECT * FROM raquel_internal.rq_claim_fair(limited[member], worker, allow - cardinality(got),
-                                                        lease_ms, settings.group_max_claimed)
-            LOOP
-                got := got || job.id;
-                got_attempts := got_attempts || job.attempts;
-                RETURN NEXT job;
-            END LOOP;
-        END IF;
-        wanted := wanted - cardinality(got);
-        IF places IS NOT NULL THEN
-            PERFORM raquel_internal.rq_took_places(limited[member], places, got, got_attempts);
-        END IF;
-        IF shared IS NOT NULL AND cardinality(got) < shared THEN
-            PERFORM raquel_internal.rq_give_back_tokens(limited[member], shared - cardinality(got));
-        END IF;
-        IF cardinality(got) > 0 AND ((settings.max_claimed IS NOT NULL AND places IS NULL)
-                                     OR (settings.rate IS NOT NULL AND shared IS NULL)) THEN
-            PERFORM raquel_internal.rq_flow_took(limited[member], live || got,
-                CASE WHEN shared IS NULL THEN bucket - cardinality(got) END, now_ms);
-        END IF;
-    END LOOP;
-END
-$$;
+-- gone: the flow claim of several queues, a paused queue or limits kept in
+-- a row is Rust (src/claim/flow_claim.rs), with the plain and fair claims
+-- it called
+DROP FUNCTION raquel_internal.rq_claim_flow(text[], text, integer, bigint);
+DROP FUNCTION raquel_internal.rq_claim_ready(text[], text, integer, bigint);
+DROP FUNCTION raquel_internal.rq_claim_fair(text, text, integer, bigint, integer);
 
 -- changed: raquel_internal.rq_deliver(emitted_events)
 CREATE OR REPLACE FUNCTION raquel_internal.rq_deliver(emitted emitted_events) RETURNS bigint

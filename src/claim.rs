@@ -18,12 +18,12 @@
 //! tokens from shared memory (src/claim_slots.rs, src/rate_buckets.rs), the
 //! plain claim for the jobs without a group, then the fair claim of the
 //! grouped ones (src/fair.rs). Any other claim whose queues have flow
-//! control, and a queue whose limits are kept in its row, runs
-//! rq_claim_flow (sql/flow.sql) instead, which obeys the settings and calls
-//! rq_claim_ready, the plain claim, for what they allow. A waiting claim
-//! makes each such attempt in a subtransaction and undoes one that claimed
+//! control (several queues, any queue, a paused queue, a queue whose
+//! limits are kept in its row) is the flow claim (src/claim/flow_claim.rs),
+//! which takes each such queue's turn the same way. A waiting claim makes
+//! each such attempt in a subtransaction and undoes one that claimed
 //! nothing, so that it sleeps holding no queue's row lock and no group's
-//! lock (a one-queue claim under group_max_claimed too).
+//! lock.
 
 use crate::clock::now_ms;
 use crate::cursors;
@@ -41,6 +41,8 @@ use crate::waiters;
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
 
+mod flow_claim;
+
 const READY: &str = include_str!("../sql/claim.ready.sql");
 const READY_SEVERAL: &str = include_str!("../sql/claim.ready_several.sql");
 const PRIORITIES: &str = include_str!("../sql/claim.priorities.sql");
@@ -51,7 +53,6 @@ const NEXT_DUE: &str = include_str!("../sql/claim.next_due.sql");
 const TAKE: &str = include_str!("../sql/claim.take.sql");
 const LANES: &str = include_str!("../sql/claim.lanes.sql");
 const LANE: &str = include_str!("../sql/claim.lane.sql");
-const FLOW: &str = "SELECT * FROM @rq_claim_flow@($1, $2, $3, $4)";
 
 /// A claim on several queues merges their due jobs: each queue and priority
 /// offers this many more than the batch, so that a few rows other claimers
@@ -194,7 +195,8 @@ impl Claim {
         self.direct = None;
         self.returned = None;
         let Some(flow) = &self.flow else { return self.run_ready(now_ms) };
-        if let Some(one) = flow.one_queue.clone() {
+        let one_queue = flow.one_queue.clone();
+        if let Some(one) = one_queue {
             // a waiting claim under group_max_claimed that got nothing lets
             // go of the groups' locks it took before it sleeps
             let locks_groups = undo_if_none && one.grouped && one.group_max_claimed.is_some();
@@ -208,19 +210,10 @@ impl Claim {
                 return claimed;
             }
         }
-        // a plan per schema of the helpers (src/statements.rs helper_schema)
-        let helpers = statements::helper_schema(self.function);
-        let text = || statements::fill(FLOW, &[("@rq_claim_flow@", &statements::helper_of(helpers, "rq_claim_flow"))]);
-        let statement = Statement {
-            shape: Shape { name: "claim_flow", variant: i64::from(helpers.to_u32()) },
-            text: &text,
-            types: &[pg_sys::TEXTARRAYOID, pg_sys::TEXTOID, pg_sys::INT4OID, pg_sys::INT8OID],
-        };
-        let args = [self.args[0], self.args[1], self.batch.into_datum(), self.args[3]];
-        // the flow claim's helpers refuse to run outside it (src/flow.rs)
-        let _inside = flow::InsideFlowClaim::enter();
-        let run = || statements::run(self.function, &statement, &args);
-        if undo_if_none { in_subtransaction_kept_if_rows(run) } else { run() }
+        // several queues, any queue, a paused queue, or limits kept in a row
+        let queues = self.flow.as_ref().map(|f| f.queues.clone()).unwrap_or_default();
+        let mut attempt = || self.run_flow(&queues, now_ms);
+        if undo_if_none { in_subtransaction_kept_if_rows(attempt) } else { attempt() }
     }
 
     /// The claim of one queue that is not paused: places reserved under
@@ -228,7 +221,7 @@ impl Claim {
     /// bucket (src/rate_buckets.rs), as many jobs claimed (`run_allowed`),
     /// and what was not used given back. None, having claimed nothing and
     /// kept nothing, when the queue's limits are kept in its row (no slot
-    /// or no bucket for it): rq_claim_flow serves it.
+    /// or no bucket for it): the flow claim serves it (src/claim/flow_claim.rs).
     fn run_limited(&mut self, one: &flow::OneQueue, now_ms: i64) -> Option<u64> {
         let places = match one.max_claimed {
             Some(max) => Some(claim_slots::reserve(self.function, &one.queue, max, self.batch, now_ms)?),
@@ -836,6 +829,11 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         returned: None,
         fcinfo,
     };
+    if claim.flow.is_some() || wait > 0 {
+        // the names, for the flow claim and a waiting claim's look at the
+        // settings after each sleep
+        claim.queue_names = names.as_ref().map(|n| n.iter().map(|q| q.map(str::to_owned)).collect());
+    }
     if filter == QueueFilter::One && !distributed {
         claim.cursors_of = names.as_ref().and_then(|n| n.first().copied().flatten()).map(str::to_owned);
     }
@@ -875,7 +873,6 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         return pg_sys::Datum::from(0);
     }
     if wait > 0 {
-        claim.queue_names = names.map(|n| n.into_iter().map(|q| q.map(str::to_owned)).collect());
         let hashes = queues.as_ref().map(|q| q.iter().flatten().map(waiters::queue_hash).collect());
         claim.run_waiting(wait, hashes);
     } else {
@@ -916,70 +913,6 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
             },
         },
     }
-    statements::finish();
-    pg_sys::Datum::from(0)
-}
-
-// rq_claim_ready(queues text[], worker text, batch integer, lease_ms bigint)
-// RETURNS SETOF jobs: the plain claim, which knows no flow settings, for
-// rq_claim_flow (sql/flow.sql) to call for what the settings allow.
-function_info_v1!(pg_finfo_rq_claim_ready_c);
-
-/// # Safety
-/// Called by the function manager with the arguments sql/flow.sql declares,
-/// in a context that accepts a materialized set.
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn rq_claim_ready_c(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // the plain claim knows no pause nor limit: only rq_claim's flow claim
-    // may call it, for what the settings allow
-    flow::require_flow_claim("rq_claim_ready");
-    // SAFETY: the arguments are read as the types the SQL declaration gives them.
-    let (batch, lease_ms, queues) = unsafe {
-        (
-            limits::check_batch(pg_getarg::<i32>(fcinfo, 2)),
-            pg_getarg::<i64>(fcinfo, 3).unwrap_or(limits::DEFAULT_LEASE_MS),
-            pg_getarg::<Array<&str>>(fcinfo, 0),
-        )
-    };
-    if !(1..=limits::MAX_LEASE_MS).contains(&lease_ms) {
-        Refusal::invalid_parameter(format!("lease_ms must be 1 to {}, got {lease_ms}", limits::MAX_LEASE_MS)).raise()
-    }
-    // SAFETY: argument 1 is the worker's name, a text.
-    limits::check_name(unsafe { pg_getarg::<&str>(fcinfo, 1) }, "worker");
-    let queues: Option<Vec<&str>> = queues.as_ref().map(|q| {
-        q.iter()
-            .map(|name| {
-                limits::check_queue(name);
-                name.unwrap_or_default()
-            })
-            .collect()
-    });
-    // SAFETY: fcinfo is this call's own; argument 1 exists.
-    let (function, worker_arg) = unsafe { (statements::called_function(fcinfo), nullable_arg(fcinfo, 1)) };
-    let filter = QueueFilter::of(queues.as_ref().map(|q| q.len()), function);
-    // SAFETY: rq_claim_ready returns SETOF jobs, called where a set may be returned.
-    unsafe { pg_sys::InitMaterializedSRF(fcinfo, 0) };
-    statements::connect();
-    let mut claim = Claim {
-        function,
-        filter,
-        mode: Mode::Lease,
-        batch,
-        // the names again, numbered from 1 whatever the array's bounds
-        args: [queues.and_then(|q| q.into_datum()), worker_arg, None, lease_ms.into_datum(), None],
-        flow: None,
-        grouped_table: crate::install::mode(function).groups(),
-        queue_names: None,
-        cursors_of: None,
-        direct: None,
-        without_history: Vec::new(),
-        returned: None,
-        fcinfo,
-    };
-    claim.run(now_ms(), false);
-    // SAFETY: the last SPI result is the claim's rows; still connected.
-    unsafe { statements::return_rows(fcinfo) };
     statements::finish();
     pg_sys::Datum::from(0)
 }

@@ -40,13 +40,11 @@
 //! of the queue are read again into the list when the slot is made and
 //! every `REFRESH_MS` after (a statement, by the claim that finds it due).
 //! A queue whose slot cannot be had (`max_claimed` above `PLACES`, a name
-//! longer than `NAME_BYTES`, every slot in use, a claim in REPEATABLE READ
-//! or SERIALIZABLE on a slot not yet made, or a server without raquel
+//! longer than `NAME_BYTES`, every slot in use, or a server without raquel
 //! preloaded) keeps its claimed jobs in its `queue_limits` row, under the
 //! row's lock, as before; such claims are counted
 //! (`raquel_internal.rq_claim_slot_counts()`). Slots are never given back.
 
-use crate::flow;
 use crate::shmem;
 use crate::statements::{self, Shape, Statement};
 use pgrx::prelude::*;
@@ -59,7 +57,7 @@ const SLOTS: usize = 256;
 /// The most places a slot has: the highest max_claimed served here.
 pub const PLACES: usize = 256;
 /// The longest queue name with a slot, in bytes.
-const NAME_BYTES: usize = 64;
+pub const NAME_BYTES: usize = 64;
 /// How often a slot's list is read again from the table.
 const REFRESH_MS: i64 = 1000;
 /// How many claims a slot lines up while they wait for a place.
@@ -294,8 +292,9 @@ fn one_snapshot() -> bool {
     unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 
-/// The claimed jobs of `queue` in the jobs table of `function`, as this
-/// statement's snapshot sees them. Connected to SPI.
+/// The claimed jobs of `queue` in the jobs table of `function`, as a
+/// snapshot taken now sees them (in REPEATABLE READ too, whose own
+/// snapshot would miss claims committed since it began). Connected to SPI.
 fn claimed_in_table(function: pg_sys::Oid, queue: &str) -> Vec<Place> {
     let text = || {
         statements::fill(
@@ -304,7 +303,7 @@ fn claimed_in_table(function: pg_sys::Oid, queue: &str) -> Vec<Place> {
         )
     };
     let statement = Statement { shape: Shape { name: "claimed_of_queue", variant: 0 }, text: &text, types: &[pg_sys::TEXTOID] };
-    statements::run(function, &statement, &[queue.into_datum()]);
+    statements::run_with_latest_snapshot(function, &statement, &[queue.into_datum()]);
     count(|c| &c.refreshes);
     rows(pg_sys::FrozenTransactionId)
 }
@@ -384,7 +383,7 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
 
 fn reserve_places(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
     let name = queue.as_bytes();
-    // (the same bounds as rq_claim_flow's up-front row locks, sql/flow.sql)
+    // (the same bounds as the flow claim's up-front row locks: flow::kept_in_row)
     if max_claimed as usize > PLACES || name.len() > NAME_BYTES || !REGION.attached() {
         count(|c| &c.from_rows);
         return None;
@@ -407,12 +406,6 @@ fn reserve_places(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: 
         // SAFETY: the builder is a transaction id.
         let builder_gone = slot.state == State::Building && !unsafe { pg_sys::TransactionIdIsInProgress(slot.builder) };
         if slot.state == State::Unused || builder_gone || (slot.state == State::Ready && now_ms - slot.refreshed_at >= REFRESH_MS) {
-            if slot.state != State::Ready && one_snapshot() {
-                // an old snapshot would miss claims committed since: the row
-                drop(locked);
-                count(|c| &c.from_rows);
-                return None;
-            }
             let first = slot.state != State::Ready;
             if first {
                 slot.database = database;
@@ -704,51 +697,16 @@ fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransact
     }
 }
 
-/// rq_claim_flow's places (sql/flow.sql): reserves up to `wanted` under
-/// `max_claimed`; how many, or NULL when the queue has no slot. Only inside
-/// rq_claim's flow claim (42501 otherwise).
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_reserve_places(queue: &str, max_claimed: i32, wanted: i32, now_ms: i64, fcinfo: pg_sys::FunctionCallInfo) -> Option<i32> {
-    flow::require_flow_claim("rq_reserve_places");
-    // SAFETY: fcinfo is this call's own.
-    let function = unsafe { statements::called_function(fcinfo) };
-    statements::connect();
-    let reserved = reserve(function, queue, max_claimed, wanted, now_ms);
-    statements::finish();
-    reserved.map(|r| r.count)
-}
-
-/// rq_claim_flow's claim of `queue` got `ids` with `attempts` in the
-/// `reserved` places it reserved last: they hold them, and the rest are
-/// given back. Only inside rq_claim's flow claim (42501 otherwise).
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_took_places(queue: &str, reserved: i32, ids: Vec<pgrx::Uuid>, attempts: Vec<i32>, fcinfo: pg_sys::FunctionCallInfo) {
-    flow::require_flow_claim("rq_took_places");
-    // SAFETY: fcinfo is this call's own; backend globals.
-    let (function, database, xid) = unsafe { (statements::called_function(fcinfo), pg_sys::MyDatabaseId, pg_sys::GetTopTransactionId()) };
-    let table = crate::privileges::jobs_of(function);
-    let jobs: Vec<([u8; 16], i32)> = ids.iter().map(|id| *id.as_bytes()).zip(attempts).collect();
-    let Some(locked) = lock_slots() else { return };
-    if let Some(i) = slot_of(locked.slots, database, table, queue.as_bytes()).filter(|&i| locked.slots[i].state == State::Ready) {
-        name_jobs(&mut locked.slots[i], xid, reserved, &jobs);
-    }
-}
-
 /// Whether this server keeps the limits' state in shared memory (it
-/// preloaded raquel): rq_claim_flow's up-front row locks are for the queues
-/// that keep it in their rows.
-#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_limits_in_shared_memory() -> bool {
+/// preloaded raquel).
+pub fn in_shared_memory() -> bool {
     REGION.attached() && crate::rate_buckets::in_shared_memory()
 }
 
 /// How the claims of queues with max_claimed kept count since the server
 /// started: in a slot in shared memory, or in the queue's row (max_claimed
 /// above 256, a name longer than 64 bytes, every one of the 256 slots in
-/// use, a first claim in REPEATABLE READ); the lists read from the table
+/// use); the lists read from the table
 /// and the looks at a full queue's places; the slots in use.
 #[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]

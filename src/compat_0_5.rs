@@ -7,6 +7,7 @@
 //! (src/finish.rs, src/claim.rs, src/steps.rs); the update replaces the
 //! declarations.
 
+use crate::errors::Refusal;
 use crate::{claim, finish, steps};
 use pgrx::prelude::*;
 
@@ -140,4 +141,23 @@ pub unsafe extern "C-unwind" fn rq_jobs_ended_wrapper(fcinfo: pg_sys::FunctionCa
         crate::waiters::note_ended(&id);
     }
     pg_sys::Datum::from(0)
+}
+
+// raquel_internal.rq_claim_ready(queues text[], worker text, batch integer,
+// lease_ms bigint), which 0.3.0 to 0.5.0 declare: the plain claim that
+// their PL/pgSQL flow claim, rq_claim_flow, called. rq_claim no longer
+// calls rq_claim_flow (0.6.0's flow claim is src/claim/flow_claim.rs), and
+// rq_claim_ready ran only inside it: it refuses as it did outside it.
+function_info_v1!(pg_finfo_rq_claim_ready_c);
+
+/// # Safety
+/// Called by the function manager with the arguments 0.5.0 (or older) declares.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn rq_claim_ready_c(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    crate::flow::require_flow_claim("rq_claim_ready");
+    // a flow claim of 0.6.0 never calls it
+    Refusal::new(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "rq_claim_ready is gone in raquel 0.6.0")
+        .hint("Update the extension: ALTER EXTENSION raquel UPDATE.")
+        .raise()
 }

@@ -5,10 +5,9 @@
 //!
 //! It is written directly where it may be (src/direct.rs claim_fair), and
 //! otherwise runs statements. Without group_max_claimed, one
-//! (sql/claim.fair.sql). With
-//! it, the claim keeps the protocol rq_claim_fair (sql/transitions.sql)
-//! keeps for claims of several queues, so that both may claim from one
-//! queue at once: a walk of the next due jobs, unlocked
+//! (sql/claim.fair.sql). With it, the claims of one queue keep one
+//! protocol, written directly or not, so that they may claim side by side
+//! and keep every group within its limit: a walk of the next due jobs, unlocked
 //! (sql/claim.fair_walk.sql); each candidate's group locked for the rest of
 //! the transaction (the transaction-level advisory lock on the hashes of
 //! the queue and the group, as `pg_try_advisory_xact_lock(hashtext(queue),

@@ -12,7 +12,7 @@
 //! in the copy but in shared memory: the places claimed under max_claimed
 //! (src/claim_slots.rs) and a rate's tokens (src/rate_buckets.rs); a queue
 //! that cannot have them there keeps them in its row, read under its lock
-//! (rq_claim_flow).
+//! (src/claim/flow_claim.rs).
 
 use crate::errors::Refusal;
 use crate::invalidation;
@@ -125,10 +125,9 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         if settings.is_empty() {
             return None;
         }
-        let mut flow = ClaimFlow { poll_ms: None, one_queue: None };
-        let mut any = false;
-        let mut consider = |s: &Settings| {
-            any = true;
+        let mut flow = ClaimFlow { poll_ms: None, one_queue: None, queues: Vec::new() };
+        let mut consider = |queue: &str, s: &Settings| {
+            flow.queues.push((queue.to_owned(), *s));
             let poll = match (s.token_every_ms, s.counts_claims || s.grouped) {
                 (Some(ms), _) => Some(ms.min(LOOK_AGAIN_MS)),
                 (None, true) => Some(LOOK_AGAIN_MS),
@@ -140,16 +139,19 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
             };
         };
         match queues {
-            None => settings.values().for_each(&mut consider),
-            Some(queues) => queues.iter().flatten().filter_map(|q| settings.get(q.as_ref())).for_each(&mut consider),
+            None => settings.iter().for_each(|(q, s)| consider(q, s)),
+            Some(queues) => queues.iter().flatten().filter_map(|q| settings.get_key_value(q.as_ref())).for_each(|(q, s)| consider(q, s)),
         }
+        // (several queues' rows are locked in name order: src/claim/flow_claim.rs)
+        flow.queues.sort_by(|a, b| a.0.cmp(&b.0));
+        flow.queues.dedup_by(|a, b| a.0 == b.0);
         if let Some([Some(queue)]) = queues {
             let s = settings.get(queue.as_ref());
-            if let Some(&Settings { rate, max_claimed, paused: false, grouped, group_max_claimed, .. }) = s {
-                flow.one_queue = Some(OneQueue { queue: queue.as_ref().to_owned(), rate, max_claimed, grouped, group_max_claimed });
+            if let Some(s) = s.filter(|s| !s.paused) {
+                flow.one_queue = Some(OneQueue::of(queue.as_ref(), s));
             }
         }
-        any.then_some(flow)
+        (!flow.queues.is_empty()).then_some(flow)
     })
 }
 
@@ -162,6 +164,9 @@ const LOOK_AGAIN_MS: i64 = 1000;
 
 pub struct ClaimFlow {
     pub poll_ms: Option<i64>,
+    /// The claim's queues that have settings (for any queue, every queue
+    /// that has), in name order.
+    pub queues: Vec<(String, Settings)>,
     /// A claim of one queue that is not paused: it reserves places under
     /// its max_claimed (src/claim_slots.rs) and takes tokens of its rate
     /// (src/rate_buckets.rs), then claims as the plain claim does
@@ -179,6 +184,29 @@ pub struct OneQueue {
     /// The queue has had grouped jobs.
     pub grouped: bool,
     pub group_max_claimed: Option<i32>,
+}
+
+/// Whether the limits of `queue` keep their state in its row for every
+/// claim: a server without raquel preloaded, a max_claimed above what a
+/// slot holds, a name longer than a slot's (a claim may also find every
+/// slot or bucket in use).
+pub fn kept_in_row(queue: &str, s: &Settings) -> bool {
+    (s.max_claimed.is_some() || s.rate.is_some())
+        && (!crate::claim_slots::in_shared_memory()
+            || s.max_claimed.is_some_and(|max| max as usize > crate::claim_slots::PLACES)
+            || queue.len() > crate::claim_slots::NAME_BYTES)
+}
+
+impl OneQueue {
+    pub fn of(queue: &str, s: &Settings) -> OneQueue {
+        OneQueue {
+            queue: queue.to_owned(),
+            rate: s.rate,
+            max_claimed: s.max_claimed,
+            grouped: s.grouped,
+            group_max_claimed: s.group_max_claimed,
+        }
+    }
 }
 
 /// Whether any queue limits claims: only then must a finish look at its
@@ -212,9 +240,9 @@ fn rq_wake_claims(queue: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) {
 }
 
 thread_local! {
-    /// How deep this backend is inside rq_claim's flow claim (sql/flow.sql
-    /// rq_claim_flow), the one caller of the plain claim and of the helpers
-    /// that lock and write a limit's state.
+    /// How deep this backend is inside rq_claim's flow claim
+    /// (src/claim/flow_claim.rs), the one caller of the helpers that lock
+    /// and write a limit's state kept in a row.
     static INSIDE_FLOW_CLAIM: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
@@ -235,10 +263,9 @@ impl Drop for InsideFlowClaim {
     }
 }
 
-/// Refuses (42501) `name` outside rq_claim's flow claim: the plain claim
-/// knows no pause nor limit, and a limit's state is for the claims that
-/// obey it, so no role may call them directly to pass a pause or refill a
-/// rate.
+/// Refuses (42501) `name` outside rq_claim's flow claim: a limit's state
+/// is for the claims that obey it, so no role may call its helpers
+/// directly to empty a queue's claimed list or refill a rate.
 pub fn require_flow_claim(name: &str) {
     if INSIDE_FLOW_CLAIM.get() == 0 {
         Refusal::new(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{name} runs only inside rq_claim"))
@@ -247,8 +274,8 @@ pub fn require_flow_claim(name: &str) {
     }
 }
 
-/// require_flow_claim for the PL/pgSQL helpers of rq_claim_flow
-/// (sql/flow.sql).
+/// require_flow_claim for the PL/pgSQL helpers rq_flow_lock and
+/// rq_flow_took (sql/flow.sql).
 #[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_require_flow_claim(name: &str) {

@@ -136,12 +136,7 @@ extension_sql_file!(
         clock::rq_now_ms,
         flow::rq_check_limits,
         flow::rq_wake_claims,
-        flow::rq_require_flow_claim,
-        rate_buckets::rq_take_tokens,
-        rate_buckets::rq_give_back_tokens,
-        claim_slots::rq_reserve_places,
-        claim_slots::rq_took_places,
-        claim_slots::rq_limits_in_shared_memory
+        flow::rq_require_flow_claim
     ]
 );
 extension_sql_file!(

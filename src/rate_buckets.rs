@@ -3,10 +3,8 @@
 //! side by side instead of one after another under the queue's row lock,
 //! and write no row for them (issue 35).
 //!
-//! A claim of one queue whose one setting is a rate takes its tokens here
-//! and then claims as the plain claim does (src/claim.rs); the other claims
-//! of a rate-limited queue (of several queues, or a rate beside other
-//! settings) take them in rq_claim_flow (sql/flow.sql).
+//! A claim of a rate-limited queue takes its tokens here before it claims
+//! from the queue (src/claim.rs, src/claim/flow_claim.rs).
 //!
 //! A bucket per (database, jobs table, queue) holds up to `rate` tokens,
 //! starts full and gains `rate` every `per`; each job claimed takes one. A
@@ -26,9 +24,7 @@
 //! `BUCKETS` is the number of (database, queue) pairs with a rate that a
 //! server can serve this way between restarts.
 
-use crate::flow;
 use crate::shmem;
-use crate::statements;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 use std::hash::{Hash, Hasher};
@@ -175,28 +171,6 @@ pub fn give_back(table: pg_sys::Oid, queue: &str, count: i32) {
     }
 }
 
-/// rq_claim_flow's tokens (sql/flow.sql): up to `wanted` from `queue`'s
-/// bucket for `rate` per `per_ms`, or NULL when it has none. Only inside
-/// rq_claim's flow claim (42501 otherwise): no role may drain a bucket.
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_take_tokens(queue: &str, rate: i32, per_ms: i64, wanted: i32, now_ms: i64, fcinfo: pg_sys::FunctionCallInfo) -> Option<i32> {
-    flow::require_flow_claim("rq_take_tokens");
-    // SAFETY: fcinfo is this call's own.
-    let function = unsafe { statements::called_function(fcinfo) };
-    take(crate::privileges::jobs_of(function), queue, rate, per_ms.max(1), wanted, now_ms)
-}
-
-/// rq_claim_flow's tokens it took and did not use, given back. Only inside
-/// rq_claim's flow claim (42501 otherwise): no role may refill a bucket.
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
-#[search_path(pg_catalog, pg_temp)]
-fn rq_give_back_tokens(queue: &str, count: i32, fcinfo: pg_sys::FunctionCallInfo) {
-    flow::require_flow_claim("rq_give_back_tokens");
-    // SAFETY: fcinfo is this call's own.
-    let function = unsafe { statements::called_function(fcinfo) };
-    give_back(crate::privileges::jobs_of(function), queue, count);
-}
 
 /// How the claims of rate-limited queues took their tokens since the server
 /// started: from a bucket in shared memory, or from the queue's row (a

@@ -133,6 +133,23 @@ pub fn run(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::
     }
 }
 
+/// `run` reading with a snapshot taken now rather than with the
+/// transaction's (REPEATABLE READ and SERIALIZABLE): for a count that must
+/// see every commit so far.
+pub fn run_with_latest_snapshot(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
+    match kept_plan(function, statement) {
+        Some(running) => execute_with(running.0, args, true),
+        None => {
+            count(|c| c.planned_once += 1);
+            let plan = prepare(statement);
+            let rows = execute_with(plan, args, true);
+            // SAFETY: the plan was made by SPI_prepare_cursor in this SPI session and not kept.
+            check(unsafe { pg_sys::SPI_freeplan(plan) }, 0, "SPI_freeplan");
+            rows
+        }
+    }
+}
+
 /// Prepares `statement`, runs it once with `args` and frees the plan: for the
 /// rare paths not worth a kept plan.
 pub fn run_once(statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
@@ -312,6 +329,10 @@ fn prepare_text(text: &CStr, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
 }
 
 fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> u64 {
+    execute_with(plan, args, false)
+}
+
+fn execute_with(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], latest_snapshot: bool) -> u64 {
     assert!(args.len() <= MAX_ARGS, "a statement takes at most {MAX_ARGS} arguments");
     // On the stack: this runs for every job.
     let mut values = [pg_sys::Datum::from(0); MAX_ARGS];
@@ -324,7 +345,15 @@ fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> u64 {
     }
     // SAFETY: the plan is valid (kept or just made), and it was prepared with
     // as many argument types as the arrays hold entries for.
-    let code = unsafe { pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0) };
+    let code = unsafe {
+        if latest_snapshot {
+            // (pushed as the active snapshot, copied: GetLatestSnapshot's is static)
+            let snapshot = pg_sys::GetLatestSnapshot();
+            pg_sys::SPI_execute_snapshot(plan, values.as_mut_ptr(), nulls.as_ptr(), snapshot, std::ptr::null_mut(), false, false, 0)
+        } else {
+            pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0)
+        }
+    };
     if code < 0 {
         check(code, 0, "SPI_execute_plan");
     }

@@ -16,7 +16,7 @@
 //! | enqueue | → queued | [`ENQUEUE`]; a batch: `rq_enqueue_batch_planned` | `direct::insert`, `direct::insert_batch` |
 //! | hold for parents | queued → blocked (or cancelled) | `rq_hold_for_parents` | |
 //! | release by a parent | blocked → queued, or cancelled | `rq_parent_ended` | |
-//! | claim | queued, failed → claimed | [`CLAIM`], [`CLAIM_DISTRIBUTED`]; a grouped queue: `rq_claim_fair` | `direct::claim` |
+//! | claim | queued, failed → claimed | [`CLAIM`], [`CLAIM_DISTRIBUTED`]; a grouped queue's grouped jobs: `sql/claim.fair.sql`, `sql/claim.fair_group.sql` | `direct::claim`, `direct::claim_fair` |
 //! | take (and complete) | queued, failed → success, or deleted | [`TAKE_COMPLETE`], [`TAKE_DELETING`] | `direct::claim` |
 //! | complete | claimed → success, or deleted | [`COMPLETE`], [`COMPLETE_DELETING`], [`COMPLETE_BATCH`], [`COMPLETE_BATCH_DELETING`] | `direct::end` |
 //! | fail, rescue | claimed → failed, or exhausted | [`FAIL`] (a rescue calls rq_fail) | `direct::end` |

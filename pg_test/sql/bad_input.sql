@@ -724,10 +724,6 @@ SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[:'name1
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT status FROM rq_enqueue_batch('q', ARRAY['a'], group_keys => ARRAY[['g']]);
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT status FROM raquel_internal.rq_claim_ready(ARRAY['q'], 'w', 1, 1000);
-SELECT pg_temp.outcome('42501', :'SQLSTATE');
-SELECT status FROM raquel_internal.rq_claim_ready(ARRAY['q'], 'w', 0, 1000);
-SELECT pg_temp.outcome('42501', :'SQLSTATE');
 SELECT count(*) FROM raquel_internal.rq_flow_lock(ARRAY['q']);
 SELECT pg_temp.outcome('42501', :'SQLSTATE');
 SELECT raquel_internal.rq_flow_took('q', '{}', 1000000, 0);

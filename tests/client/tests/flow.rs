@@ -590,14 +590,20 @@ fn claims_on_several_limited_queues_never_deadlock() {
     // Each claim takes the queues' turns in a random order; their row locks
     // are taken in name order, so sessions claiming both queues, each
     // holding its locks until it completes the job, never wait in a circle
-    // (a deadlock would be error 40P01).
+    // (a deadlock would be error 40P01). Queue d (a name longer than a
+    // slot's) and e keep their limits in their rows, which are locked up
+    // front.
     let db = fresh_db("flow_no_deadlock");
     let mut c = connect(&db);
     c.batch_execute(
         "SELECT rq_set_limits('a', max_claimed => 100); SELECT rq_set_limits('b', rate => 1000000);
-         SELECT rq_set_limits('c', max_claimed => 100, group_max_claimed => 2)",
+         SELECT rq_set_limits('c', max_claimed => 100, group_max_claimed => 2);
+         SELECT rq_set_limits(repeat('d', 70), max_claimed => 100);
+         SELECT rq_set_limits(repeat('e', 70), rate => 1000000)",
     )
     .unwrap();
+    enqueue(&mut c, &"d".repeat(70), 100);
+    enqueue(&mut c, &"e".repeat(70), 100);
     enqueue(&mut c, "a", 600);
     enqueue(&mut c, "b", 600);
     c.batch_execute("SELECT rq_enqueue_batch('c', array_agg(i::text), group_keys => array_agg('g' || i % 5)) FROM generate_series(1, 600) i")
@@ -607,7 +613,12 @@ fn claims_on_several_limited_queues_never_deadlock() {
             let db = db.clone();
             thread::spawn(move || {
                 let mut c = connect(&db);
-                let queues = ["ARRAY['a', 'b', 'c']", "ARRAY['c', 'b', 'a']", "NULL", "ARRAY['b', 'a']"][n];
+                let queues = [
+                    "ARRAY['a', 'b', 'c', repeat('d', 70)]",
+                    "ARRAY[repeat('e', 70), repeat('d', 70), 'c', 'b', 'a']",
+                    "NULL",
+                    "ARRAY['b', repeat('e', 70), 'a']",
+                ][n];
                 let mut done = 0;
                 loop {
                     let mut t = c.transaction().unwrap();
@@ -633,8 +644,97 @@ fn claims_on_several_limited_queues_never_deadlock() {
         })
         .collect();
     let handled: usize = workers.into_iter().map(|w| w.join().expect("a worker failed")).sum();
-    assert_eq!(handled, 1800, "every job handled once");
-    assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 1800);
+    assert_eq!(handled, 2000, "every job handled once");
+    assert_eq!(count(&mut c, "status = 'success' AND attempts = 1"), 2000);
+}
+
+/// A queue whose limits cannot be kept in shared memory (here a name longer
+/// than a slot's) keeps their state in its queue_limits row, which each
+/// claim locks, reads and writes (src/claim/flow_claim.rs): its max_claimed
+/// and rate hold for claims of it alone and of several queues, it counts as
+/// such in rq_claim_slot_counts, and a claim of it waits for a session
+/// that holds its row.
+#[test]
+fn limits_kept_in_a_queues_row_hold_for_claims_of_one_queue_and_of_several() {
+    let db = fresh_db("flow_kept_in_row");
+    let mut c = connect(&db);
+    let (limited, rated) = ("l".repeat(70), "r".repeat(70));
+    c.execute("SELECT rq_set_limits($1, max_claimed => 2)", &[&limited]).unwrap();
+    c.execute("SELECT rq_set_limits($1, rate => 3, per => '1 hour')", &[&rated]).unwrap();
+    enqueue(&mut c, &limited, 6);
+    enqueue(&mut c, &rated, 6);
+    enqueue(&mut c, "plain", 6);
+    let from_rows = |c: &mut Client| -> i64 {
+        c.query_one("SELECT claims_from_rows FROM raquel_internal.rq_claim_slot_counts()", &[]).unwrap().get(0)
+    };
+    let before = from_rows(&mut c);
+    let claim = |c: &mut Client, queues: &[&str]| -> Vec<(String, String, i32)> {
+        let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
+        c.query("SELECT id::text, queue, attempts FROM rq_claim($1::text[], 'w', 10)", &[&queues])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+    };
+    let of = |jobs: &[(String, String, i32)], queue: &str| jobs.iter().filter(|j| j.1 == queue).count();
+    let first = claim(&mut c, &[&limited]);
+    assert_eq!(of(&first, &limited), 2, "max_claimed 2");
+    assert!(from_rows(&mut c) > before, "the claim kept its count in the row");
+    let listed: i64 = c
+        .query_one("SELECT cardinality(claimed)::bigint FROM queue_limits WHERE queue = $1", &[&limited])
+        .unwrap()
+        .get(0);
+    assert_eq!(listed, 2, "the row lists the jobs claimed under max_claimed");
+    let second = claim(&mut c, &[&limited, "plain", &rated]);
+    assert_eq!((of(&second, &limited), of(&second, "plain"), of(&second, &rated)), (0, 6, 3), "full; the rate's 3 tokens");
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&first[0].0, &first[0].2]).unwrap();
+    let third = claim(&mut c, &[&rated, &limited]);
+    assert_eq!((of(&third, &limited), of(&third, &rated)), (1, 0), "the completed job's place; no token left");
+    assert_eq!(count(&mut c, &format!("queue = '{limited}' AND status = 'claimed'")), 2);
+
+    // a claim of the queue, of it alone or among others, takes its row's lock
+    let mut holder = connect(&db);
+    holder.execute("BEGIN", &[]).unwrap();
+    holder.execute("SELECT FROM queue_limits WHERE queue = $1 FOR UPDATE", &[&limited]).unwrap();
+    c.batch_execute("SET lock_timeout = '200ms'").unwrap();
+    for queues in [vec![limited.clone()], vec!["plain".to_string(), limited.clone()]] {
+        let claimed = c.query("SELECT id FROM rq_claim($1::text[], 'w', 10)", &[&queues]);
+        assert_eq!(sqlstate(claimed), "55P03", "{queues:?} waited for the row's lock");
+    }
+    holder.execute("ROLLBACK", &[]).unwrap();
+}
+
+/// The first claim of a queue with max_claimed makes its slot by reading
+/// the claimed jobs from the table with a snapshot taken then, in
+/// REPEATABLE READ too, and counts in it: a claim in READ COMMITTED while
+/// that first claim is open finds the queue full and waits for it, rather
+/// than counting apart from it and passing the limit.
+#[test]
+fn a_first_claim_in_repeatable_read_counts_where_the_others_do() {
+    let db = fresh_db("flow_first_claim_rr");
+    let mut c = connect(&db);
+    c.batch_execute("SELECT rq_set_limits('q', max_claimed => 2)").unwrap();
+    enqueue(&mut c, "q", 6);
+    // claimed by hand before any claim of raquel's: the slot reads it
+    c.batch_execute(
+        "UPDATE jobs SET status = 'claimed', attempts = 1, claimed_at = rq_now_ms(), lease_expires_at = rq_now_ms() + 60000
+         WHERE id = (SELECT id FROM jobs WHERE queue = 'q' ORDER BY id LIMIT 1)",
+    )
+    .unwrap();
+    let mut first = connect(&db);
+    first.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let got = first.query("SELECT id FROM rq_claim(ARRAY['q'], 'rr', 10)", &[]).unwrap().len();
+    assert_eq!(got, 1, "one place left beside the job claimed by hand");
+    let db2 = db.clone();
+    let other = thread::spawn(move || {
+        let mut c = connect(&db2);
+        c.query("SELECT id FROM rq_claim(ARRAY['q'], 'rc', 10)", &[]).unwrap().len()
+    });
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.query_one(CLAIMED_Q, &[]).unwrap().get::<_, i64>(0), 1, "the other claim waits");
+    first.batch_execute("COMMIT").unwrap();
+    assert_eq!(other.join().unwrap(), 0, "the queue is full");
+    assert_eq!(c.query_one(CLAIMED_Q, &[]).unwrap().get::<_, i64>(0), 2);
 }
 
 /// A rate's tokens are in shared memory (src/rate_buckets.rs): a claim of a
@@ -786,8 +886,9 @@ fn an_end_rolled_back_keeps_its_place() {
 fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     // 0.4.0 let any role that may claim call rq_claim_ready, the plain claim
     // inside rq_claim (documented as not for workers): it took 3 jobs from a
-    // paused queue. And a worker, which could update the state columns of
-    // queue_limits, could refill a rate's bucket.
+    // paused queue (0.6.0's flow claim is Rust, with no such function). And
+    // a worker, which could update the state columns of queue_limits, could
+    // refill a rate's bucket.
     let db = fresh_db("rq_it_flow_bypass");
     let mut admin = connect(&db);
     admin
@@ -803,17 +904,9 @@ fn no_role_that_may_claim_passes_a_pause_or_refills_a_rate() {
     admin.batch_execute("SELECT rq_pause('grouped'); SELECT rq_enqueue('grouped', 'g', group_key => 'a')").unwrap();
     let mut worker = connect_as(&db, "rq_it_flow_worker");
     for bypass in [
-        "SELECT * FROM raquel_internal.rq_claim_ready(ARRAY['paused'], 'w', 3, 60000)",
-        "SELECT * FROM raquel_internal.rq_claim_ready(NULL, 'w', 3, 60000)",
-        "SELECT * FROM raquel_internal.rq_claim_flow(ARRAY['paused'], 'w', 3, 60000)",
-        "SELECT * FROM raquel_internal.rq_claim_fair('grouped', 'w', 3, 60000, NULL)",
         "UPDATE queue_limits SET tokens = 1000000, tokens_at = rq_now_ms() WHERE queue = 'rated'",
         "SELECT raquel_internal.rq_flow_took('rated', '{}', 1000000, rq_now_ms())",
         "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['rated'])",
-        "SELECT raquel_internal.rq_give_back_tokens('rated', 1000000)",
-        "SELECT raquel_internal.rq_take_tokens('rated', 1000000, 1, 1, rq_now_ms())",
-        "SELECT raquel_internal.rq_took_places('rated', 1000, '{}', '{}')",
-        "SELECT raquel_internal.rq_reserve_places('rated', 1, 1, rq_now_ms())",
     ] {
         assert_eq!(sqlstate(worker.batch_execute(bypass)), "42501", "{bypass}");
     }

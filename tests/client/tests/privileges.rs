@@ -156,15 +156,11 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
                                                                   No,  No,  Yes, "SELECT id FROM rq_complete_batch_and_claim(NULL, NULL, ARRAY['m'], 'w')"),
     ("rq_fail_and_claim(uuid,int,text,text,text[],text,int,interval,interval)",
                                                                   No,  No,  Yes, "SELECT id FROM rq_fail_and_claim(NULL, NULL, NULL, NULL, ARRAY['m'], 'w')"),
-    ("raquel_internal.rq_claim_flow(text[],text,int,bigint)",     No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_flow(ARRAY['m'], 'w', 1, 1000)"),
-    // the plain claim and the flow state's helpers run only inside rq_claim
-    // (0.4.0 let a worker call rq_claim_ready past a pause, and refill a
-    // rate's bucket by updating queue_limits)
-    ("raquel_internal.rq_claim_ready(text[],text,int,bigint)",    No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_ready(ARRAY['m'], 'w', 1, 1000)"),
+    // the flow state's helpers run only inside rq_claim (0.4.0 let a
+    // worker refill a rate's bucket by updating queue_limits)
     ("raquel_internal.rq_flow_lock(text[])",                      No,  No,  No,  "SELECT * FROM raquel_internal.rq_flow_lock(ARRAY['m'])"),
     ("raquel_internal.rq_flow_took(text,uuid[],double precision,bigint)", No,  No,  No,  "SELECT raquel_internal.rq_flow_took('m', '{}', 1000, 0)"),
     ("raquel_internal.rq_require_flow_claim(text)",               No,  No,  No,  "SELECT raquel_internal.rq_require_flow_claim('x')"),
-    ("raquel_internal.rq_claim_fair(text,text,int,bigint,int)",   No,  No,  No,  "SELECT id FROM raquel_internal.rq_claim_fair('m', 'w', 1, 1000, 1)"),
     ("rq_complete(uuid,int,jsonb)",                               No,  No,  Yes, "SELECT id FROM rq_complete('00000000-0000-7000-8000-000000000000', 1)"),
     ("rq_fail(uuid,int,text,text)",                               No,  No,  Yes, "SELECT id FROM rq_fail('00000000-0000-7000-8000-000000000000', 1, 'e')"),
     ("rq_complete_batch(uuid[],int[],jsonb[])",                   No,  No,  Yes, "SELECT id FROM rq_complete_batch(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[], ARRAY[1])"),
@@ -211,15 +207,10 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_kept_statements()",                      Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_kept_statements()"),
     // a rate's tokens (src/rate_buckets.rs): taken and given back only
     // inside rq_claim's flow claim; their counts, for an operator
-    ("raquel_internal.rq_take_tokens(text,int,bigint,int,bigint)", No, No,  No,  "SELECT raquel_internal.rq_take_tokens('m', 10, 1000, 1, 0)"),
-    ("raquel_internal.rq_give_back_tokens(text,int)",             No,  No,  No,  "SELECT raquel_internal.rq_give_back_tokens('m', 1)"),
     ("raquel_internal.rq_rate_bucket_counts()",                   Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_rate_bucket_counts()"),
     // the places claimed under max_claimed (src/claim_slots.rs): reserved
     // and named only inside rq_claim's flow claim; their counts
-    ("raquel_internal.rq_reserve_places(text,int,int,bigint)",    No,  No,  No,  "SELECT raquel_internal.rq_reserve_places('m', 10, 1, 0)"),
-    ("raquel_internal.rq_took_places(text,int,uuid[],int[])",     No,  No,  No,  "SELECT raquel_internal.rq_took_places('m', 1, '{}', '{}')"),
     ("raquel_internal.rq_claim_slot_counts()",                    Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_claim_slot_counts()"),
-    ("raquel_internal.rq_limits_in_shared_memory()",              Yes, Yes, Yes, "SELECT raquel_internal.rq_limits_in_shared_memory()"),
     // the server's claim cursors' counts (src/cursors.rs), for an operator
     ("raquel_internal.rq_cursor_counts()",                        Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_cursor_counts()"),
     ("raquel_internal.rq_cursor_state(oid,text)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_cursor_state(0, 'q')"),
@@ -576,7 +567,7 @@ fn producers_and_workers_keep_working_when_public_may_not_use_raquel_internal() 
     i.batch_execute("INSERT INTO jobs (queue, payload) VALUES ('q', 'inserted')").unwrap();
 
     let mut w = connect_as(&db, worker);
-    // the flow claim (raquel_internal.rq_claim_flow, by SPI as the worker)
+    // the flow claim (src/claim/flow_claim.rs, as the worker)
     let claimed = w.query("SELECT id::text, attempts FROM rq_claim(ARRAY['limited'], 'w', 5)", &[]).unwrap();
     assert_eq!(claimed.len(), 1, "the parent; its child waits");
     // a complete that releases the child (raquel_internal.rq_job_ended)

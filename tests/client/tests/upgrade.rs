@@ -463,6 +463,17 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
         worker.execute("SELECT rq_complete($1::text::uuid, $2)", &[&row.get::<_, String>(0), &row.get::<_, i32>(1)]).unwrap();
     }
     assert_eq!(one(&mut c, &format!("SELECT status FROM jobs WHERE id = '{early_child}'")), "queued");
+    // a queue whose limit is kept in its row (a name longer than a slot's):
+    // the flow claim locks and writes the row as 0.4.0 did, with no helper
+    let wide = "w".repeat(70);
+    c.execute("SELECT rq_set_limits($1, max_claimed => 1)", &[&wide]).unwrap();
+    c.execute("SELECT rq_enqueue($1, 'a'), rq_enqueue($1, 'b')", &[&wide]).unwrap();
+    let rows = worker.query("SELECT id FROM rq_claim(ARRAY[$1, 'none'], 'w0', 10)", &[&wide]).unwrap();
+    assert_eq!(rows.len(), 1, "0.4.0's limit kept in a row, before the update");
+    let listed = one(&mut c, &format!("SELECT cardinality(claimed)::text FROM queue_limits WHERE queue = '{wide}'"));
+    assert_eq!(listed, "1", "the row lists the job claimed");
+    assert_eq!(worker.query("SELECT id FROM rq_claim(ARRAY[$1], 'w0', 10)", &[&wide]).unwrap().len(), 0, "full");
+    c.execute("DELETE FROM jobs WHERE queue = $1", &[&wide]).unwrap();
     c.batch_execute("DROP SCHEMA raquel_internal CASCADE").unwrap();
 
     connect(db).batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
@@ -473,8 +484,11 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     let moved: Vec<&String> = before.iter().filter(|f| !PUBLIC_FUNCTIONS.contains(&f.as_str())).collect();
     for f in &moved {
         assert!(
-            // (0.6.0 folds rq_claim_ended into rq_ended: src/ended.rs)
-            internal.contains(f) || ["rq_check_schedule", "rq_cron_slots", "rq_job_ready_again", "rq_claim_ended"].contains(&f.as_str()),
+            // (0.6.0 folds rq_claim_ended into rq_ended, src/ended.rs, and
+            // its flow claim is Rust, src/claim/flow_claim.rs)
+            internal.contains(f)
+                || ["rq_check_schedule", "rq_cron_slots", "rq_job_ready_again", "rq_claim_ended", "rq_claim_flow", "rq_claim_ready", "rq_claim_fair"]
+                    .contains(&f.as_str()),
             "0.4.0's {f} is neither public nor in raquel_internal"
         );
     }
