@@ -105,6 +105,12 @@ fi
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# apt-get as root, waiting up to 10 minutes for the dpkg lock rather than
+# failing at once when another apt holds it (bin/test builds the other
+# majors and Citus side by side, each of which may install packages; a
+# fresh machine runs its own apt timers).
+apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+
 # A running server that preloaded raquel has its library mapped into memory:
 # a new build copied over that file in place crashes it. Renaming the file
 # away first lets a running server keep the old one (its inode lives on
