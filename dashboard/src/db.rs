@@ -262,6 +262,8 @@ pub struct Job {
     pub steps: Vec<Step>,
     /// The event it is parked for (rq_wait_event), if it is.
     pub wait: Option<Wait>,
+    /// What the page leaves out because the role may not read its table.
+    pub notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -515,7 +517,15 @@ impl Conn {
             field.value.is_some().then_some(field)
         };
         let (payload, error, error_trace) = (take("payload"), take("error"), take("error_trace"));
-        // workflows: the edges still pending (a table the role may not read)
+        // Workflows, steps and waits are tables of their own, which a role
+        // may not read: the page says what it leaves out then.
+        let mut notes: Vec<String> = Vec::new();
+        let unread = |e: &tokio_postgres::Error, table: &str, what: &str| -> Option<String> {
+            (e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)).then(|| {
+                format!("{what} not shown: this role may not read {table} (GRANT SELECT ON {table}; the dashboard's page of the book lists the grants).")
+            })
+        };
+        // workflows: the edges still pending
         let edges = |direction: &'static str| {
             let (this, other) = if direction == "parents" { ("child_id", "parent_id") } else { ("parent_id", "child_id") };
             let sql = format!(
@@ -526,12 +536,14 @@ impl Conn {
             let id = id.clone();
             async move {
                 match self.client.query(&sql, &[&id, &(EDGES_SHOWN as i64 + 1)]).await {
-                    Ok(rows) => rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect(),
-                    Err(_) => Vec::new(),
+                    Ok(rows) => (rows.iter().map(|r| (r.get(0), r.get::<_, Option<String>>(1).unwrap_or_default())).collect(), None),
+                    Err(e) => (Vec::new(), unread(&e, "job_dependencies", "Workflow edges")),
                 }
             }
         };
-        let (mut parents, mut children): (Vec<_>, Vec<_>) = (edges("parents").await, edges("children").await);
+        let ((mut parents, unread_parents), (mut children, unread_children)): ((Vec<_>, _), (Vec<_>, _)) =
+            (edges("parents").await, edges("children").await);
+        notes.extend(unread_parents.or(unread_children));
         let (more_parents, more_children) = (parents.len() > EDGES_SHOWN, children.len() > EDGES_SHOWN);
         parents.truncate(EDGES_SHOWN);
         children.truncate(EDGES_SHOWN);
@@ -553,7 +565,10 @@ impl Conn {
                 .iter()
                 .map(|r| Step { name: r.get(0), result: r.get(1), attempt: r.get(2), recorded: utc(Some(r.get(3))) })
                 .collect(),
-            Err(_) => Vec::new(),
+            Err(e) => {
+                notes.extend(unread(&e, "job_steps", "Steps"));
+                Vec::new()
+            }
         };
         let wait = match self
             .client
@@ -569,7 +584,11 @@ impl Conn {
                 since: utc(Some(r.get(2))),
                 until: r.get::<_, Option<i64>>(3).map(|ms| utc(Some(ms))),
             }),
-            _ => None,
+            Ok(None) => None,
+            Err(e) => {
+                notes.extend(unread(&e, "job_waits", "The event waited for"));
+                None
+            }
         };
         Ok(Some(Job {
             id,
@@ -585,6 +604,7 @@ impl Conn {
             more_children,
             steps,
             wait,
+            notes,
         }))
     }
 

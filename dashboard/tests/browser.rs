@@ -159,35 +159,65 @@ fn retry_clicked_in_the_browser_requeues_the_job_and_forged_posts_do_not() {
     assert_eq!(status, "queued");
 }
 
+/// The grant the dashboard's page of the book gives its viewer role
+/// (docs/src/guides/dashboard.md), for `role`.
+fn documented_viewer_grant(role: &str) -> String {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/src/guides/dashboard.md")).unwrap();
+    let grant = page.lines().find(|l| l.starts_with("GRANT SELECT ON ") && l.ends_with(" TO raquel_viewer;")).expect("the viewer's grant");
+    grant.replace(" TO raquel_viewer;", &format!(" TO {role};"))
+}
+
+/// A role granted what the book's dashboard page grants its viewer sees
+/// every page whole (a durable job's steps and event too); a role that may
+/// read only `jobs` sees every page, each saying what it leaves out.
 #[test]
 fn a_role_with_only_select_sees_every_page() {
     let db = fill("rq_dashboard_viewer");
     let mut c = sql(&db);
-    c.batch_execute(
+    c.batch_execute(&format!(
         "DROP ROLE IF EXISTS rq_dash_viewer; CREATE ROLE rq_dash_viewer LOGIN;
-         GRANT SELECT ON jobs, queue_limits, schedules, job_dependencies, metrics TO rq_dash_viewer;
+         {}
          DROP ROLE IF EXISTS rq_dash_jobs_only; CREATE ROLE rq_dash_jobs_only LOGIN;
          GRANT SELECT ON jobs TO rq_dash_jobs_only;",
-    )
+        documented_viewer_grant("rq_dash_viewer")
+    ))
     .unwrap();
     let id: String = c.query_one("SELECT id::text FROM jobs LIMIT 1", &[]).unwrap().get(0);
+    let durable: String = c.query_one("SELECT id::text FROM jobs WHERE queue = 'durable'", &[]).unwrap().get(0);
     for (role, whole) in [("rq_dash_viewer", true), ("rq_dash_jobs_only", false)] {
         let dashboard = Dashboard::on(&db).user(role).start();
         let base = dashboard.base.clone();
         runtime().block_on(async {
-            for path in ["/", "/jobs", &format!("/jobs/{id}"), "/schedules", "/workflows"] {
+            for path in ["/", "/jobs", &format!("/jobs/{id}"), &format!("/jobs/{durable}"), "/schedules", "/workflows"] {
                 let response = get(&format!("{base}{path}")).await;
                 assert_eq!(response.status(), 200, "{role}: {path}");
                 let body = response.text().await.unwrap();
                 if !whole && (path == "/schedules" || path == "/") {
                     assert!(body.contains("class=\"note\""), "{role} is told what it may not see on {path}");
                 }
+                if whole {
+                    assert!(!body.contains("may not read"), "{role} reads every table {path} reads");
+                }
+            }
+            let (_driver, b) = logged_in_browser(&base).await;
+            b.goto(&format!("{base}/jobs/{durable}")).await.unwrap();
+            let notes = texts(&b, "p.note").await;
+            if whole {
+                assert_eq!(texts(&b, "#steps td.step").await, ["reserve"], "{role}: the durable job's step");
+                assert_eq!(text(&b, "#wait-event").await, "paid:1");
+                assert!(notes.is_empty(), "{notes:?}");
+            } else {
+                for table in ["job_steps", "job_waits", "job_dependencies"] {
+                    assert!(notes.iter().any(|n| n.contains(&format!("may not read {table} "))), "{role} is told of {table}: {notes:?}");
+                }
+                assert!(texts(&b, "#steps td.step").await.is_empty());
+                screenshot(&b, "job-unreadable-tables").await;
             }
             if whole {
-                let (_driver, b) = logged_in_browser(&base).await;
+                b.goto(&format!("{base}/")).await.unwrap();
                 assert!(!texts(&b, "#queues td.name").await.is_empty());
-                b.close().await.unwrap();
             }
+            b.close().await.unwrap();
         });
     }
     c.batch_execute("DROP OWNED BY rq_dash_viewer, rq_dash_jobs_only; DROP ROLE rq_dash_viewer; DROP ROLE rq_dash_jobs_only").unwrap();
