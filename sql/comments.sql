@@ -74,6 +74,8 @@ COMMENT ON FUNCTION rq_stats() IS
     'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, how many jobs are parked for an event, and whether its claims start at claim cursors (in use) or why not. Reads the whole table.';
 COMMENT ON FUNCTION rq_queues() IS
     'raquel: the names of the queues that have jobs.';
+COMMENT ON FUNCTION rq_help(text) IS
+    'raquel: the functions a user calls, one line each (name, arguments, this comment); those whose names hold name_contains when given.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS
     'raquel: how many jobs a queue (NULL: every queue) has in the given statuses (NULL: any status).';
 COMMENT ON VIEW rq_jobs IS

@@ -71,7 +71,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT raquel_internal.rq_rescue($1) $$;
 
 -- Finished jobs older than the retention: deleted. The retention defaults to
--- the raquel.retention setting (a week); zero keeps finished jobs forever.
+-- the raquel.retention setting (a week), whose zero keeps finished jobs for
+-- ever; a retention of zero passed to rq_prune deletes every finished job.
 
 CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -92,7 +93,9 @@ BEGIN
     -- keys whose hold after their job's end is over (sql/schema.sql)
     DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
     keep_ms := raquel_internal.rq_retention_ms(retention);
-    IF keep_ms = 0 THEN
+    -- the setting's 0 keeps finished jobs for ever; a retention of 0 given
+    -- here keeps none: every job finished before now goes
+    IF keep_ms = 0 AND retention IS NULL THEN
         RETURN 0;
     END IF;
     cutoff := now_ms - keep_ms;

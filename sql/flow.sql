@@ -110,6 +110,41 @@ CREATE TRIGGER jobs_grouped
     FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
     EXECUTE FUNCTION raquel_internal.rq_job_turn();
 
+-- A NOTICE when a verb that sets a queue up (rq_pause, rq_resume,
+-- rq_set_limits, rq_set_history) names a queue raquel shows no sign of: no
+-- job ready or grouped in it, no settings, no schedule, no metrics. A typo'd
+-- name is then not set up in silence; setting up a queue before its first
+-- job stays allowed. Index probes only (the jobs table has no index of
+-- every job by queue), so a queue whose jobs are all claimed or finished
+-- and that has no metrics (raquel.metrics off) is told of too; the message
+-- says what was looked at. A role that may not read those tables gets no
+-- NOTICE.
+CREATE FUNCTION raquel_internal.rq_note_new_queue(queue text, verb text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    BEGIN
+        IF EXISTS (SELECT FROM @extschema@.jobs j
+                   WHERE j.queue = rq_note_new_queue.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NULL)
+           OR EXISTS (SELECT FROM @extschema@.jobs j
+                      WHERE j.queue = rq_note_new_queue.queue AND j.group_key IS NOT NULL
+                        AND j.status IN ('queued', 'failed', 'claimed'))
+           OR EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.queues_without_history h WHERE h.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.schedules s WHERE s.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.metrics m WHERE m.queue = rq_note_new_queue.queue) THEN
+            RETURN;
+        END IF;
+    EXCEPTION WHEN insufficient_privilege THEN
+        RETURN;
+    END;
+    RAISE NOTICE '% names queue "%", which has no ready jobs, no settings, no schedule and no metrics', verb, queue
+        USING DETAIL = 'It is set all the same: a queue may be set up before its first job.',
+              HINT = 'Check the name; rq_queues() lists the queues that have jobs.';
+END
+$$;
+
 -- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
 -- waiting. Idempotent; a queue may be paused before it has jobs.
 CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
@@ -121,6 +156,7 @@ DECLARE
 BEGIN
     PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
     PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_pause');
     INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
     ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
     RETURNING l.* INTO settings;
@@ -145,6 +181,7 @@ DECLARE
     settings @extschema@.queue_limits;
 BEGIN
     PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_resume');
     UPDATE @extschema@.queue_limits l SET paused = false
     WHERE l.queue = rq_resume.queue AND l.paused
     RETURNING l.* INTO settings;
@@ -190,6 +227,7 @@ DECLARE
 BEGIN
     PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
     PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_set_limits');
     INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
     VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
             CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,

@@ -42,6 +42,7 @@ BEGIN
         PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
     END IF;
     PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_set_history');
     IF keep THEN
         DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
     ELSE

@@ -61,6 +61,32 @@ AS $$
     SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
 $$;
 
+-- The functions a user calls, one line each: its name, its arguments' names
+-- (those with a default end in ?) and its comment; those whose names hold
+-- `name_contains` when given. \df prints their whole signatures and \df+
+-- their source too: this is the list to read first.
+CREATE FUNCTION rq_help(name_contains text DEFAULT NULL)
+RETURNS TABLE (name text, arguments text, description text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.proname::text,
+           coalesce((SELECT string_agg(a.arg || CASE WHEN a.n > p.pronargs - p.pronargdefaults THEN '?' ELSE '' END,
+                                       ', ' ORDER BY a.n)
+                     FROM (SELECT x.arg, row_number() OVER (ORDER BY x.ord) AS n
+                           FROM unnest(p.proargnames,
+                                       coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[coalesce(cardinality(p.proargnames), 0)])))
+                                WITH ORDINALITY AS x (arg, mode, ord)
+                           WHERE x.mode IN ('i', 'b', 'v')) a), ''),
+           obj_description(p.oid, 'pg_proc')
+    FROM pg_proc p
+    JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel'
+    WHERE p.pronamespace = e.extnamespace
+      AND (rq_help.name_contains IS NULL OR strpos(p.proname, rq_help.name_contains) > 0)
+    ORDER BY 1, 2
+$$;
+
 -- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
 -- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
 -- (sql/distributed.sql).

@@ -11,223 +11,19 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
-CREATE  FUNCTION raquel_internal."rq_shard_queues"(
-	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
-) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::rate_buckets::rq_rate_bucket_counts
-CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"buckets" INT,  /* i32 */
-	"max_buckets" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_statements
-CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
-	"function" TEXT,  /* String */
-	"statement" TEXT,  /* & '_ str */
-	"variant" bigint,  /* i64 */
-	"argument_types" TEXT[],  /* Vec < String > */
-	"sql" TEXT  /* String */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_due_within_ms
-CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -241,69 +37,6 @@ AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
-CREATE  FUNCTION raquel_internal."rq_shard_queue"(
-	"id" uuid /* Option < pgrx :: Uuid > */
-) RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::metrics::rq_histogram_percentile
 CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
 	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
@@ -313,6 +46,29 @@ IMMUTABLE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -341,15 +97,29 @@ AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::cursors::rq_cursor_state
-CREATE  FUNCTION raquel_internal."rq_cursor_state"(
-	"jobs" oid, /* pg_sys :: Oid */
-	"queue" TEXT /* & str */
-) RETURNS TEXT /* & '_ str */
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::durations::rq_due_ms
+CREATE  FUNCTION raquel_internal."rq_due_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_statements
+CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
+	"function" TEXT,  /* String */
+	"statement" TEXT,  /* & '_ str */
+	"variant" bigint,  /* i64 */
+	"argument_types" TEXT[],  /* Vec < String > */
+	"sql" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -362,13 +132,149 @@ AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queues
+CREATE  FUNCTION raquel_internal."rq_shard_queues"(
+	"ids" uuid[] /* :: std :: option :: Option < pgrx :: Array < pgrx :: Uuid > > */
+) RETURNS TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -385,16 +291,253 @@ AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
 ) RETURNS void
 STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::cursors::rq_cursor_state
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pg_sys :: Oid */
+	"queue" TEXT /* & str */
+) RETURNS TEXT /* & '_ str */
+STRICT VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_rate_bucket_counts
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_within_ms
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -416,43 +559,14 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -471,161 +585,33 @@ AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_ms
-CREATE  FUNCTION raquel_internal."rq_due_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::claim_slots::rq_claim_slot_counts
-CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"refreshes" bigint,  /* i64 */
-	"checks" bigint,  /* i64 */
-	"slots" INT,  /* i32 */
-	"max_slots" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
 	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -847,6 +833,1259 @@ CREATE TABLE key_holds (
     CONSTRAINT key_holds_pkey PRIMARY KEY (queue, key)
 );
 SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
+
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
+
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   backoff::rq_backoff
+--   errors::rq_raise_cannot
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   events::rq_job_ready_in_lane
+
+-- Finishing a claimed job. Every verb that acts on a claimed job takes the
+-- claim's attempt number as its second argument, the fencing token, and
+-- requires it (0.6.0): a worker whose lease ran out and whose job was
+-- handed to someone else gets an error instead of acting on the new
+-- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
+-- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
+
+-- rq_complete is every job's last call, so it is written in Rust
+-- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
+-- claimed job, or one this transaction took (src/take.rs), with its result
+-- if given (sql/results.sql).
+CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+
+-- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
+-- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
+-- the attempts that were not handed back. In C (src/finish.rs), one kept
+-- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
+-- transaction took (src/take.rs).
+CREATE FUNCTION rq_fail(
+    id          uuid,
+    attempt     integer,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+-- The same C function by the name raquel's own code calls (rq_rescue):
+-- sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- Completes many claimed (or taken) jobs in one statement. All or nothing:
+-- when any id cannot be completed (unknown, not claimed, stale token) the
+-- call raises the error rq_complete would have raised for it, and nothing
+-- changes. Tokens (one per id, required) pair with the ids by position,
+-- and so do results (null for a job without one). The rows come back in id order (on
+-- Citus, queue by queue). In C (src/finish.rs).
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+
+-- What a job's end sets off, for the verbs that end a job whose
+-- rq_has_children or key_period says there is something: the jobs waiting for
+-- it are released or cancelled (sql/transitions.sql), and a key enqueued with
+-- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- A job of another status is left alone.
+CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   limits::rq_default_lease
+
+-- Handing jobs to workers. A claim is an attempt and a lease: the job's
+-- attempts go up by one, and the job is the worker's until lease_expires_at
+-- (then the rescue duty counts the attempt as failed). The attempts value the
+-- claim returns is the fencing token for rq_complete / rq_fail.
+--
+-- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
+-- wait up to a day (0: return at once, maybe with nothing), in READ
+-- COMMITTED only. Jobs come in claim order: priority (higher first),
+-- scheduled time, id.
+--
+-- Every worker calls this for every job, so it is written in Rust
+-- (src/claim.rs): the arguments are checked there, and the claim statement
+-- (sql/claim.ready.sql) is prepared once per backend for each queue filter
+-- and batch size, each plan walking a ready index in claim order. A waiting
+-- claim sleeps on its latch between claims; a commit that enqueues jobs
+-- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
+-- preloaded library there are no wake-ups, and it looks every 100 ms.
+CREATE FUNCTION rq_claim(
+    queues text[]   DEFAULT NULL,
+    worker text     DEFAULT NULL,
+    batch  integer  DEFAULT 1,
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
+    wait   interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
+-- A worker's loop in one round trip: completes the job in hand (as
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- The same for a job whose work failed: rq_fail, then rq_claim.
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   claim
+--   clock::rq_now_ms
+--   flow::rq_check_limits
+--   flow::rq_wake_claims
+--   flow::rq_require_flow_claim
+
+-- Flow control inside the claim: paused queues, a queue's concurrency and
+-- rate limits, and fair groups. Every claim through rq_claim obeys them, so
+-- every worker in every language does, with no coordinator. Claims made
+-- outside raquel's functions (the Python library's dequeue, a hand-written
+-- UPDATE) know nothing of them.
+--
+-- A queue has flow control while it has a row here. Each backend keeps the
+-- settings in memory, so a queue without a row costs a claim nothing more
+-- (src/flow.rs); the table's trigger tells every backend at commit when the
+-- settings change.
+CREATE TABLE queue_limits (
+    queue             text    NOT NULL,
+    -- No claim takes the queue's jobs while it is paused.
+    paused            boolean NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs claimed at once.
+    max_claimed       integer,
+    -- At most `rate` claims per `per`, as a token bucket: it holds up to
+    -- `rate` tokens, starts full and gains rate/per continuously; each job
+    -- claimed takes one.
+    rate              integer,
+    per               interval,
+    -- At most this many claimed jobs of one group at once.
+    group_max_claimed integer,
+    -- The queue has had jobs with a group_key: claims take turns among its
+    -- groups. Set by the first such job (rq_job_turn).
+    grouped           boolean NOT NULL DEFAULT false,
+    -- The state the limits keep, written by claims under the row's lock:
+    -- the jobs claimed under max_claimed (those still claimed count), and
+    -- the tokens left at tokens_at (ms).
+    claimed           uuid[]  NOT NULL DEFAULT '{}',
+    tokens            double precision,
+    tokens_at         bigint,
+
+    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
+    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
+    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
+    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
+);
+
+COMMENT ON TABLE queue_limits IS
+    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
+
+-- pg_dump keeps the settings (the state columns come along; they only ever
+-- hold back claims for jobs that are no longer claimed, which count for nothing).
+SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
+
+-- Every backend's copy of the settings is dropped when a change to them
+-- commits (src/flow.rs). The claims' own writes to the state columns do not
+-- fire it. It runs no SQL, but its Rust sits beside code that does
+-- (src/flow.rs), and every such function pins its search_path.
+CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
+CREATE TRIGGER queue_limits_changed
+    AFTER INSERT OR DELETE OR TRUNCATE
+       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
+    ON queue_limits
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- A grouped job's turn, set as it is inserted (however it is enqueued):
+-- one past its group's last ready job's turn (the last queued or failed
+-- one: two probes of jobs_group_idx), and never before the turn the
+-- queue's claims have reached at its priority (its first due grouped job's),
+-- so that a group that was idle takes its turn next rather than catching up
+-- on turns it missed. Claims go by priority, then turn: the groups take
+-- turns, a group with a million jobs and a group with ten side by side.
+-- It runs as the extension's owner: a role that may only INSERT jobs may
+-- not read the table the turn comes from.
+CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms bigint := raquel_internal.rq_now_ms();
+BEGIN
+    IF NEW.status NOT IN ('queued', 'failed') THEN
+        RETURN NEW;
+    END IF;
+    NEW.turn := greatest(
+        (SELECT max(last.turn) + 1 FROM (
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'queued' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.turn FROM @extschema@.jobs j
+             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
+               AND j.status = 'failed' AND j.turn IS NOT NULL
+             ORDER BY j.turn DESC
+             LIMIT 1)) last),
+        (SELECT j.turn FROM @extschema@.jobs j
+         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
+           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
+         ORDER BY j.priority DESC, j.turn
+         LIMIT 1),
+        1);
+    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
+        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
+        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
+-- every INSERT statement); the function tests the status.
+CREATE TRIGGER jobs_grouped
+    BEFORE INSERT ON jobs
+    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
+    EXECUTE FUNCTION raquel_internal.rq_job_turn();
+
+-- A NOTICE when a verb that sets a queue up (rq_pause, rq_resume,
+-- rq_set_limits, rq_set_history) names a queue raquel shows no sign of: no
+-- job ready or grouped in it, no settings, no schedule, no metrics. A typo'd
+-- name is then not set up in silence; setting up a queue before its first
+-- job stays allowed. Index probes only (the jobs table has no index of
+-- every job by queue), so a queue whose jobs are all claimed or finished
+-- and that has no metrics (raquel.metrics off) is told of too; the message
+-- says what was looked at. A role that may not read those tables gets no
+-- NOTICE.
+CREATE FUNCTION raquel_internal.rq_note_new_queue(queue text, verb text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    BEGIN
+        IF EXISTS (SELECT FROM @extschema@.jobs j
+                   WHERE j.queue = rq_note_new_queue.queue AND j.status IN ('queued', 'failed') AND j.group_key IS NULL)
+           OR EXISTS (SELECT FROM @extschema@.jobs j
+                      WHERE j.queue = rq_note_new_queue.queue AND j.group_key IS NOT NULL
+                        AND j.status IN ('queued', 'failed', 'claimed'))
+           OR EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.queues_without_history h WHERE h.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.schedules s WHERE s.queue = rq_note_new_queue.queue)
+           OR EXISTS (SELECT FROM @extschema@.metrics m WHERE m.queue = rq_note_new_queue.queue) THEN
+            RETURN;
+        END IF;
+    EXCEPTION WHEN insufficient_privilege THEN
+        RETURN;
+    END;
+    RAISE NOTICE '% names queue "%", which has no ready jobs, no settings, no schedule and no metrics', verb, queue
+        USING DETAIL = 'It is set all the same: a queue may be set up before its first job.',
+              HINT = 'Check the name; rq_queues() lists the queues that have jobs.';
+END
+$$;
+
+-- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
+-- waiting. Idempotent; a queue may be paused before it has jobs.
+CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_pause');
+    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
+    RETURNING l.* INTO settings;
+    RETURN settings;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_pause
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
+
+-- Lets claims take a paused queue's jobs again, and wakes its waiting
+-- claims at commit. Idempotent.
+CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_resume');
+    UPDATE @extschema@.queue_limits l SET paused = false
+    WHERE l.queue = rq_resume.queue AND l.paused
+    RETURNING l.* INTO settings;
+    IF FOUND THEN
+        PERFORM raquel_internal.rq_wake_claims(queue);
+        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
+    ELSE
+        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
+        IF NOT FOUND THEN
+            settings.queue := queue;
+            settings.paused := false;
+            settings.grouped := false;
+            settings.claimed := '{}';
+        END IF;
+    END IF;
+    RETURN settings;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_resume
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
+
+-- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
+-- bad argument), so an error changes nothing. A limit lowered below what is
+-- claimed now holds back new claims until enough jobs end; a limit raised
+-- or removed wakes the queue's waiting claims at commit.
+CREATE FUNCTION rq_set_limits(
+    queue             text,
+    max_claimed       integer  DEFAULT NULL,
+    rate              integer  DEFAULT NULL,
+    per               interval DEFAULT '1 second',
+    group_max_claimed integer  DEFAULT NULL
+) RETURNS queue_limits
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    settings @extschema@.queue_limits;
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_set_limits');
+    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
+    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
+            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
+            rq_set_limits.group_max_claimed)
+    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
+    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
+        group_max_claimed = excluded.group_max_claimed,
+        -- a new rate starts with a full bucket
+        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                      THEN l.tokens END,
+        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
+                         THEN l.tokens_at END
+    RETURNING l.* INTO settings;
+    PERFORM raquel_internal.rq_wake_claims(queue);
+    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
+END
+$$;
+
+-- A row that no longer sets anything is deleted, so that the queue's claims
+-- go back to the plain claim; returns the row as it was.
+CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM @extschema@.queue_limits l
+    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
+      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
+    SELECT $2;
+$$;
+
+-- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
+-- name order, until the claiming transaction ends), and that state written
+-- after a claim took `claimed` (the jobs claimed under max_claimed) and left
+-- `tokens` at `tokens_at`. They run as the extension's owner, and only
+-- inside rq_claim's flow claim (src/claim/flow_claim.rs): workers read the state but may
+-- not lock or write it, so no role can refill a rate's bucket or empty a
+-- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
+CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
+    RETURN QUERY
+    SELECT l.* FROM @extschema@.queue_limits l
+    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
+    ORDER BY l.queue
+    FOR UPDATE;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
+    UPDATE @extschema@.queue_limits l
+    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
+        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
+        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
+    WHERE l.queue = rq_flow_took.queue;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   flow
+--   distributed
+--   errors::rq_refuse
+
+-- Queues that keep no history. A job of such a queue that succeeds through
+-- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
+-- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
+-- same write instead of being updated to 'success': no new row version, no
+-- index entries, nothing left for the prune duty. The verb still returns the
+-- row as it ended (status 'success'), and the metrics still count it. A job
+-- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
+-- pruned as usual, and so is a job whose end sets something off (jobs waiting
+-- for it with `after`, a key held for a period) until that is done. A job
+-- the Python library finishes with its own UPDATE is kept, too.
+--
+-- Like a pruned job, a deleted one can no longer be named by `after`.
+-- Finishing verbs read the table (src/history.rs keeps a copy per backend,
+-- dropped when it changes); not on Citus (0A000).
+CREATE TABLE queues_without_history (
+    queue text NOT NULL,
+    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
+);
+
+COMMENT ON TABLE queues_without_history IS
+    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
+
+SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
+
+-- Every backend's copy is dropped when a change commits (as for
+-- queue_limits, sql/flow.sql).
+CREATE TRIGGER queues_without_history_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON queues_without_history
+    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
+
+-- Whether `queue` keeps its succeeded jobs (keep, the default for every
+-- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
+-- the caller's rights: INSERT and DELETE on queues_without_history.
+CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
+    IF keep IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
+    END IF;
+    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
+    PERFORM raquel_internal.rq_note_new_queue(queue, 'rq_set_history');
+    IF keep THEN
+        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
+    ELSE
+        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
+        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
+    END IF;
+    RETURN keep;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   events::rq_job_ready_in_lane
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
+
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
+
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
+);
+
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
+
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
+
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   clock::rq_ms_to_timestamptz
+--   errors::rq_refuse
+--   metrics::rq_take_metrics
+--   metrics::rq_histogram_add
+--   metrics::rq_histogram_percentile
+--   metrics::rq_note_metric
+--   metrics::rq_metrics_lost
+
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+);
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
+    RETURN out;
+END
+$$;
+
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
+
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1362,1226 +2601,202 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 
 /* <begin connected objects> */
 -- requires:
---   schema
+--   finish
+--   schedules
+--   distributed
+--   metrics
+--   worker::rq_worker_wake
+--   limits::rq_check_batch
+--   limits::rq_retention_ms
 
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+-- Housekeeping duties. The background worker runs them every round; without
+-- it (no shared_preload_libraries), run them by hand or from cron. Each one
+-- handles at most `batch` jobs and returns how many it changed, so that one
+-- call is one short transaction: call again while it returns `batch`. Each
+-- walks a partial index of just the rows it is after, and skips rows that
+-- another session holds locked. JIT is off for them: on a table of millions
+-- of rows the planner's estimates passed jit_above_cost, and compiling took
+-- 5 to 20 ms a call for queries that find nothing in a millisecond.
 
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
-
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
-
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
--- rq_expire call them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+-- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
+-- (SKIP LOCKED: a row some session still holds locked is that session's,
+-- however old its claim), for rq_rescue. On Citus, queue by queue
+-- (sql/distributed.sql).
+CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
 RETURNS TABLE (id uuid, attempts integer, claimed_by text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
-DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
 BEGIN
-    IF NOT citus_is_coordinator() THEN
+    IF raquel_internal.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
         RETURN;
     END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+    RETURN QUERY
+        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
         WHERE j.status = 'claimed'
           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
 END
 $$;
 
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   clock::rq_ms_to_timestamptz
---   errors::rq_refuse
---   metrics::rq_take_metrics
---   metrics::rq_histogram_add
---   metrics::rq_histogram_percentile
---   metrics::rq_note_metric
---   metrics::rq_metrics_lost
-
--- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
--- did and how long jobs waited and ran. The verbs count in memory; the
--- background worker adds the counts to this table (rq_record_metrics) each
--- round and soon after every minute with activity; the prune duty deletes
--- rows older than the retention, as it does finished jobs.
-CREATE TABLE metrics (
-    queue          text      NOT NULL,
-    -- the minute's start, ms since the Unix epoch
-    minute         bigint    NOT NULL,
-    enqueued       bigint    NOT NULL DEFAULT 0,
-    claimed        bigint    NOT NULL DEFAULT 0,
-    -- every attempt that ended: succeeded, failed (rescued ones too), and
-    -- of the failed ones those the rescue duty failed when a lease ran out
-    succeeded      bigint    NOT NULL DEFAULT 0,
-    failed         bigint    NOT NULL DEFAULT 0,
-    rescued        bigint    NOT NULL DEFAULT 0,
-    expired        bigint    NOT NULL DEFAULT 0,
-    -- From due (scheduled_at) to claim, and from claim to its end (success
-    -- or failure), as counts in 161 buckets, four per doubling of ms
-    -- (rq_histogram_percentile reads them): minutes add up exactly.
-    wait_histogram integer[] NOT NULL DEFAULT '{}',
-    run_histogram  integer[] NOT NULL DEFAULT '{}',
-    -- ready jobs (due, not claimed) when the minute was recorded
-    backlog        bigint,
-    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
-);
-CREATE INDEX metrics_minute_idx ON metrics (minute);
-SELECT pg_catalog.pg_extension_config_dump('metrics', '');
-
--- What the worker runs: the figures counted since its last round, added to
--- their rows, and each queue's ready backlog in the row of the minute that
--- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    touched bigint;
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    ended   bigint := (now_ms / 60000 - 1) * 60000;
-    more    bigint;
-BEGIN
-    -- One recorder at a time: a call waits for the one before it to commit,
-    -- so that what it leaves is visible once it returns (figures taken from
-    -- shared memory by a round not yet committed would otherwise be in
-    -- neither). 7311: this function's own class of advisory lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
-    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
-                                           wait_histogram, run_histogram)
-    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
-           t.wait_histogram, t.run_histogram
-    FROM raquel_internal.rq_take_metrics() t
-    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
-    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
-        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
-        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
-    GET DIAGNOSTICS touched = ROW_COUNT;
-    -- The backlog once a minute: it reads every ready job's index entry.
-    -- Kept for the queues that had something counted that minute (at most
-    -- the slots of shared memory) and the 100 longest backlogs, so that a
-    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
-    -- minute, not 200 000.
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
-        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT b.queue, ended, b.n
-        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-              GROUP BY j.queue) b
-        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
-           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
-        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        touched := touched + more;
-    END IF;
-    RETURN touched;
-END
-$$;
-
--- Events the metrics could not count, by its public name (src/metrics.rs):
--- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
-CREATE FUNCTION rq_metrics_lost() RETURNS bigint
-LANGUAGE c STRICT VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-
--- The figures per queue and minute since `since` ago (one queue, or all),
--- with the percentiles of wait and run time in ms.
-CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
-RETURNS TABLE (
-    queue text, minute timestamptz,
-    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
-    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
-    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
-    backlog bigint
-)
--- (SQL, not PL/pgSQL: the argument queue and the result column queue
--- would be one variable twice there.)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
-           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
-           m.backlog
-    FROM @extschema@.metrics m
-    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
-      AND ($1 IS NULL OR m.queue = $1)
-    ORDER BY m.queue, m.minute
-$$;
-
--- The current figures in the Prometheus text format, for a scraper that
--- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
--- jobs (then the most events in the last five recorded minutes, then by
--- name): jobs by status now, and over the last five recorded minutes the
--- events and the wait and run percentiles (seconds). Over every queue: jobs
--- by status and events, how many queues there are, and the events the
--- metrics could not count (raquel_metrics_lost_total). Its cost is one read
--- of the jobs table and of five minutes of metrics, plus the histograms of
--- the queues shown: 10 000 queues are as cheap as 100.
-CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
-    out     text;
-    waiting bigint;
-BEGIN
-    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
-    END IF;
-    WITH jobs AS (
-        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
-    ), events AS (
-        SELECT m.queue, e.event, sum(e.n) AS n
-        FROM @extschema@.metrics m
-        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
-                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        WHERE m.minute >= since
-        GROUP BY 1, 2
-    ), queues AS (
-        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
-        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
-              FROM jobs t GROUP BY 1) j
-        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
-    ), shown AS (
-        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
-        FROM queues q
-        ORDER BY q.unfinished DESC, q.events DESC, q.queue
-        LIMIT max_queues
-    ), histograms AS (
-        SELECT s.queue, s.rank,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
-        FROM shown s
-    ), quantiles AS (
-        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        CROSS JOIN histograms h
-        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
-    )
-    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
-        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
-                                      '' ORDER BY s.rank, t.status), '') AS part
-        FROM jobs t JOIN shown s ON s.queue = t.queue
-        UNION ALL
-        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
-        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
-        UNION ALL
-        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
-                         (SELECT count(*) FROM queues))
-        UNION ALL
-        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
-                                      '' ORDER BY s.rank, e.event), '')
-        FROM events e JOIN shown s ON s.queue = e.queue
-        UNION ALL
-        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
-        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
-        UNION ALL
-        SELECT 6 + w.which,
-               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
-                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
-               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
-                                              '' ORDER BY q.rank, q.fraction)
-                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        UNION ALL
-        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         raquel_internal.rq_metrics_lost())
-        UNION ALL
-        -- the claim cursors (src/cursors.rs), server-wide since it started
-        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
-                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
-                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
-                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
-                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
-        FROM raquel_internal.rq_cursor_counts() c
-    ) x;
-    -- the jobs parked for an event (sql/waits.sql), for a role that may read
-    -- them: a role given only jobs and metrics keeps its series
-    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
-        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
-        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
-                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
-    END IF;
-    RETURN out;
-END
-$$;
-
--- A label value as the Prometheus text format writes it: backslash, double
--- quote and newline escaped.
-CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
-
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
-
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
-
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
-
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   limits::rq_default_lease
-
--- Handing jobs to workers. A claim is an attempt and a lease: the job's
--- attempts go up by one, and the job is the worker's until lease_expires_at
--- (then the rescue duty counts the attempt as failed). The attempts value the
--- claim returns is the fencing token for rq_complete / rq_fail.
---
--- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
--- wait up to a day (0: return at once, maybe with nothing), in READ
--- COMMITTED only. Jobs come in claim order: priority (higher first),
--- scheduled time, id.
---
--- Every worker calls this for every job, so it is written in Rust
--- (src/claim.rs): the arguments are checked there, and the claim statement
--- (sql/claim.ready.sql) is prepared once per backend for each queue filter
--- and batch size, each plan walking a ready index in claim order. A waiting
--- claim sleeps on its latch between claims; a commit that enqueues jobs
--- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
--- preloaded library there are no wake-ups, and it looks every 100 ms.
-CREATE FUNCTION rq_claim(
-    queues text[]   DEFAULT NULL,
-    worker text     DEFAULT NULL,
-    batch  integer  DEFAULT 1,
-    lease  interval DEFAULT raquel_internal.rq_default_lease(),
-    wait   interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_c';
-
--- A claim that only locks, for work done inside this transaction
--- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
--- and written nothing; each comes back as a claim would make it (claimed,
--- its attempts + 1 the fencing token, no lease). This transaction finishes
--- them with rq_complete or rq_fail, in one write each; its commit lets go
--- of those it did not finish, and its rollback (a crash) leaves every one
--- ready at once with no attempt counted. With `complete`, each is completed
--- in the same write as it is taken: the transaction's commit is their
--- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
--- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
-CREATE FUNCTION rq_take(
-    queues   text[]   DEFAULT NULL,
-    worker   text     DEFAULT NULL,
-    batch    integer  DEFAULT 1,
-    complete boolean  DEFAULT false,
-    wait     interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_take_c';
-
--- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token, with its result) and claims
--- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call); an
--- id needs its attempt (22004 without). An id that cannot be completed is
--- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
-CREATE FUNCTION rq_complete_and_claim(
-    id      uuid     DEFAULT NULL,
-    attempt integer  DEFAULT NULL,
-    queues  text[]   DEFAULT NULL,
-    worker  text     DEFAULT NULL,
-    batch   integer  DEFAULT 1,
-    lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0',
-    result  jsonb    DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
-
--- A worker's loop in batches: completes the jobs in hand (as
--- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], one for every id) and claims the next `batch` (as rq_claim),
--- in one statement: one round trip and one commit serve a whole batch. NULL
--- or empty ids only claim (the loop's first call). In C (src/claim.rs).
-CREATE FUNCTION rq_complete_batch_and_claim(
-    ids      uuid[]    DEFAULT NULL,
-    attempts integer[] DEFAULT NULL,
-    queues   text[]    DEFAULT NULL,
-    worker   text      DEFAULT NULL,
-    batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0',
-    results  jsonb[]   DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
-
--- The same for a job whose work failed: rq_fail, then rq_claim.
-CREATE FUNCTION rq_fail_and_claim(
-    id          uuid     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
-    error       text     DEFAULT NULL,
-    error_trace text     DEFAULT NULL,
-    queues      text[]   DEFAULT NULL,
-    worker      text     DEFAULT NULL,
-    batch       integer  DEFAULT 1,
-    lease       interval DEFAULT raquel_internal.rq_default_lease(),
-    wait        interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
-
--- A waiting claim holds locks on the jobs table while it sleeps, and DROP
--- EXTENSION would wait behind it for as long as the wait lasts: before any
--- DROP EXTENSION starts, every waiting claim in the database is woken and
--- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
--- no search_path to pin.
-CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_drop_started';
-CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION raquel_internal.rq_drop_started();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   claim
---   clock::rq_now_ms
---   flow::rq_check_limits
---   flow::rq_wake_claims
---   flow::rq_require_flow_claim
-
--- Flow control inside the claim: paused queues, a queue's concurrency and
--- rate limits, and fair groups. Every claim through rq_claim obeys them, so
--- every worker in every language does, with no coordinator. Claims made
--- outside raquel's functions (the Python library's dequeue, a hand-written
--- UPDATE) know nothing of them.
---
--- A queue has flow control while it has a row here. Each backend keeps the
--- settings in memory, so a queue without a row costs a claim nothing more
--- (src/flow.rs); the table's trigger tells every backend at commit when the
--- settings change.
-CREATE TABLE queue_limits (
-    queue             text    NOT NULL,
-    -- No claim takes the queue's jobs while it is paused.
-    paused            boolean NOT NULL DEFAULT false,
-    -- At most this many of the queue's jobs claimed at once.
-    max_claimed       integer,
-    -- At most `rate` claims per `per`, as a token bucket: it holds up to
-    -- `rate` tokens, starts full and gains rate/per continuously; each job
-    -- claimed takes one.
-    rate              integer,
-    per               interval,
-    -- At most this many claimed jobs of one group at once.
-    group_max_claimed integer,
-    -- The queue has had jobs with a group_key: claims take turns among its
-    -- groups. Set by the first such job (rq_job_turn).
-    grouped           boolean NOT NULL DEFAULT false,
-    -- The state the limits keep, written by claims under the row's lock:
-    -- the jobs claimed under max_claimed (those still claimed count), and
-    -- the tokens left at tokens_at (ms).
-    claimed           uuid[]  NOT NULL DEFAULT '{}',
-    tokens            double precision,
-    tokens_at         bigint,
-
-    CONSTRAINT queue_limits_pkey PRIMARY KEY (queue),
-    CONSTRAINT queue_limits_max_claimed_check CHECK (max_claimed >= 1),
-    CONSTRAINT queue_limits_rate_check CHECK (rate >= 1 AND per > interval '0'),
-    CONSTRAINT queue_limits_group_max_claimed_check CHECK (group_max_claimed >= 1)
-);
-
-COMMENT ON TABLE queue_limits IS
-    'raquel flow control: one row per queue that is paused, limited or grouped (rq_pause, rq_set_limits).';
-
--- pg_dump keeps the settings (the state columns come along; they only ever
--- hold back claims for jobs that are no longer claimed, which count for nothing).
-SELECT pg_catalog.pg_extension_config_dump('queue_limits', '');
-
--- Every backend's copy of the settings is dropped when a change to them
--- commits (src/flow.rs). The claims' own writes to the state columns do not
--- fire it. It runs no SQL, but its Rust sits beside code that does
--- (src/flow.rs), and every such function pins its search_path.
-CREATE FUNCTION raquel_internal.rq_queue_limits_changed() RETURNS trigger
-LANGUAGE c
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_queue_limits_changed';
-CREATE TRIGGER queue_limits_changed
-    AFTER INSERT OR DELETE OR TRUNCATE
-       OR UPDATE OF queue, paused, max_claimed, rate, per, group_max_claimed, grouped
-    ON queue_limits
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- A grouped job's turn, set as it is inserted (however it is enqueued):
--- one past its group's last ready job's turn (the last queued or failed
--- one: two probes of jobs_group_idx), and never before the turn the
--- queue's claims have reached at its priority (its first due grouped job's),
--- so that a group that was idle takes its turn next rather than catching up
--- on turns it missed. Claims go by priority, then turn: the groups take
--- turns, a group with a million jobs and a group with ten side by side.
--- It runs as the extension's owner: a role that may only INSERT jobs may
--- not read the table the turn comes from.
-CREATE FUNCTION raquel_internal.rq_job_turn() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms bigint := raquel_internal.rq_now_ms();
-BEGIN
-    IF NEW.status NOT IN ('queued', 'failed') THEN
-        RETURN NEW;
-    END IF;
-    NEW.turn := greatest(
-        (SELECT max(last.turn) + 1 FROM (
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'queued' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)
-            UNION ALL
-            (SELECT j.turn FROM @extschema@.jobs j
-             WHERE j.queue = NEW.queue AND j.group_key IS NOT NULL AND j.group_key = NEW.group_key
-               AND j.status = 'failed' AND j.turn IS NOT NULL
-             ORDER BY j.turn DESC
-             LIMIT 1)) last),
-        (SELECT j.turn FROM @extschema@.jobs j
-         WHERE j.queue = NEW.queue AND j.priority = NEW.priority AND j.scheduled_at <= now_ms
-           AND j.group_key IS NOT NULL AND j.status IN ('queued', 'failed')
-         ORDER BY j.priority DESC, j.turn
-         LIMIT 1),
-        1);
-    IF NOT EXISTS (SELECT FROM @extschema@.queue_limits l WHERE l.queue = NEW.queue AND l.grouped) THEN
-        INSERT INTO @extschema@.queue_limits AS l (queue, grouped) VALUES (NEW.queue, true)
-        ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET grouped = true;
-    END IF;
-    RETURN NEW;
-END
-$$;
--- The WHEN is as small as it can be (PostgreSQL reads and plans it anew for
--- every INSERT statement); the function tests the status.
-CREATE TRIGGER jobs_grouped
-    BEFORE INSERT ON jobs
-    FOR EACH ROW WHEN (NEW.group_key IS NOT NULL)
-    EXECUTE FUNCTION raquel_internal.rq_job_turn();
-
--- Stops claims of a queue's jobs; enqueues go on, and waiting claims keep
--- waiting. Idempotent; a queue may be paused before it has jobs.
-CREATE FUNCTION raquel_internal.rq_pause(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_pause');
-    INSERT INTO @extschema@.queue_limits AS l (queue, paused) VALUES (rq_pause.queue, true)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE SET paused = true
-    RETURNING l.* INTO settings;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_pause
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_pause(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_pause($1) $$;
-
--- Lets claims take a paused queue's jobs again, and wakes its waiting
--- claims at commit. Idempotent.
-CREATE FUNCTION raquel_internal.rq_resume(queue text) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    UPDATE @extschema@.queue_limits l SET paused = false
-    WHERE l.queue = rq_resume.queue AND l.paused
-    RETURNING l.* INTO settings;
-    IF FOUND THEN
-        PERFORM raquel_internal.rq_wake_claims(queue);
-        settings := raquel_internal.rq_tidy_queue_limits(queue, settings);
-    ELSE
-        SELECT l.* INTO settings FROM @extschema@.queue_limits l WHERE l.queue = rq_resume.queue;
-        IF NOT FOUND THEN
-            settings.queue := queue;
-            settings.paused := false;
-            settings.grouped := false;
-            settings.claimed := '{}';
-        END IF;
-    END IF;
-    RETURN settings;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_resume
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_resume(queue text) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
-
--- Sets a queue's limits; NULL removes one. Checked first (22023 naming the
--- bad argument), so an error changes nothing. A limit lowered below what is
--- claimed now holds back new claims until enough jobs end; a limit raised
--- or removed wakes the queue's waiting claims at commit.
-CREATE FUNCTION rq_set_limits(
-    queue             text,
-    max_claimed       integer  DEFAULT NULL,
-    rate              integer  DEFAULT NULL,
-    per               interval DEFAULT '1 second',
-    group_max_claimed integer  DEFAULT NULL
-) RETURNS queue_limits
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    settings @extschema@.queue_limits;
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, max_claimed, rate, per, group_max_claimed);
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_limits');
-    INSERT INTO @extschema@.queue_limits AS l (queue, max_claimed, rate, per, group_max_claimed)
-    VALUES (rq_set_limits.queue, rq_set_limits.max_claimed, rq_set_limits.rate,
-            CASE WHEN rq_set_limits.rate IS NULL THEN NULL ELSE rq_set_limits.per END,
-            rq_set_limits.group_max_claimed)
-    ON CONFLICT ON CONSTRAINT queue_limits_pkey DO UPDATE
-    SET max_claimed = excluded.max_claimed, rate = excluded.rate, per = excluded.per,
-        group_max_claimed = excluded.group_max_claimed,
-        -- a new rate starts with a full bucket
-        tokens = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                      THEN l.tokens END,
-        tokens_at = CASE WHEN l.rate IS NOT DISTINCT FROM excluded.rate AND l.per IS NOT DISTINCT FROM excluded.per
-                         THEN l.tokens_at END
-    RETURNING l.* INTO settings;
-    PERFORM raquel_internal.rq_wake_claims(queue);
-    RETURN raquel_internal.rq_tidy_queue_limits(queue, settings);
-END
-$$;
-
--- A row that no longer sets anything is deleted, so that the queue's claims
--- go back to the plain claim; returns the row as it was.
-CREATE FUNCTION raquel_internal.rq_tidy_queue_limits(queue text, settings queue_limits) RETURNS queue_limits
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    DELETE FROM @extschema@.queue_limits l
-    WHERE l.queue = $1 AND NOT l.paused AND NOT l.grouped
-      AND l.max_claimed IS NULL AND l.rate IS NULL AND l.group_max_claimed IS NULL;
-    SELECT $2;
-$$;
-
--- The state the limits of `queues` keep, their rows locked (FOR UPDATE, in
--- name order, until the claiming transaction ends), and that state written
--- after a claim took `claimed` (the jobs claimed under max_claimed) and left
--- `tokens` at `tokens_at`. They run as the extension's owner, and only
--- inside rq_claim's flow claim (src/claim/flow_claim.rs): workers read the state but may
--- not lock or write it, so no role can refill a rate's bucket or empty a
--- queue's claimed list. Not for PUBLIC: rq_grant_worker grants them.
-CREATE FUNCTION raquel_internal.rq_flow_lock(queues text[]) RETURNS SETOF queue_limits
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_lock');
-    RETURN QUERY
-    SELECT l.* FROM @extschema@.queue_limits l
-    WHERE l.queue = ANY (queues) AND (l.max_claimed IS NOT NULL OR l.rate IS NOT NULL)
-    ORDER BY l.queue
-    FOR UPDATE;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_flow_took(queue text, claimed uuid[], tokens double precision, tokens_at bigint) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_require_flow_claim('rq_flow_took');
-    UPDATE @extschema@.queue_limits l
-    SET claimed = CASE WHEN l.max_claimed IS NULL THEN '{}' ELSE rq_flow_took.claimed END,
-        tokens = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens END,
-        tokens_at = CASE WHEN l.rate IS NULL THEN NULL ELSE rq_flow_took.tokens_at END
-    WHERE l.queue = rq_flow_took.queue;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   flow
---   distributed
---   errors::rq_refuse
-
--- Queues that keep no history. A job of such a queue that succeeds through
--- raquel's verbs (rq_complete, rq_complete_batch, rq_complete_and_claim,
--- rq_complete_batch_and_claim, rq_take(complete => true)) is deleted in the
--- same write instead of being updated to 'success': no new row version, no
--- index entries, nothing left for the prune duty. The verb still returns the
--- row as it ended (status 'success'), and the metrics still count it. A job
--- that ends otherwise (exhausted, cancelled, expired) is kept for a look and
--- pruned as usual, and so is a job whose end sets something off (jobs waiting
--- for it with `after`, a key held for a period) until that is done. A job
--- the Python library finishes with its own UPDATE is kept, too.
---
--- Like a pruned job, a deleted one can no longer be named by `after`.
--- Finishing verbs read the table (src/history.rs keeps a copy per backend,
--- dropped when it changes); not on Citus (0A000).
-CREATE TABLE queues_without_history (
-    queue text NOT NULL,
-    CONSTRAINT queues_without_history_pkey PRIMARY KEY (queue)
-);
-
-COMMENT ON TABLE queues_without_history IS
-    'raquel: the queues whose jobs are deleted when they succeed (rq_set_history).';
-
-SELECT pg_catalog.pg_extension_config_dump('queues_without_history', '');
-
--- Every backend's copy is dropped when a change commits (as for
--- queue_limits, sql/flow.sql).
-CREATE TRIGGER queues_without_history_changed
-    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-    ON queues_without_history
-    FOR EACH STATEMENT EXECUTE FUNCTION raquel_internal.rq_queue_limits_changed();
-
--- Whether `queue` keeps its succeeded jobs (keep, the default for every
--- queue) or deletes them as they succeed. Idempotent; returns keep. Runs with
--- the caller's rights: INSERT and DELETE on queues_without_history.
-CREATE FUNCTION rq_set_history(queue text, keep boolean) RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM raquel_internal.rq_check_limits(queue, NULL, NULL, NULL, NULL);
-    IF keep IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('keep_null', ARRAY[queue]);
-    END IF;
-    PERFORM raquel_internal.rq_refuse_distributed('rq_set_history');
-    IF keep THEN
-        DELETE FROM @extschema@.queues_without_history h WHERE h.queue = rq_set_history.queue;
-    ELSE
-        INSERT INTO @extschema@.queues_without_history AS h (queue) VALUES (rq_set_history.queue)
-        ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
-    END IF;
-    RETURN keep;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
-
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
-
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+-- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
+-- follows the retry rules, exactly as if the worker had called rq_fail. A
+-- claim without lease_expires_at (made by the Python library or by hand) has
+-- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
+-- session still holds locked is that session's, however old its claim.
+CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    parent  uuid;
-    settled bigint := 0;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+    failed  @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
     LOOP
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
+        failed := raquel_internal.rq_fail(job.id, job.attempts,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
+        changed := changed + 1;
     END LOOP;
-    RETURN settled;
+    RETURN changed;
 END
 $$;
 
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- The name users call: raquel's own code calls raquel_internal.rq_rescue
 -- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+AS $$ SELECT raquel_internal.rq_rescue($1) $$;
 
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
-    END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
-    END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
-END
-$$;
-/* </end connected objects> */
+-- Finished jobs older than the retention: deleted. The retention defaults to
+-- the raquel.retention setting (a week), whose zero keeps finished jobs for
+-- ever; a retention of zero passed to rq_prune deletes every finished job.
 
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   backoff::rq_backoff
---   errors::rq_raise_cannot
---   errors::rq_refuse
---   limits::rq_check_arrays
---   events::rq_job_ready_in_lane
-
--- Finishing a claimed job. Every verb that acts on a claimed job takes the
--- claim's attempt number as its second argument, the fencing token, and
--- requires it (0.6.0): a worker whose lease ran out and whose job was
--- handed to someone else gets an error instead of acting on the new
--- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
-
--- rq_complete is every job's last call, so it is written in Rust
--- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
--- claimed job, or one this transaction took (src/take.rs), with its result
--- if given (sql/results.sql).
-CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
-
--- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
--- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
--- the attempts that were not handed back. In C (src/finish.rs), one kept
--- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
--- transaction took (src/take.rs).
-CREATE FUNCTION rq_fail(
-    id          uuid,
-    attempt     integer,
-    error       text    DEFAULT NULL,
-    error_trace text    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
--- The same C function by the name raquel's own code calls (rq_rescue):
--- sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
-
--- Completes many claimed (or taken) jobs in one statement. All or nothing:
--- when any id cannot be completed (unknown, not claimed, stale token) the
--- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens (one per id, required) pair with the ids by position,
--- and so do results (null for a job without one). The rows come back in id order (on
--- Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
-
--- What a job's end sets off, for the verbs that end a job whose
--- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/transitions.sql), and a key enqueued with
--- a key_period stays held by it for that long (key_holds, sql/schema.sql).
--- A job of another status is left alone.
-CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
-    ended record;
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
 BEGIN
-    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
-    FROM @extschema@.jobs j
-    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
-    IF NOT FOUND THEN
-        RETURN;
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
+    keep_ms := raquel_internal.rq_retention_ms(retention);
+    -- the setting's 0 keeps finished jobs for ever; a retention of 0 given
+    -- here keeps none: every job finished before now goes
+    IF keep_ms = 0 AND retention IS NULL THEN
+        RETURN 0;
     END IF;
-    IF raquel_internal.rq_has_children(ended.id) THEN
-        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    cutoff := now_ms - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
     END IF;
-    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
-        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
-        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
-        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
+    )
+    SELECT count(*) INTO changed FROM gone;
+    RETURN changed;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_prune
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
+
+-- When the next duty falls due (ms since the epoch; NULL: nothing is
+-- coming): the first lease to end, the first job to expire, the first
+-- finished job to pass the retention. The background worker asks after
+-- each round, and does not come back before then unless a backend notes
+-- something sooner (src/deadlines.rs). Each is the first entry of its
+-- duty's index.
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
+CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1));
+END
+$$;
+
+-- The background worker's wake-up by its public name (src/worker.rs): the
+-- same C function as raquel_internal.rq_worker_wake, which raquel calls.
+CREATE FUNCTION rq_worker_wake() RETURNS boolean
+LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+
+-- Tell the launcher a database now has the extension; say so when there is
+-- no launcher to tell.
+DO $$
+BEGIN
+    IF NOT raquel_internal.rq_worker_wake() THEN
+        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
+            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
     END IF;
 END
 $$;
@@ -3722,6 +3937,32 @@ AS $$
     SELECT DISTINCT j.queue FROM @extschema@.jobs j ORDER BY j.queue
 $$;
 
+-- The functions a user calls, one line each: its name, its arguments' names
+-- (those with a default end in ?) and its comment; those whose names hold
+-- `name_contains` when given. \df prints their whole signatures and \df+
+-- their source too: this is the list to read first.
+CREATE FUNCTION rq_help(name_contains text DEFAULT NULL)
+RETURNS TABLE (name text, arguments text, description text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.proname::text,
+           coalesce((SELECT string_agg(a.arg || CASE WHEN a.n > p.pronargs - p.pronargdefaults THEN '?' ELSE '' END,
+                                       ', ' ORDER BY a.n)
+                     FROM (SELECT x.arg, row_number() OVER (ORDER BY x.ord) AS n
+                           FROM unnest(p.proargnames,
+                                       coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[coalesce(cardinality(p.proargnames), 0)])))
+                                WITH ORDINALITY AS x (arg, mode, ord)
+                           WHERE x.mode IN ('i', 'b', 'v')) a), ''),
+           obj_description(p.oid, 'pg_proc')
+    FROM pg_proc p
+    JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel'
+    WHERE p.pronamespace = e.extnamespace
+      AND (rq_help.name_contains IS NULL OR strpos(p.proname, rq_help.name_contains) > 0)
+    ORDER BY 1, 2
+$$;
+
 -- How many jobs, in one queue or all (NULL), in some statuses or all (NULL).
 -- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters
 -- (sql/distributed.sql).
@@ -3761,202 +4002,293 @@ FROM jobs j;
 
 /* <begin connected objects> */
 -- requires:
---   finish
+--   schema
+--   flow
+--   history
 --   schedules
---   distributed
+--   workflows
+--   steps
+--   waits
 --   metrics
---   worker::rq_worker_wake
---   limits::rq_check_batch
---   limits::rq_retention_ms
+--   observe
 
--- Housekeeping duties. The background worker runs them every round; without
--- it (no shared_preload_libraries), run them by hand or from cron. Each one
--- handles at most `batch` jobs and returns how many it changed, so that one
--- call is one short transaction: call again while it returns `batch`. Each
--- walks a partial index of just the rows it is after, and skips rows that
--- another session holds locked. JIT is off for them: on a table of millions
--- of rows the planner's estimates passed jit_above_cost, and compiling took
--- 5 to 20 ms a call for queries that find nothing in a millisecond.
+-- The comment of every column a user reads, shown by \d+ in psql; the
+-- reference pages say more (docs/src/reference/jobs-table.md and the guides
+-- it links to). One block per table or view, in the order of the reference.
+-- Instants stored as bigint are ms since the Unix epoch (UTC); durations are
+-- ms, as in the Python library's table.
 
--- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
--- (SKIP LOCKED: a row some session still holds locked is that session's,
--- however old its claim), for rq_rescue. On Citus, queue by queue
--- (sql/distributed.sql).
-CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
-        RETURN;
-    END IF;
-    RETURN QUERY
-        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED;
-END
-$$;
+-- jobs
+COMMENT ON COLUMN jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (rq_uuid7()) unless the enqueue gives one; every verb names a job by it.';
+COMMENT ON COLUMN jobs.queue IS
+    'The name of the job''s queue, which rq_claim names; ''default'' when an INSERT gives none.';
+COMMENT ON COLUMN jobs.payload IS
+    'The job''s data as text, set by rq_enqueue (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry at scheduled_at), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN jobs.max_age IS
+    'How long (ms) after scheduled_at the job may wait unclaimed before the expire duty expires it (rq_enqueue''s max_age); NULL: never expires.';
+COMMENT ON COLUMN jobs.max_retry_count IS
+    'How many retries after the first attempt (rq_enqueue''s max_retry_count); NULL: retry for ever. Attempts handed back (requeues) use up none.';
+COMMENT ON COLUMN jobs.min_retry_delay IS
+    'The shortest backoff after a failure, in ms (default 1000); rq_reschedule without at or delay waits this long too.';
+COMMENT ON COLUMN jobs.max_retry_delay IS
+    'The longest backoff after a failure, in ms (default 43200000, 12 hours).';
+COMMENT ON COLUMN jobs.backoff_base IS
+    'The first backoff after a failure, in ms (default 1000), doubled at each further failure and clamped to the retry delays (rq_backoff).';
+COMMENT ON COLUMN jobs.enqueued_at IS
+    'When the job was enqueued, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN jobs.scheduled_at IS
+    'When the job is due, ms since the Unix epoch, UTC: rq_enqueue''s at plus delay; after a failure, its time plus the backoff; rq_reschedule and rq_retry move it.';
+COMMENT ON COLUMN jobs.attempts IS
+    'Claims so far (rq_claim, rq_take), each an attempt: the fencing token that rq_complete, rq_fail and the other worker verbs require.';
+COMMENT ON COLUMN jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; kept after a later success. NULL: none.';
+COMMENT ON COLUMN jobs.error_trace IS
+    'The trace (say a stack trace) given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker); kept after the job ends, cleared by rq_reject.';
+COMMENT ON COLUMN jobs.claimed_at IS
+    'When the job was last claimed, ms since the Unix epoch, UTC; kept after the job ends, cleared by rq_reject. NULL: never claimed.';
+COMMENT ON COLUMN jobs.finished_at IS
+    'When the job reached a final status (success, exhausted, cancelled, expired), ms since the Unix epoch, UTC; NULL while it has not.';
+COMMENT ON COLUMN jobs.priority IS
+    'rq_enqueue''s priority: higher runs first (default 0).';
+COMMENT ON COLUMN jobs.lease_expires_at IS
+    'When the current claim''s lease runs out, ms since the Unix epoch, UTC (rq_claim, rq_extend). NULL on a claimed job: claimed by hand, with a lease of a minute from claimed_at.';
+COMMENT ON COLUMN jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait for an event), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN jobs.key IS
+    'rq_enqueue''s deduplication key: while a job of the same queue and key is unfinished, enqueueing that key again returns that job. NULL: none.';
+COMMENT ON COLUMN jobs.group_key IS
+    'rq_enqueue''s group_key: the job''s fair group in its queue (a tenant, say); claims take turns from group to group. NULL: no group.';
+COMMENT ON COLUMN jobs.turn IS
+    'A grouped job''s turn within its queue, set as it is inserted, which claims follow to let groups take turns; NULL without a group_key.';
+COMMENT ON COLUMN jobs.blocked_by IS
+    'For a blocked job, how many of the jobs it runs after (rq_enqueue''s after) have not ended yet; 0 otherwise. Only raquel''s functions write it.';
+COMMENT ON COLUMN jobs.key_period IS
+    'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
+COMMENT ON COLUMN jobs.result IS
+    'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
 
--- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
--- follows the retry rules, exactly as if the worker had called rq_fail. A
--- claim without lease_expires_at (made by the Python library or by hand) has
--- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
--- session still holds locked is that session's, however old its claim.
-CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    job     record;
-    changed bigint := 0;
-    failed  @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
-    LOOP
-        failed := raquel_internal.rq_fail(job.id, job.attempts,
-                        format('lease expired: %s did not finish attempt %s in time',
-                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
-                        NULL);
-        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
-        changed := changed + 1;
-    END LOOP;
-    RETURN changed;
-END
-$$;
+-- queue_limits
+COMMENT ON COLUMN queue_limits.queue IS
+    'The queue these settings are for; one row per queue that is paused, limited or grouped.';
+COMMENT ON COLUMN queue_limits.paused IS
+    'true: no claim takes the queue''s jobs (rq_pause) until rq_resume; enqueues go on.';
+COMMENT ON COLUMN queue_limits.max_claimed IS
+    'At most this many of the queue''s jobs claimed at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.rate IS
+    'At most this many claims per `per`, as a token bucket that starts full (rq_set_limits); NULL: no rate limit.';
+COMMENT ON COLUMN queue_limits.per IS
+    'The interval of rate (rq_set_limits); NULL without a rate.';
+COMMENT ON COLUMN queue_limits.group_max_claimed IS
+    'At most this many claimed jobs of one group_key at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.grouped IS
+    'true once the queue has had a job with a group_key (set by the first one): its claims take turns among its groups.';
+COMMENT ON COLUMN queue_limits.claimed IS
+    'State written by rq_claim alone: the jobs claimed under max_claimed, when the count is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens IS
+    'State written by rq_claim alone: the rate''s tokens left at tokens_at, when the bucket is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens_at IS
+    'State written by rq_claim alone: when tokens was counted, ms since the Unix epoch, UTC.';
 
--- The name users call: raquel's own code calls raquel_internal.rq_rescue
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_rescue($1) $$;
+-- queues_without_history
+COMMENT ON COLUMN queues_without_history.queue IS
+    'A queue whose jobs are deleted as they succeed through raquel''s verbs, instead of kept (rq_set_history(queue, false)).';
 
--- Finished jobs older than the retention: deleted. The retention defaults to
--- the raquel.retention setting (a week); zero keeps finished jobs forever.
+-- schedules
+COMMENT ON COLUMN schedules.name IS
+    'The schedule''s name, given to rq_schedule and the other schedule verbs.';
+COMMENT ON COLUMN schedules.cron IS
+    'The cron pattern whose slots enqueue a job each (rq_schedule).';
+COMMENT ON COLUMN schedules.timezone IS
+    'The time zone the cron pattern is read in (default UTC).';
+COMMENT ON COLUMN schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN schedules.payload IS
+    'The payload of each job, as text (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN schedules.enabled IS
+    'false: paused (rq_pause_schedule), or disabled when its next slot could not be enqueued or computed; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN schedules.max_age IS
+    'The max_age of each job, in ms; NULL: its jobs never expire.';
+COMMENT ON COLUMN schedules.max_retry_count IS
+    'The max_retry_count of each job; NULL: retry for ever.';
+COMMENT ON COLUMN schedules.min_retry_delay IS
+    'The min_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.max_retry_delay IS
+    'The max_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.backoff_base IS
+    'The backoff_base of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.priority IS
+    'The priority of each job: higher runs first (default 0).';
+COMMENT ON COLUMN schedules.next_run_at IS
+    'The next slot not yet enqueued, ms since the Unix epoch, UTC; the duty rq_fire_schedules enqueues it when due and moves it on.';
+COMMENT ON COLUMN schedules.last_run_at IS
+    'The last slot enqueued, ms since the Unix epoch, UTC; NULL: none yet.';
+COMMENT ON COLUMN schedules.last_job_id IS
+    'The job enqueued for the last slot (jobs.id); NULL: none yet.';
+COMMENT ON COLUMN schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped, and the schedule goes on at its next slot); NULL once a slot is enqueued.';
 
-CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    -- A value, not rq_now_ms() in the statements: a volatile call cannot
-    -- bound an index scan (the prune below then read the index of every
-    -- finished job: 2.6 s a round with 10 million of them, measured), and
-    -- Citus refuses volatile calls in a statement it sends to a shard.
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    keep_ms bigint;
-    cutoff  bigint;
-    changed bigint;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    -- keys whose hold after their job's end is over (sql/schema.sql)
-    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
-    keep_ms := raquel_internal.rq_retention_ms(retention);
-    IF keep_ms = 0 THEN
-        RETURN 0;
-    END IF;
-    cutoff := now_ms - keep_ms;
-    -- the metrics of minutes older than the retention (sql/metrics.sql)
-    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
-    IF raquel_internal.rq_distributed() THEN
-        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
-    END IF;
-    WITH old AS (
-        SELECT j.id FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-          AND j.finished_at < cutoff
-        ORDER BY j.finished_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    ), gone AS (
-        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
-        RETURNING j.id
-    ), steps AS (
-        -- their recorded steps (sql/steps.sql) go with them
-        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
-    ), parents AS (
-        -- and the parents they ran after (sql/workflows.sql job_parents)
-        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
-    )
-    SELECT count(*) INTO changed FROM gone;
-    RETURN changed;
-END
-$$;
+-- job_dependencies
+COMMENT ON COLUMN job_dependencies.parent_id IS
+    'The job waited for (jobs.id); the row is deleted when it ends.';
+COMMENT ON COLUMN job_dependencies.child_id IS
+    'The job still waiting for parent_id (jobs.id), enqueued with it in rq_enqueue''s after.';
 
--- The name users call: raquel's own code calls raquel_internal.rq_prune
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
+-- job_parents
+COMMENT ON COLUMN job_parents.child_id IS
+    'The job (jobs.id) enqueued to run after parent_id; its rows are deleted with it.';
+COMMENT ON COLUMN job_parents.parent_id IS
+    'A job named in the child''s rq_enqueue after, kept after it ends so that rq_parents can read its status and result.';
 
--- When the next duty falls due (ms since the epoch; NULL: nothing is
--- coming): the first lease to end, the first job to expire, the first
--- finished job to pass the retention. The background worker asks after
--- each round, and does not come back before then unless a backend notes
--- something sooner (src/deadlines.rs). Each is the first entry of its
--- duty's index.
--- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
-CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
-BEGIN
-    RETURN least(
-        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         FROM @extschema@.jobs j
-         WHERE j.status = 'claimed'
-           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
-         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         LIMIT 1),
-        (SELECT j.scheduled_at + j.max_age
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-         ORDER BY j.scheduled_at + j.max_age
-         LIMIT 1),
-        (SELECT j.finished_at + keep_ms
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
-         ORDER BY j.finished_at
-         LIMIT 1),
-        (SELECT s.next_run_at FROM @extschema@.schedules s
-         WHERE s.enabled
-         ORDER BY s.next_run_at
-         LIMIT 1));
-END
-$$;
+-- job_steps
+COMMENT ON COLUMN job_steps.job_id IS
+    'The job (jobs.id) that recorded the step; its steps are deleted with it.';
+COMMENT ON COLUMN job_steps.name IS
+    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event).';
+COMMENT ON COLUMN job_steps.result IS
+    'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
+COMMENT ON COLUMN job_steps.attempt IS
+    'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
+COMMENT ON COLUMN job_steps.recorded_at IS
+    'When the step was recorded, ms since the Unix epoch, UTC.';
 
--- The background worker's wake-up by its public name (src/worker.rs): the
--- same C function as raquel_internal.rq_worker_wake, which raquel calls.
-CREATE FUNCTION rq_worker_wake() RETURNS boolean
-LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+-- job_waits
+COMMENT ON COLUMN job_waits.job_id IS
+    'The job parked for an event (jobs.id), one wait a job; the row goes when the event is emitted or the wait ends.';
+COMMENT ON COLUMN job_waits.queue IS
+    'The parked job''s queue, for rq_stats.';
+COMMENT ON COLUMN job_waits.name IS
+    'The name of the step the wait is (rq_wait_event''s name), under which the event''s payload is recorded.';
+COMMENT ON COLUMN job_waits.event IS
+    'The name of the event waited for (rq_wait_event''s event).';
+COMMENT ON COLUMN job_waits.since IS
+    'When the wait began, ms since the Unix epoch, UTC: an emit kept until then or later reaches it.';
+COMMENT ON COLUMN job_waits.until IS
+    'When the wait times out, ms since the Unix epoch, UTC (rq_wait_event''s timeout); NULL: never.';
 
--- Tell the launcher a database now has the extension; say so when there is
--- no launcher to tell.
-DO $$
-BEGIN
-    IF NOT raquel_internal.rq_worker_wake() THEN
-        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
-            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
-    END IF;
-END
-$$;
+-- emitted_events
+COMMENT ON COLUMN emitted_events.id IS
+    'The emit''s number, rising in the order of the emits.';
+COMMENT ON COLUMN emitted_events.name IS
+    'The event''s name (rq_emit''s event).';
+COMMENT ON COLUMN emitted_events.payload IS
+    'rq_emit''s payload, recorded as the step of every job that waited for the event; NULL: none.';
+COMMENT ON COLUMN emitted_events.emitted_at IS
+    'When the event was emitted, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN emitted_events.kept_until IS
+    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep); deleted an hour later.';
+
+-- event_emitters
+COMMENT ON COLUMN event_emitters.role IS
+    'The role (pg_roles.oid) that may emit events whose name begins with prefix (rq_grant_emitter).';
+COMMENT ON COLUMN event_emitters.prefix IS
+    'A prefix of the event names the role may emit; a role may emit an event that begins with any of its prefixes.';
+
+-- metrics
+COMMENT ON COLUMN metrics.queue IS
+    'The queue the minute''s figures are for.';
+COMMENT ON COLUMN metrics.minute IS
+    'The minute''s start, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN metrics.enqueued IS
+    'Jobs enqueued in the minute, by any path (a plain INSERT too).';
+COMMENT ON COLUMN metrics.claimed IS
+    'Jobs claimed in the minute.';
+COMMENT ON COLUMN metrics.succeeded IS
+    'Attempts that succeeded in the minute.';
+COMMENT ON COLUMN metrics.failed IS
+    'Attempts that failed in the minute, the rescued ones included.';
+COMMENT ON COLUMN metrics.rescued IS
+    'Attempts the rescue duty failed in the minute because their lease ran out.';
+COMMENT ON COLUMN metrics.expired IS
+    'Jobs the expire duty expired in the minute.';
+COMMENT ON COLUMN metrics.wait_histogram IS
+    'Times from due (scheduled_at) to claim, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.run_histogram IS
+    'Times from claim to the attempt''s end, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.backlog IS
+    'Ready jobs (due, not claimed) when the minute was recorded; NULL: not recorded for this queue (kept for active queues and the 100 longest backlogs).';
+
+-- key_holds
+COMMENT ON COLUMN key_holds.queue IS
+    'The queue of the job that held the key.';
+COMMENT ON COLUMN key_holds.key IS
+    'The key held after its job ended: enqueueing it again in the queue returns that job until `until`.';
+COMMENT ON COLUMN key_holds.job_id IS
+    'The ended job (jobs.id) that an enqueue of the key returns.';
+COMMENT ON COLUMN key_holds.until IS
+    'When the hold ends, ms since the Unix epoch, UTC: the job''s end plus its key_period; the prune duty then deletes the row.';
+
+-- rq_jobs
+COMMENT ON COLUMN rq_jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (jobs.id).';
+COMMENT ON COLUMN rq_jobs.queue IS
+    'The name of the job''s queue.';
+COMMENT ON COLUMN rq_jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN rq_jobs.priority IS
+    'Higher runs first (default 0).';
+COMMENT ON COLUMN rq_jobs.attempts IS
+    'Claims so far, each an attempt: the fencing token the worker verbs require.';
+COMMENT ON COLUMN rq_jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN rq_jobs.max_retry_count IS
+    'How many retries after the first attempt; NULL: retry for ever.';
+COMMENT ON COLUMN rq_jobs.payload IS
+    'The job''s data as text; NULL: none.';
+COMMENT ON COLUMN rq_jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; NULL: none.';
+COMMENT ON COLUMN rq_jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker).';
+COMMENT ON COLUMN rq_jobs.enqueued_at IS
+    'When the job was enqueued (timestamptz).';
+COMMENT ON COLUMN rq_jobs.scheduled_at IS
+    'When the job is due (timestamptz): at enqueue, at plus delay; after a failure, its time plus the backoff.';
+COMMENT ON COLUMN rq_jobs.claimed_at IS
+    'When the job was last claimed (timestamptz); NULL: never claimed, or handed back by rq_reject.';
+COMMENT ON COLUMN rq_jobs.lease_expires_at IS
+    'When the current claim''s lease runs out (timestamptz); NULL when not claimed, or claimed by hand (a lease of a minute from claimed_at).';
+COMMENT ON COLUMN rq_jobs.finished_at IS
+    'When the job reached a final status (timestamptz); NULL while it has not.';
+COMMENT ON COLUMN rq_jobs.max_age IS
+    'How long (interval) after scheduled_at the job may wait unclaimed before it expires; NULL: never expires.';
+COMMENT ON COLUMN rq_jobs.min_retry_delay IS
+    'The shortest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.max_retry_delay IS
+    'The longest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.backoff_base IS
+    'The first backoff after a failure (interval), doubled at each further failure.';
+COMMENT ON COLUMN rq_jobs.error_trace IS
+    'The trace given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN rq_jobs.result IS
+    'What the job produced, as given to the verb that completed it; NULL: none given, or not completed.';
+
+-- rq_schedules
+COMMENT ON COLUMN rq_schedules.name IS
+    'The schedule''s name.';
+COMMENT ON COLUMN rq_schedules.cron IS
+    'The cron pattern whose slots enqueue a job each.';
+COMMENT ON COLUMN rq_schedules.timezone IS
+    'The time zone the cron pattern is read in.';
+COMMENT ON COLUMN rq_schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN rq_schedules.enabled IS
+    'false: paused (rq_pause_schedule) or disabled after an error; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN rq_schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN rq_schedules.next_run IS
+    'The next slot not yet enqueued (timestamptz).';
+COMMENT ON COLUMN rq_schedules.last_run IS
+    'The last slot enqueued (timestamptz); NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_job_id IS
+    'The job enqueued for the last slot; NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4210,6 +4542,33 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::claim_slots::rq_claim_slot_counts
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION raquel_internal."rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- finalize
 -- What each public object is for, in the catalog (\df+, \dv+, \dt+ and
 -- obj_description show it): every function of the extension's schema
@@ -4287,6 +4646,8 @@ COMMENT ON FUNCTION rq_stats() IS
     'raquel: a row per queue: jobs in each status, how many are ready, the oldest ready job''s wait, the queue''s flow settings, how many jobs are parked for an event, and whether its claims start at claim cursors (in use) or why not. Reads the whole table.';
 COMMENT ON FUNCTION rq_queues() IS
     'raquel: the names of the queues that have jobs.';
+COMMENT ON FUNCTION rq_help(text) IS
+    'raquel: the functions a user calls, one line each (name, arguments, this comment); those whose names hold name_contains when given.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS
     'raquel: how many jobs a queue (NULL: every queue) has in the given statuses (NULL: any status).';
 COMMENT ON VIEW rq_jobs IS

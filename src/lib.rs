@@ -234,6 +234,13 @@ extension_sql_file!(
 
 extension_sql_file!("../sql/warnings.sql", name = "warnings", requires = ["privileges"]);
 
+// What every column a user reads holds, in the catalog (\d+).
+extension_sql_file!(
+    "../sql/column_comments.sql",
+    name = "column_comments",
+    requires = ["schema", "flow", "history", "schedules", "workflows", "steps", "waits", "metrics", "observe"]
+);
+
 // Last, what each public object is for, in the catalog.
 extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
 

@@ -51,6 +51,30 @@ pub fn require_update_of(function: pg_sys::Oid, table: &'static str, name: &str)
     }
 }
 
+/// Raises `error` (42501, a statement refused a table) again with a HINT
+/// that names the grant functions, when it has no HINT of its own: the
+/// message names only the table, and a role that lacks raquel's grants (a
+/// producer calling a worker's verb) would not learn from it what to do.
+pub fn teach_the_grant(error: pgrx::pg_sys::panic::CaughtError) -> ! {
+    let report = match &error {
+        pgrx::pg_sys::panic::CaughtError::PostgresError(report) if report.hint().is_none() => report,
+        _ => error.rethrow(),
+    };
+    // SAFETY: a backend global, and a catalog lookup inside the transaction
+    // (noerr: a role dropped meanwhile has no name).
+    let role = unsafe {
+        let name = pg_sys::GetUserNameFromId(pg_sys::GetOuterUserId(), true);
+        if name.is_null() { String::from("role") } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() }
+    };
+    let role = role.replace('\'', "''");
+    crate::errors::Refusal::new(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, report.message())
+        .hint(format!(
+            "raquel's verbs need its grants, which its owner gives: rq_grant_worker('{role}') for a worker's verbs \
+             (claim, finish, extend, cancel, retry), rq_grant_producer('{role}') for a producer's (enqueue)."
+        ))
+        .raise()
+}
+
 /// The jobs table of `function`'s install (in the extension's schema).
 pub fn jobs_of(function: pg_sys::Oid) -> pg_sys::Oid {
     table_of(function, "jobs")

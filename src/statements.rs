@@ -345,7 +345,9 @@ fn execute_with(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], latest
     }
     // SAFETY: the plan is valid (kept or just made), and it was prepared with
     // as many argument types as the arrays hold entries for.
-    let code = unsafe {
+    // A role refused the table (permission denied, which names the table
+    // alone) is told which of raquel's grants it lacks.
+    let code = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| unsafe {
         if latest_snapshot {
             // (pushed as the active snapshot, copied: GetLatestSnapshot's is static)
             let snapshot = pg_sys::GetLatestSnapshot();
@@ -353,7 +355,9 @@ fn execute_with(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], latest
         } else {
             pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0)
         }
-    };
+    }))
+    .catch_when(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, |error| crate::privileges::teach_the_grant(error))
+    .execute();
     if code < 0 {
         check(code, 0, "SPI_execute_plan");
     }

@@ -62,3 +62,18 @@ SELECT queue FROM queue_limits ORDER BY queue;
 -- Leave the database as this file found it.
 DELETE FROM jobs WHERE queue IN ('p', 'o', 'm', 'r', 'f');
 DELETE FROM queue_limits;
+
+-- A verb that sets a queue up and names one raquel shows no sign of (no
+-- ready job, no settings, no schedule, no metrics: a typo, most likely)
+-- says so in a NOTICE, and does it all the same; a queue with jobs or
+-- settings gets no NOTICE.
+SELECT queue, paused FROM rq_pause('emials');
+SELECT queue, paused FROM rq_resume('emials');
+SELECT count(rq_enqueue('emails', 'hello'));
+SELECT queue, paused FROM rq_pause('emails');
+SELECT queue, paused FROM rq_resume('emails');
+SELECT queue, max_claimed FROM rq_set_limits('emials', max_claimed => 3);
+SELECT queue, max_claimed FROM rq_set_limits('emials', max_claimed => NULL);
+SELECT rq_set_history('emials', false);
+SELECT rq_set_history('emials', true);
+SELECT count(*) AS left_behind FROM queue_limits WHERE queue IN ('emials', 'emails');

@@ -36,3 +36,10 @@ SELECT rq_count() AS all_jobs, rq_count('thumbnails', ARRAY['success']) AS thumb
 SELECT queue, status, min_retry_delay, max_retry_delay, backoff_base,
        scheduled_at < enqueued_at AS scheduled_in_the_past
 FROM rq_jobs WHERE queue = 'webhooks' ORDER BY id;
+
+-- Pruning: a retention of 0 passed to rq_prune deletes every finished job
+-- now (the setting raquel.retention = 0 keeps them for ever instead).
+SELECT count(*) AS finished FROM jobs WHERE status IN ('success', 'cancelled', 'expired', 'exhausted');
+SELECT rq_prune(retention => '1 day') AS pruned_after_a_day;
+SELECT rq_prune(retention => '0') AS pruned_now;
+SELECT count(*) AS finished_left FROM jobs WHERE status IN ('success', 'cancelled', 'expired', 'exhausted');

@@ -35,6 +35,22 @@ fn producers_only_enqueue_and_workers_only_work_the_queue() {
     ] {
         assert_eq!(sqlstate(producer.batch_execute(forbidden)), "42501", "producer: {forbidden}");
     }
+    // a worker's verb called by a producer: refused with the grant it lacks
+    for verb in [
+        "SELECT * FROM rq_claim(ARRAY['q'])",
+        "SELECT * FROM rq_take(ARRAY['q'])",
+        "SELECT * FROM rq_claim(ARRAY['q'], wait => '1 second')",
+        &format!("SELECT * FROM rq_complete('{id}', 1)"),
+        &format!("SELECT * FROM rq_fail('{id}', 1, 'e')"),
+        &format!("SELECT * FROM rq_complete_batch(ARRAY['{id}']::uuid[], ARRAY[1])"),
+    ] {
+        let error = producer.batch_execute(verb).unwrap_err();
+        let error = error.as_db_error().unwrap_or_else(|| panic!("{verb}: {error}"));
+        assert_eq!(error.code().code(), "42501", "{verb}");
+        assert!(error.message().starts_with("permission denied for table "), "{verb}: {}", error.message());
+        let hint = error.hint().unwrap_or_default();
+        assert!(hint.contains("rq_grant_worker('rq_it_producer')"), "{verb}: the HINT names the grant: {hint:?}");
+    }
 
     let mut worker = connect_as(&db, "rq_it_worker");
     let claimed: Vec<String> = worker
@@ -130,6 +146,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_refuse(text,text[])",                    Yes, Yes, Yes, "SELECT raquel_internal.rq_refuse('ids_null', '{}')"),
     ("raquel_internal.rq_caller_may_read(oid)",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_caller_may_read('jobs'::regclass)"),
     ("raquel_internal.rq_check_limits(text,int,int,interval,int)", Yes, Yes, Yes, "SELECT raquel_internal.rq_check_limits('q', 1, NULL, NULL, NULL)"),
+    // (reads what the caller may read; a role that may not gets no NOTICE)
+    ("raquel_internal.rq_note_new_queue(text,text)",              Yes, Yes, Yes, "SELECT raquel_internal.rq_note_new_queue('q', 'rq_pause')"),
     ("raquel_internal.rq_cron_next(text,text,bigint)",            Yes, Yes, Yes, "SELECT raquel_internal.rq_cron_next('@hourly', 'UTC', 0)"),
     ("raquel_internal.rq_schedule_slots(text,text,bigint,bigint,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_schedule_slots('@hourly', 'UTC', 0, 7200000, 'all')"),
     ("raquel_internal.rq_check_schedule_options(text,text,text,text)", Yes, Yes, Yes, "SELECT raquel_internal.rq_check_schedule_options('s', 'last', 'q', 'p')"),
@@ -317,6 +335,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("INSERT on job_dependencies",                                No,  No,  No,  "INSERT INTO job_dependencies VALUES ('00000000-0000-7000-8000-000000000000', '00000000-0000-7000-8000-000000000000')"),
     // -- what an operator should fix (sql/warnings.sql): anyone may ask
     ("rq_warnings()",                                             Yes, Yes, Yes, "SELECT * FROM rq_warnings()"),
+    ("rq_help(text)",                                             Yes, Yes, Yes, "SELECT * FROM rq_help()"),
     ("raquel_internal.rq_warnings()",                             Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_warnings()"),
     ("raquel_internal.rq_schema_writers()",                       Yes, Yes, Yes, "SELECT * FROM raquel_internal.rq_schema_writers()"),
     // -- the twins raquel itself calls (sql/privileges.sql): as their public names

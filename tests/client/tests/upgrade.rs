@@ -351,7 +351,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed", "rq_emit",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
     "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_emitter", "rq_grant_producer", "rq_grant_worker",
-    "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
+    "rq_help", "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
     "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",
@@ -391,6 +391,13 @@ fn uncommented(client: &mut postgres::Client) -> Vec<String> {
                         AND (SELECT c.relkind FROM pg_class c WHERE c.oid = d.objid) IN ('r', 'v'))
                     OR d.classid = 'pg_namespace'::regclass)
                AND obj_description(d.objid, (SELECT c.relname FROM pg_class c WHERE c.oid = d.classid)) IS NULL
+             UNION ALL
+             -- and every column of its tables and views (sql/column_comments.sql)
+             SELECT pg_describe_object('pg_class'::regclass, a.attrelid, a.attnum) FROM pg_attribute a
+             JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = a.attrelid AND d.deptype = 'e'
+             JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel'
+             WHERE (SELECT c.relkind FROM pg_class c WHERE c.oid = a.attrelid) IN ('r', 'v')
+               AND a.attnum > 0 AND NOT a.attisdropped AND col_description(a.attrelid, a.attnum) IS NULL
              ORDER BY 1",
             &[],
         )
