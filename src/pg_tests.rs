@@ -430,17 +430,17 @@ mod tests {
         run(&format!("SELECT rq_fail('{failed}', (SELECT attempts FROM jobs WHERE id = '{failed}'))"));
         run(&format!("UPDATE jobs SET enqueued_at = 0 WHERE id = '{failed}'"));
 
-        // retention 0 keeps everything
-        assert_eq!(one::<i64>("SELECT rq_prune(retention => '0')"), 0);
         // the default keeps a week
         assert_eq!(one::<i64>("SELECT rq_prune()"), 1);
         let left: String = one("SELECT string_agg(payload, ',' ORDER BY payload) FROM jobs");
         assert_eq!(left, "new,retrying,waiting");
         assert!(field::<bool>(&new_done, "status = 'success'"));
         assert!(field::<bool>(&old_waiting, "status = 'queued'"));
-        // a short retention takes the newer finished job too, never unfinished ones
-        run(&format!("UPDATE jobs SET finished_at = rq_now_ms() - 5000 WHERE id = '{new_done}'"));
-        assert_eq!(one::<i64>("SELECT rq_prune(retention => '1 second')"), 1);
+        // an hour keeps the job that just finished; a retention of 0 given
+        // to rq_prune keeps no finished job, and never takes unfinished ones
+        run(&format!("UPDATE jobs SET finished_at = rq_now_ms() - 10 WHERE id = '{new_done}'"));
+        assert_eq!(one::<i64>("SELECT rq_prune(retention => '1 hour')"), 0);
+        assert_eq!(one::<i64>("SELECT rq_prune(retention => '0')"), 1);
         assert_eq!(one::<i64>("SELECT count(*) FROM jobs"), 2);
     }
 

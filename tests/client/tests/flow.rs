@@ -246,6 +246,9 @@ fn a_rate_limit_bounds_claims_over_ten_seconds() {
     let mut c = connect(&db);
     c.batch_execute("SELECT rq_set_limits('r', rate => 50, per => '1 second')").unwrap();
     enqueue(&mut c, "r", 2000);
+    // the bucket's clock is the server's: the window is measured on it
+    let server_now = |c: &mut Client| -> i64 { c.query_one("SELECT rq_now_ms()", &[]).unwrap().get(0) };
+    let server_started = server_now(&mut c);
     let started = Instant::now();
     let workers: Vec<_> = (0..4)
         .map(|n| {
@@ -272,8 +275,9 @@ fn a_rate_limit_bounds_claims_over_ten_seconds() {
     }
     // Every claim happened within `window`: a full bucket plus the refill
     // over the window, 550 for exactly 10 s (a claim that ends a few ms late
-    // may earn one more token, hence the measured window).
-    let window = started.elapsed();
+    // may earn one more token, hence the measured window, on the server's
+    // clock, which the bucket's refill follows).
+    let window = Duration::from_millis((server_now(&mut c) - server_started).max(0) as u64);
     let bound = 50 + (50.0 * window.as_secs_f64()) as i64;
     let taken = count(&mut c, "queue = 'r' AND status <> 'queued'");
     assert!(taken <= bound, "{taken} claimed in {window:?}, at most {bound} allowed");
