@@ -204,7 +204,8 @@ pub fn log(code: PgSqlErrorCode, message: String) {
 pub enum Cannot {
     NoId,
     NoSuchJob,
-    Status(String),
+    /// Its status is not one the verb takes; it is on attempt `current`.
+    Status { status: String, current: i32 },
     Stale { current: i32 },
     /// Nothing explains it: the job changed between the verb's UPDATE and
     /// this look at it.
@@ -217,7 +218,7 @@ impl Cannot {
         match (id, job) {
             (None, _) => Cannot::NoId,
             (Some(_), None) => Cannot::NoSuchJob,
-            (Some(_), Some((status, _))) if !allowed.contains(&status.as_str()) => Cannot::Status(status),
+            (Some(_), Some((status, current))) if !allowed.contains(&status.as_str()) => Cannot::Status { status, current },
             (Some(_), Some((_, current))) if attempt.is_some_and(|a| a != current) => Cannot::Stale { current },
             (Some(_), Some(_)) => Cannot::Changed,
         }
@@ -238,10 +239,11 @@ impl Cannot {
                 PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
                 format!("cannot {verb} job {id}: no such job"),
             ),
-            Cannot::Status(status) => Refusal::new(
+            Cannot::Status { status, current } => Refusal::new(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!("cannot {verb} job {id}: its status is {status}"),
             )
+            .detail(format!("Job {id} is {status}, on attempt {current}."))
             .hint(format!("{function} takes a job whose status is {}.", allowed.join(" or "))),
             Cannot::Stale { current } => Refusal::new(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -250,6 +252,7 @@ impl Cannot {
                     attempt.unwrap_or_default()
                 ),
             )
+            .detail(format!("Job {id} is on attempt {current}; this call passed attempt {}.", attempt.unwrap_or_default()))
             .hint("The lease ran out and the job was handed out again; this worker's result no longer counts."),
             Cannot::Changed => Refusal::new(
                 PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -310,7 +313,7 @@ mod tests {
         match Cannot::explain(id, attempt, job.map(|(s, a)| (s.to_string(), a)), &["claimed"]) {
             Cannot::NoId => "no id",
             Cannot::NoSuchJob => "no such job",
-            Cannot::Status(_) => "status",
+            Cannot::Status { .. } => "status",
             Cannot::Stale { .. } => "stale",
             Cannot::Changed => "changed",
         }
