@@ -124,37 +124,43 @@ fn check(code: i32, expected: i32, call: &str) {
 /// many already. Returns how many rows it processed; the rows are in
 /// `SPI_tuptable` until `finish`.
 pub fn run(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
-    match kept_plan(function, statement) {
-        Some(running) => execute(running.0, args),
-        None => {
-            count(|c| c.planned_once += 1);
-            run_once(statement, args)
-        }
-    }
+    run_reading(function, statement, args, Reading::OwnSnapshot)
 }
 
 /// `run` reading with a snapshot taken now rather than with the
 /// transaction's (REPEATABLE READ and SERIALIZABLE): for a count that must
 /// see every commit so far.
 pub fn run_with_latest_snapshot(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
-    match kept_plan(function, statement) {
-        Some(running) => execute_with(running.0, args, true),
-        None => {
-            count(|c| c.planned_once += 1);
-            let plan = prepare(statement);
-            let rows = execute_with(plan, args, true);
-            // SAFETY: the plan was made by SPI_prepare_cursor in this SPI session and not kept.
-            check(unsafe { pg_sys::SPI_freeplan(plan) }, 0, "SPI_freeplan");
-            rows
-        }
-    }
+    run_reading(function, statement, args, Reading::LatestSnapshot)
 }
 
 /// Prepares `statement`, runs it once with `args` and frees the plan: for the
 /// rare paths not worth a kept plan.
 pub fn run_once(statement: &Statement, args: &[Option<pg_sys::Datum>]) -> u64 {
+    once(statement, args, Reading::OwnSnapshot)
+}
+
+/// The snapshot a statement reads with: its own (the transaction's in
+/// REPEATABLE READ), or one taken now.
+#[derive(Clone, Copy)]
+enum Reading {
+    OwnSnapshot,
+    LatestSnapshot,
+}
+
+fn run_reading(function: pg_sys::Oid, statement: &Statement, args: &[Option<pg_sys::Datum>], reading: Reading) -> u64 {
+    match kept_plan(function, statement) {
+        Some(running) => execute(running.0, args, reading),
+        None => {
+            count(|c| c.planned_once += 1);
+            once(statement, args, reading)
+        }
+    }
+}
+
+fn once(statement: &Statement, args: &[Option<pg_sys::Datum>], reading: Reading) -> u64 {
     let plan = prepare(statement);
-    let rows = execute(plan, args);
+    let rows = execute(plan, args, reading);
     // SAFETY: the plan was made by SPI_prepare_cursor in this SPI session and not kept.
     check(unsafe { pg_sys::SPI_freeplan(plan) }, 0, "SPI_freeplan");
     rows
@@ -328,11 +334,7 @@ fn prepare_text(text: &CStr, types: &[pg_sys::Oid]) -> pg_sys::SPIPlanPtr {
     plan
 }
 
-fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>]) -> u64 {
-    execute_with(plan, args, false)
-}
-
-fn execute_with(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], latest_snapshot: bool) -> u64 {
+fn execute(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], reading: Reading) -> u64 {
     assert!(args.len() <= MAX_ARGS, "a statement takes at most {MAX_ARGS} arguments");
     // On the stack: this runs for every job.
     let mut values = [pg_sys::Datum::from(0); MAX_ARGS];
@@ -348,7 +350,7 @@ fn execute_with(plan: pg_sys::SPIPlanPtr, args: &[Option<pg_sys::Datum>], latest
     // A role refused the table (permission denied, which names the table
     // alone) is told which of raquel's grants it lacks.
     let code = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| unsafe {
-        if latest_snapshot {
+        if let Reading::LatestSnapshot = reading {
             // (pushed as the active snapshot, copied: GetLatestSnapshot's is static)
             let snapshot = pg_sys::GetLatestSnapshot();
             pg_sys::SPI_execute_snapshot(plan, values.as_mut_ptr(), nulls.as_ptr(), snapshot, std::ptr::null_mut(), false, false, 0)
