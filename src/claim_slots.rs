@@ -57,7 +57,7 @@ const SLOTS: usize = 256;
 /// The most places a slot has: the highest max_claimed served here.
 pub const PLACES: usize = 256;
 /// The longest queue name with a slot, in bytes.
-pub const NAME_BYTES: usize = 64;
+const NAME_BYTES: usize = 64;
 /// How often a slot's list is read again from the table.
 const REFRESH_MS: i64 = 1000;
 /// How many claims a slot lines up while they wait for a place.
@@ -383,8 +383,7 @@ pub fn reserve(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32
 
 fn reserve_places(function: pg_sys::Oid, queue: &str, max_claimed: i32, wanted: i32, now_ms: i64) -> Option<Reserved> {
     let name = queue.as_bytes();
-    // (the same bounds as the flow claim's up-front row locks: flow::kept_in_row)
-    if max_claimed as usize > PLACES || name.len() > NAME_BYTES || !REGION.attached() {
+    if !may_serve(queue, max_claimed) {
         count(|c| &c.from_rows);
         return None;
     }
@@ -697,10 +696,11 @@ fn give_back_places(ended: &[(pg_sys::Oid, String, [u8; 16], pg_sys::SubTransact
     }
 }
 
-/// Whether this server keeps the limits' state in shared memory (it
-/// preloaded raquel).
-pub fn in_shared_memory() -> bool {
-    REGION.attached() && crate::rate_buckets::in_shared_memory()
+/// Whether `queue` under `max_claimed` may have a slot here: the server
+/// preloaded raquel, the limit fits a slot's places and the name a slot's
+/// (src/claim/flow_claim.rs: otherwise its row keeps its claimed jobs).
+pub fn may_serve(queue: &str, max_claimed: i32) -> bool {
+    REGION.attached() && max_claimed as usize <= PLACES && queue.len() <= NAME_BYTES
 }
 
 /// How the claims of queues with max_claimed kept count since the server

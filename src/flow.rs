@@ -125,9 +125,10 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
         if settings.is_empty() {
             return None;
         }
-        let mut flow = ClaimFlow { poll_ms: None, one_queue: None, queues: Vec::new() };
-        let mut consider = |queue: &str, s: &Settings| {
-            flow.queues.push((queue.to_owned(), *s));
+        let mut flow = ClaimFlow { poll_ms: None, one_queue: None };
+        let mut any = false;
+        let mut consider = |s: &Settings| {
+            any = true;
             let poll = match (s.token_every_ms, s.counts_claims || s.grouped) {
                 (Some(ms), _) => Some(ms.min(LOOK_AGAIN_MS)),
                 (None, true) => Some(LOOK_AGAIN_MS),
@@ -139,19 +140,38 @@ pub fn for_claim<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S
             };
         };
         match queues {
-            None => settings.iter().for_each(|(q, s)| consider(q, s)),
-            Some(queues) => queues.iter().flatten().filter_map(|q| settings.get_key_value(q.as_ref())).for_each(|(q, s)| consider(q, s)),
+            None => settings.values().for_each(&mut consider),
+            Some(queues) => queues.iter().flatten().filter_map(|q| settings.get(q.as_ref())).for_each(&mut consider),
         }
-        // (several queues' rows are locked in name order: src/claim/flow_claim.rs)
-        flow.queues.sort_by(|a, b| a.0.cmp(&b.0));
-        flow.queues.dedup_by(|a, b| a.0 == b.0);
         if let Some([Some(queue)]) = queues {
             let s = settings.get(queue.as_ref());
             if let Some(s) = s.filter(|s| !s.paused) {
                 flow.one_queue = Some(OneQueue::of(queue.as_ref(), s));
             }
         }
-        (!flow.queues.is_empty()).then_some(flow)
+        any.then_some(flow)
+    })
+}
+
+/// The queues of a claim of `queues` (None: any queue) that have settings
+/// (for any queue, every queue that has), with them, in name order (several
+/// queues' rows are locked in that order: src/claim/flow_claim.rs). Asked
+/// only by the flow claim, not by every claim (`for_claim`). Connected to
+/// SPI.
+pub fn queues_with_settings<S: AsRef<str>>(function: pg_sys::Oid, queues: Option<&[Option<S>]>) -> Vec<(String, Settings)> {
+    with_settings(function, |settings| {
+        let mut found: Vec<(String, Settings)> = match queues {
+            None => settings.iter().map(|(q, s)| (q.clone(), *s)).collect(),
+            Some(queues) => queues
+                .iter()
+                .flatten()
+                .filter_map(|q| settings.get_key_value(q.as_ref()))
+                .map(|(q, s)| (q.clone(), *s))
+                .collect(),
+        };
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found.dedup_by(|a, b| a.0 == b.0);
+        found
     })
 }
 
@@ -164,9 +184,6 @@ const LOOK_AGAIN_MS: i64 = 1000;
 
 pub struct ClaimFlow {
     pub poll_ms: Option<i64>,
-    /// The claim's queues that have settings (for any queue, every queue
-    /// that has), in name order.
-    pub queues: Vec<(String, Settings)>,
     /// A claim of one queue that is not paused: it reserves places under
     /// its max_claimed (src/claim_slots.rs) and takes tokens of its rate
     /// (src/rate_buckets.rs), then claims as the plain claim does
@@ -187,14 +204,12 @@ pub struct OneQueue {
 }
 
 /// Whether the limits of `queue` keep their state in its row for every
-/// claim: a server without raquel preloaded, a max_claimed above what a
-/// slot holds, a name longer than a slot's (a claim may also find every
-/// slot or bucket in use).
+/// claim: a limit that shared memory cannot serve (no preload, a
+/// max_claimed above what a slot holds, a name longer than a slot's or a
+/// bucket's; a claim may also find every slot or bucket in use).
 pub fn kept_in_row(queue: &str, s: &Settings) -> bool {
-    (s.max_claimed.is_some() || s.rate.is_some())
-        && (!crate::claim_slots::in_shared_memory()
-            || s.max_claimed.is_some_and(|max| max as usize > crate::claim_slots::PLACES)
-            || queue.len() > crate::claim_slots::NAME_BYTES)
+    s.max_claimed.is_some_and(|max| !crate::claim_slots::may_serve(queue, max))
+        || (s.rate.is_some() && !crate::rate_buckets::may_serve(queue))
 }
 
 impl OneQueue {

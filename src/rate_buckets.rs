@@ -63,11 +63,25 @@ impl Bucket {
             (self.rate, self.per_ms, self.tokens, self.tokens_at) = (rate, per_ms, f64::from(rate), now_ms);
             return;
         }
-        // (a clock that steps back adds nothing)
-        let elapsed = (now_ms - self.tokens_at).max(0) as f64;
-        self.tokens = (self.tokens + elapsed * f64::from(rate) / per_ms as f64).min(f64::from(rate));
+        self.tokens = refilled(self.tokens, self.tokens_at, rate, per_ms, now_ms);
         self.tokens_at = self.tokens_at.max(now_ms);
     }
+}
+
+/// The tokens of a bucket of `rate` per `per_ms` that held `tokens` at
+/// `tokens_at`, at `now_ms`: what it gained meanwhile, never above `rate`
+/// (a clock that steps back adds nothing). A bucket in shared memory and
+/// one kept in a queue's row (src/claim/flow_claim.rs) fill alike.
+pub fn refilled(tokens: f64, tokens_at: i64, rate: i32, per_ms: i64, now_ms: i64) -> f64 {
+    let elapsed = (now_ms - tokens_at).max(0) as f64;
+    (tokens + elapsed * f64::from(rate) / per_ms.max(1) as f64).min(f64::from(rate))
+}
+
+/// Whether `queue` may have a bucket here: the server preloaded raquel,
+/// and its name fits a bucket (src/claim/flow_claim.rs: otherwise its row
+/// keeps its tokens).
+pub fn may_serve(queue: &str) -> bool {
+    REGION.attached() && queue.len() <= NAME_BYTES
 }
 
 /// The buckets, all zero bytes at first: every bucket unused.
@@ -82,11 +96,6 @@ static REGION: shmem::Region =
 struct Locked {
     buckets: &'static mut [Bucket],
     _lock: shmem::Guard,
-}
-
-/// Whether the buckets exist: the server preloaded raquel.
-pub fn in_shared_memory() -> bool {
-    REGION.attached()
 }
 
 /// The buckets, locked; None in a server that did not preload raquel.
@@ -137,7 +146,7 @@ pub fn take(table: pg_sys::Oid, queue: &str, rate: i32, per_ms: i64, wanted: i32
     // SAFETY: MyDatabaseId is a backend global, set once connected.
     let database = unsafe { pg_sys::MyDatabaseId };
     let name = queue.as_bytes();
-    let found = if name.len() > NAME_BYTES { None } else { place(locked.buckets, database, table, name) };
+    let found = if may_serve(queue) { place(locked.buckets, database, table, name) } else { None };
     let Some(i) = found else {
         drop(locked);
         COUNTS.get().from_rows.fetch_add(1, Ordering::Relaxed);

@@ -189,9 +189,8 @@ impl Claim {
         }
         let mut bucket = None;
         if let (Some(rate), Some(per_ms)) = (rate, per_ms) {
-            let rate = f64::from(rate);
-            let since = tokens_at.map_or(0, |at| (now_ms - at).max(0));
-            let now = rate.min(tokens.unwrap_or(rate) + since as f64 * rate / per_ms.max(1) as f64);
+            // (a row without tokens yet holds a full bucket)
+            let now = crate::rate_buckets::refilled(tokens.unwrap_or(f64::from(rate)), tokens_at.unwrap_or(now_ms), rate, per_ms, now_ms);
             allowed = allowed.min(now.floor() as i32);
             bucket = Some(now);
         }
