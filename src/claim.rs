@@ -166,8 +166,9 @@ struct Claim {
     flow: Option<ClaimFlow>,
     /// The jobs table has groups (0.3.0 on), which the plain claim leaves out.
     grouped_table: bool,
-    /// The queues by name, kept by a waiting claim to look at their flow
-    /// settings again after each sleep.
+    /// The queues by name (None: any queue, or not needed), kept by a
+    /// waiting claim to look at their flow settings again after each sleep,
+    /// and by the flow claim (src/claim/flow_claim.rs).
     queue_names: Option<Vec<Option<String>>>,
     /// One queue's claim that may start where its lanes' cursors are
     /// (src/cursors.rs): the queue.
@@ -209,9 +210,13 @@ impl Claim {
             if limited.is_some() {
                 return claimed;
             }
+            // its limits are kept in its row: the flow claim of that queue
+            if self.queue_names.is_none() {
+                self.queue_names = Some(vec![Some(one.queue.clone())]);
+            }
         }
         // several queues, any queue, a paused queue, or limits kept in a row
-        let queues = self.flow.as_ref().map(|f| f.queues.clone()).unwrap_or_default();
+        let queues = flow::queues_with_settings(self.function, self.queue_names.as_deref());
         let mut attempt = || self.run_flow(&queues, now_ms);
         if undo_if_none { in_subtransaction_kept_if_rows(attempt) } else { attempt() }
     }
@@ -829,9 +834,10 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
         returned: None,
         fcinfo,
     };
-    if claim.flow.is_some() || wait > 0 {
-        // the names, for the flow claim and a waiting claim's look at the
-        // settings after each sleep
+    if claim.flow.as_ref().is_some_and(|f| f.one_queue.is_none()) || wait > 0 {
+        // the names, for the flow claim (not a one-queue claim's: it sets
+        // them itself if its limits are kept in a row) and a waiting claim's
+        // look at the settings after each sleep
         claim.queue_names = names.as_ref().map(|n| n.iter().map(|q| q.map(str::to_owned)).collect());
     }
     if filter == QueueFilter::One && !distributed {
