@@ -507,10 +507,7 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
         ("rescue", format!("SELECT {internal}.rq_rescue({batch})")),
         ("settle", format!("SELECT {internal}.rq_settle_workflows({batch})")),
         ("events", format!("SELECT {internal}.rq_settle_waits({batch})")),
-        (
-            "prune",
-            format!("SELECT {internal}.rq_prune({batch}, pg_catalog.make_interval(secs => {}))", settings::retention_s()),
-        ),
+        ("prune", prune_duty(internal, batch, settings::retention_s())),
     ];
     let mut waited = false;
     for (duty, sql) in &duties {
@@ -540,6 +537,17 @@ pub extern "C-unwind" fn raquel_housekeeping_main(arg: pg_sys::Datum) {
     let next_due = format!("SELECT {internal}.rq_next_duty_ms(pg_catalog.make_interval(secs => {}))", settings::retention_s());
     if let Ok(due) = run_duty("planning", &next_due, &database, owner) {
         LAST_NEXT_DUE.get().store(due.unwrap_or(NOTHING_DUE), Ordering::SeqCst);
+    }
+}
+
+/// The prune duty's statement for a retention of `retention_s` seconds
+/// (raquel.retention). The setting's 0 keeps finished jobs for ever, while
+/// rq_prune given a retention of 0 keeps none (0.6.0): for 0 it passes no
+/// retention, and rq_prune reads the setting's 0 itself.
+fn prune_duty(internal: &str, batch: i32, retention_s: i32) -> String {
+    match retention_s {
+        0 => format!("SELECT {internal}.rq_prune({batch}, NULL)"),
+        s => format!("SELECT {internal}.rq_prune({batch}, pg_catalog.make_interval(secs => {s}))"),
     }
 }
 
@@ -647,4 +655,20 @@ fn run_duty(duty: &str, sql: &str, database: &str, owner: pg_sys::Oid) -> Result
         Err(Failed::Duty)
     })
     .execute()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prune_duty;
+
+    #[test]
+    fn the_prune_duty_keeps_every_finished_job_when_the_setting_is_zero() {
+        // rq_prune's own retention argument 0 deletes every finished job:
+        // the setting's 0 must not reach it as a retention of 0
+        assert_eq!(prune_duty("raquel_internal", 1000, 0), "SELECT raquel_internal.rq_prune(1000, NULL)");
+        assert_eq!(
+            prune_duty("raquel_internal", 1000, 604800),
+            "SELECT raquel_internal.rq_prune(1000, pg_catalog.make_interval(secs => 604800))"
+        );
+    }
 }
