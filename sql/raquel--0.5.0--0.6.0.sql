@@ -230,31 +230,9 @@ AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
 
 -- new: raquel_internal.rq_cancel(uuid)
 CREATE FUNCTION raquel_internal.rq_cancel(id uuid) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := raquel_internal.rq_now_ms();
-    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := raquel_internal.rq_shard_queue(rq_cancel.id);
-    job @extschema@.jobs;
-BEGIN
-    UPDATE @extschema@.jobs j
-    SET status = 'cancelled', finished_at = now_ms, lease_expires_at = NULL
-    WHERE j.id = rq_cancel.id AND j.queue = coalesce(shard_queue, j.queue)
-      AND j.status IN ('queued', 'claimed', 'failed', 'blocked')
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_cancel.id, NULL, 'cancel', '{queued,claimed,failed,blocked}');
-    END IF;
-    -- what follows its end (src/ended.rs): its awaiters woken, a slot it
-    -- may have held freed, what its end sets off (sql/finish.sql)
-    PERFORM raquel_internal.rq_ended(ARRAY[job.id], ARRAY[job.queue], 'cancelled', true,
-        ARRAY[job.key_period IS NOT NULL OR raquel_internal.rq_has_children(job.id)]);
-    RETURN job;
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_cancel_c';
 
 -- new: raquel_internal.rq_check_emit_scope(text)
 CREATE FUNCTION raquel_internal.rq_check_emit_scope(event text) RETURNS void
@@ -1137,35 +1115,9 @@ CREATE FUNCTION raquel_internal.rq_reschedule(
     at      timestamptz DEFAULT NULL,
     delay   interval    DEFAULT NULL
 ) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    now_ms bigint := raquel_internal.rq_now_ms();
-    due_ms bigint := raquel_internal.rq_due_ms(rq_reschedule.at, rq_reschedule.delay);
-    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := raquel_internal.rq_shard_queue(rq_reschedule.id);
-    job    @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_attempt(rq_reschedule.id, rq_reschedule.attempt, 'reschedule');
-    UPDATE @extschema@.jobs j
-    SET status = 'queued',
-        scheduled_at = coalesce(due_ms, now_ms + coalesce(j.min_retry_delay, raquel_internal.rq_default_min_retry_delay())),
-        requeues = j.requeues + 1,
-        lease_expires_at = NULL,
-        finished_at = NULL
-    WHERE j.id = rq_reschedule.id AND j.queue = coalesce(shard_queue, j.queue)
-      AND j.status = 'claimed'
-      AND j.attempts = rq_reschedule.attempt
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_reschedule.id, rq_reschedule.attempt, 'reschedule', '{claimed}');
-    END IF;
-    -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
-    RETURN job;
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_reschedule_c';
 
 -- new: raquel_internal.rq_rescue(integer)
 CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
@@ -1224,33 +1176,9 @@ $$;
 
 -- new: raquel_internal.rq_retry(uuid)
 CREATE FUNCTION raquel_internal.rq_retry(id uuid) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := raquel_internal.rq_now_ms();
-    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := raquel_internal.rq_shard_queue(rq_retry.id);
-    job @extschema@.jobs;
-BEGIN
-    UPDATE @extschema@.jobs j
-    SET status = 'queued', scheduled_at = now_ms, finished_at = NULL,
-        lease_expires_at = NULL, requeues = j.attempts
-    WHERE j.id = rq_retry.id AND j.queue = coalesce(shard_queue, j.queue)
-      AND j.status IN ('failed', 'exhausted', 'expired', 'cancelled')
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_retry.id, NULL, 'retry', '{failed,exhausted,expired,cancelled}');
-    END IF;
-    -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
-    RETURN job;
-EXCEPTION WHEN unique_violation THEN
-    -- an ended job's key was taken by a newer job that is still unfinished
-    PERFORM raquel_internal.rq_refuse('retry_key_taken', ARRAY[rq_retry.id::text]);
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_retry_c';
 
 -- new: raquel_internal.rq_schedule(text, text, text, text, text, text, interval, integer, interval, interval, interval, integer)
 CREATE FUNCTION raquel_internal.rq_schedule(
@@ -1424,9 +1352,9 @@ $$;
 
 -- changed: rq_cancel(uuid)
 CREATE OR REPLACE FUNCTION rq_cancel(id uuid) RETURNS jobs
-LANGUAGE sql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_cancel($1) $$;
+AS 'MODULE_PATHNAME', 'rq_cancel_c';
 
 -- changed: rq_complete(uuid, integer, jsonb)
 CREATE OR REPLACE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
@@ -1641,30 +1569,9 @@ AS $$ SELECT raquel_internal.rq_expire($1) $$;
 -- new: rq_extend(uuid, integer, interval)
 CREATE FUNCTION rq_extend(id uuid, attempt integer, lease interval DEFAULT raquel_internal.rq_default_lease())
 RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    -- a value, not a call in the UPDATE: Citus refuses volatile calls there
-    now_ms bigint := raquel_internal.rq_now_ms();
-    lease_ms bigint := raquel_internal.rq_lease_ms(rq_extend.lease);
-    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := raquel_internal.rq_shard_queue(rq_extend.id);
-    job      @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_attempt(rq_extend.id, rq_extend.attempt, 'extend');
-    UPDATE @extschema@.jobs j
-    SET lease_expires_at = now_ms + lease_ms
-    WHERE j.id = rq_extend.id AND j.queue = coalesce(shard_queue, j.queue)
-      AND j.status = 'claimed'
-      AND j.attempts = rq_extend.attempt
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_extend.id, rq_extend.attempt, 'extend', '{claimed}');
-    END IF;
-    RETURN job;
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_extend_c';
 
 -- new: rq_fail(uuid, integer, text, text)
 CREATE FUNCTION rq_fail(
@@ -1935,30 +1842,9 @@ AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
 
 -- changed: rq_reject(uuid, integer)
 CREATE OR REPLACE FUNCTION rq_reject(id uuid, attempt integer) RETURNS jobs
-LANGUAGE plpgsql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    -- on Citus, the job's queue: the UPDATE runs in its shard alone (src/distributed.rs)
-    shard_queue text := raquel_internal.rq_shard_queue(rq_reject.id);
-    job @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_require_attempt(rq_reject.id, rq_reject.attempt, 'reject');
-    UPDATE @extschema@.jobs j
-    SET status = 'queued', claimed_by = NULL, claimed_at = NULL,
-        requeues = j.requeues + 1, lease_expires_at = NULL
-    WHERE j.id = rq_reject.id AND j.queue = coalesce(shard_queue, j.queue)
-      AND j.status = 'claimed'
-      AND j.attempts = rq_reject.attempt
-    RETURNING j.* INTO job;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_raise_cannot(rq_reject.id, rq_reject.attempt, 'reject', '{claimed}');
-    END IF;
-    -- ready again: wake a waiting claim at commit (src/events.rs)
-    PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
-    RETURN job;
-END
-$$;
+AS 'MODULE_PATHNAME', 'rq_reject_c';
 
 -- new: rq_reschedule(uuid, integer, timestamptz, interval)
 CREATE FUNCTION rq_reschedule(
@@ -1967,9 +1853,9 @@ CREATE FUNCTION rq_reschedule(
     at      timestamptz DEFAULT NULL,
     delay   interval    DEFAULT NULL
 ) RETURNS jobs
-LANGUAGE sql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_reschedule($1, $2, $3, $4) $$;
+AS 'MODULE_PATHNAME', 'rq_reschedule_c';
 
 -- changed: rq_rescue(integer)
 CREATE OR REPLACE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
@@ -2007,9 +1893,9 @@ $$;
 
 -- changed: rq_retry(uuid)
 CREATE OR REPLACE FUNCTION rq_retry(id uuid) RETURNS jobs
-LANGUAGE sql VOLATILE
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_retry($1) $$;
+AS 'MODULE_PATHNAME', 'rq_retry_c';
 
 -- changed: rq_schedule(text, text, text, jsonb, text, text, interval, integer, interval, interval, interval, integer)
 CREATE OR REPLACE FUNCTION rq_schedule(
@@ -2289,6 +2175,46 @@ SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
        raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
        s.last_job_id, s.last_error
 FROM @extschema@.schedules s;
+
+-- The checks of the jobs table's domains are C functions (src/schema.rs)
+-- whose refusal names the value and its column (0.6.0). Adding a domain's
+-- constraint checks every row of jobs once.
+CREATE FUNCTION raquel_internal."rq_check_status"(
+	"value" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
+CREATE FUNCTION raquel_internal."rq_check_nonnegative"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
+CREATE FUNCTION raquel_internal."rq_check_delay_ms"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
+CREATE FUNCTION raquel_internal."rq_check_max_age_ms"(
+	"value" bigint /* i64 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
+ALTER DOMAIN rq_status DROP CONSTRAINT rq_status_check;
+ALTER DOMAIN rq_status ADD CONSTRAINT rq_status_check CHECK (raquel_internal.rq_check_status(VALUE));
+ALTER DOMAIN rq_nonnegative DROP CONSTRAINT rq_nonnegative_check;
+ALTER DOMAIN rq_nonnegative ADD CONSTRAINT rq_nonnegative_check CHECK (raquel_internal.rq_check_nonnegative(VALUE));
+ALTER DOMAIN rq_delay_ms DROP CONSTRAINT rq_delay_ms_check;
+ALTER DOMAIN rq_delay_ms ADD CONSTRAINT rq_delay_ms_check CHECK (raquel_internal.rq_check_delay_ms(VALUE));
+ALTER DOMAIN rq_max_age_ms DROP CONSTRAINT rq_max_age_ms_check;
+ALTER DOMAIN rq_max_age_ms ADD CONSTRAINT rq_max_age_ms_check CHECK (raquel_internal.rq_check_max_age_ms(VALUE));
 
 -- A claim on any queue takes every queue's ready jobs from an index of
 -- its own (sql/schema.sql jobs_ready_idx), so that queues holding only

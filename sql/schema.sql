@@ -28,16 +28,19 @@ AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 -- statement sets, with a plan it keeps. A client sees the base types
 -- (text, integer, bigint), so the Python library's table is unchanged.
 -- The checks across columns are the trigger rq_job_values below.
+-- Each domain's check is a C function (src/schema.rs) that refuses a bad
+-- value with a message naming it and its column (23514), where
+-- PostgreSQL's own says only "value for domain rq_status violates check
+-- constraint" (0.6.0).
 CREATE DOMAIN rq_status AS text
-    CONSTRAINT rq_status_check CHECK (VALUE IN
-        ('queued', 'claimed', 'success', 'failed', 'cancelled', 'expired', 'exhausted', 'blocked'));
+    CONSTRAINT rq_status_check CHECK (raquel_internal.rq_check_status(VALUE));
 -- attempts, requeues, a retry count (not named rq_count: a type named as a
 -- function makes rq_count('a') a cast of 'a' to that type)
-CREATE DOMAIN rq_nonnegative AS integer CONSTRAINT rq_nonnegative_check CHECK (VALUE >= 0);
+CREATE DOMAIN rq_nonnegative AS integer CONSTRAINT rq_nonnegative_check CHECK (raquel_internal.rq_check_nonnegative(VALUE));
 -- retry delays and the backoff base (ms)
-CREATE DOMAIN rq_delay_ms AS integer CONSTRAINT rq_delay_ms_check CHECK (VALUE >= 0);
+CREATE DOMAIN rq_delay_ms AS integer CONSTRAINT rq_delay_ms_check CHECK (raquel_internal.rq_check_delay_ms(VALUE));
 -- a maximum age (ms)
-CREATE DOMAIN rq_max_age_ms AS bigint CONSTRAINT rq_max_age_ms_check CHECK (VALUE > 0);
+CREATE DOMAIN rq_max_age_ms AS bigint CONSTRAINT rq_max_age_ms_check CHECK (raquel_internal.rq_check_max_age_ms(VALUE));
 
 -- The jobs table. Its first seventeen columns are, name for name and unit for
 -- unit, those of the Python library raquel's table, so that a program written

@@ -44,6 +44,7 @@ mod durations;
 mod ended;
 mod enqueue;
 mod enqueue_batch;
+mod error_context;
 mod errors;
 mod events;
 mod fair;
@@ -51,6 +52,7 @@ mod finish;
 mod flow;
 mod history;
 mod ids;
+mod job_verbs;
 mod install;
 mod invalidation;
 mod limits;
@@ -102,7 +104,11 @@ extension_sql_file!(
         limits::rq_default_min_retry_delay,
         limits::rq_default_max_retry_delay,
         limits::rq_default_backoff_base,
-        limits::rq_default_lease_ms
+        limits::rq_default_lease_ms,
+        schema::rq_check_status,
+        schema::rq_check_nonnegative,
+        schema::rq_check_delay_ms,
+        schema::rq_check_max_age_ms
     ]
 );
 extension_sql_file!(
@@ -258,6 +264,7 @@ pub fn preloaded() -> bool {
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::define();
+    error_context::install();
     // SAFETY: a flag the postmaster sets while it loads preloaded libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();

@@ -1,8 +1,11 @@
-//! The jobs table's checks across columns (declared in sql/schema.sql):
+//! The jobs table's checks (declared in sql/schema.sql): across columns,
 //! what two CHECK constraints said until 0.5.0, as a C row trigger, which
 //! costs a write a small fraction of what PostgreSQL's reading and planning
-//! of CHECK constraints for every statement does. The single values are
-//! domains (rq_status, rq_nonnegative, rq_delay_ms, rq_max_age_ms).
+//! of CHECK constraints for every statement does; the single values, the
+//! checks of their domains (rq_status, rq_nonnegative, rq_delay_ms,
+//! rq_max_age_ms), which refuse a value with a message that names it and
+//! its column (0.6.0: PostgreSQL's own "value for domain rq_status violates
+//! check constraint" named neither).
 
 use crate::errors::Refusal;
 use pgrx::prelude::*;
@@ -72,3 +75,55 @@ fn misused() -> ! {
     )
     .raise()
 }
+
+/// The statuses a job may have (the domain rq_status).
+const STATUSES: [&str; 8] = ["queued", "claimed", "success", "failed", "cancelled", "expired", "exhausted", "blocked"];
+
+/// The check of the domain rq_status (jobs.status): true, or refused.
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_status(value: &str) -> bool {
+    if !STATUSES.contains(&value) {
+        violated_value(format!("status '{value}' is not one of {}", STATUSES.join(", ")))
+    }
+    true
+}
+
+/// The check of the domain rq_nonnegative (jobs.attempts, requeues,
+/// max_retry_count).
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_nonnegative(value: i32) -> bool {
+    if value < 0 {
+        violated_value(format!("attempts, requeues and max_retry_count must not be negative, got {value}"))
+    }
+    true
+}
+
+/// The check of the domain rq_delay_ms (jobs.min_retry_delay,
+/// max_retry_delay, backoff_base).
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_delay_ms(value: i32) -> bool {
+    if value < 0 {
+        violated_value(format!("min_retry_delay, max_retry_delay and backoff_base (ms) must not be negative, got {value}"))
+    }
+    true
+}
+
+/// The check of the domain rq_max_age_ms (jobs.max_age).
+#[pg_extern(immutable, strict, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_check_max_age_ms(value: i64) -> bool {
+    if value <= 0 {
+        violated_value(format!("max_age (ms) must be positive, got {value}"))
+    }
+    true
+}
+
+fn violated_value(what: String) -> ! {
+    Refusal::new(PgSqlErrorCode::ERRCODE_CHECK_VIOLATION, format!("a value for the jobs table violates its checks: {what}"))
+        .hint("The verbs (rq_enqueue, rq_complete, …) write only values the table takes; a hand-written INSERT or UPDATE must keep to them too.")
+        .raise()
+}
+

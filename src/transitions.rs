@@ -20,10 +20,11 @@
 //! | take (and complete) | queued, failed → success, or deleted | [`TAKE_COMPLETE`], [`TAKE_DELETING`] | `direct::claim` |
 //! | complete | claimed → success, or deleted | [`COMPLETE`], [`COMPLETE_DELETING`], [`COMPLETE_BATCH`], [`COMPLETE_BATCH_DELETING`] | `direct::end` |
 //! | fail, rescue | claimed → failed, or exhausted | [`FAIL`] (a rescue calls rq_fail) | `direct::end` |
-//! | reschedule, sleep, park | claimed → queued | `rq_reschedule` (rq_sleep and rq_wait_event call it) | |
-//! | reject | claimed → queued | `rq_reject` | |
-//! | cancel | unfinished → cancelled | `rq_cancel` | |
-//! | retry | ended → queued | `rq_retry` | |
+//! | reschedule, sleep, park | claimed → queued | [`RESCHEDULE`] (rq_sleep and rq_wait_event call rq_reschedule) | |
+//! | reject | claimed → queued | [`REJECT`] | |
+//! | extend | claimed (its lease) | [`EXTEND`] | |
+//! | cancel | unfinished → cancelled | [`CANCEL`] | |
+//! | retry | ended → queued | [`RETRY`] | |
 //! | expire | queued, failed → expired | `rq_expire`, `rq_expire_distributed` | |
 //!
 //! (A claim that only locks, `rq_take` without complete, changes no
@@ -55,6 +56,16 @@ pub(crate) const COMPLETE_BATCH: &str = include_str!("../sql/transition.complete
 pub(crate) const COMPLETE_BATCH_DELETING: &str = include_str!("../sql/transition.complete_batch_deleting.sql");
 /// rq_enqueue's INSERT (src/enqueue.rs).
 pub(crate) const ENQUEUE: &str = include_str!("../sql/transition.enqueue.sql");
+/// rq_reschedule (src/job_verbs.rs).
+pub(crate) const RESCHEDULE: &str = include_str!("../sql/transition.reschedule.sql");
+/// rq_reject.
+pub(crate) const REJECT: &str = include_str!("../sql/transition.reject.sql");
+/// rq_extend.
+pub(crate) const EXTEND: &str = include_str!("../sql/transition.extend.sql");
+/// rq_cancel.
+pub(crate) const CANCEL: &str = include_str!("../sql/transition.cancel.sql");
+/// rq_retry.
+pub(crate) const RETRY: &str = include_str!("../sql/transition.retry.sql");
 
 #[cfg(test)]
 mod tests {

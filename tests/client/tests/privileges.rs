@@ -128,6 +128,11 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_channel(text)",                                          Yes, Yes, Yes, "SELECT rq_channel('q')"),
     ("raquel_internal.rq_interval_ms(interval,text,bigint,bigint)", Yes, Yes, Yes, "SELECT raquel_internal.rq_interval_ms('1 second', 'v', 0, 10000)"),
     ("raquel_internal.rq_timestamp_ms(timestamptz,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_timestamp_ms('2020-01-01 00:00:00+00', 'at')"),
+    // the checks of the jobs table's domains (src/schema.rs)
+    ("raquel_internal.rq_check_status(text)",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_check_status('queued')"),
+    ("raquel_internal.rq_check_nonnegative(int)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_check_nonnegative(0)"),
+    ("raquel_internal.rq_check_delay_ms(int)",                    Yes, Yes, Yes, "SELECT raquel_internal.rq_check_delay_ms(0)"),
+    ("raquel_internal.rq_check_max_age_ms(bigint)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_check_max_age_ms(1)"),
     ("raquel_internal.rq_lease_ms(interval)",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_lease_ms('1 minute')"),
     ("raquel_internal.rq_delay_ms(interval,text)",                Yes, Yes, Yes, "SELECT raquel_internal.rq_delay_ms('1 second', 'delay')"),
     ("raquel_internal.rq_due_ms(timestamptz,interval)",           Yes, Yes, Yes, "SELECT raquel_internal.rq_due_ms(NULL, '1 second')"),
