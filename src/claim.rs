@@ -848,10 +848,13 @@ unsafe fn claim_from_args(fcinfo: pg_sys::FunctionCallInfo, first: usize, take: 
             distributed::refuse("rq_take (a claim that only locks)")
         }
         if claim.flow.is_some() {
-            Refusal::new(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "rq_take cannot take jobs of a paused, limited or grouped queue",
-            )
+            let named: Vec<String> = names.as_ref().map_or_else(Vec::new, |n| n.iter().flatten().map(|q| format!("'{q}'")).collect());
+            let message = match named.len() {
+                0 => "rq_take cannot take jobs of any queue while a queue is paused, limited or grouped".to_string(),
+                1 => format!("rq_take cannot take jobs of queue {}: it is paused, limited or grouped", named[0]),
+                _ => format!("rq_take cannot take jobs of queues {}: one of them is paused, limited or grouped", named.join(", ")),
+            };
+            Refusal::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, message)
             .detail("Flow settings count claimed jobs, and a job taken for a transaction is never claimed in the table.")
             .hint("Claim that queue's jobs with rq_claim.")
             .raise()

@@ -152,7 +152,7 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
             PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
             format!("step {v0:?} of job {v1} is already recorded"),
         )
-        .detail(format!("Attempt {v2} recorded it."))
+        .detail(format!("Attempt {v2} recorded it at {v3}."))
         .hint("Read the steps recorded (SELECT name, result FROM job_steps WHERE job_id = …) and skip those that are done."),
         "event_out_of_scope" => Refusal::new(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,

@@ -115,14 +115,22 @@ pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> 
     match errors::cannot(function, Some(id), attempt, &["claimed"]) {
         // claimed on that attempt: the step was recorded before; say by which attempt
         Cannot::Changed => {
-            let text = || statements::fill(RECORDED_BY, &[("@job_steps@", &job_steps())]);
+            let text = || {
+                statements::fill(
+                    RECORDED_BY,
+                    &[
+                        ("@job_steps@", &job_steps()),
+                        ("@ms_to_timestamptz@", &statements::own_function(function, "rq_ms_to_timestamptz(bigint)")),
+                    ],
+                )
+            };
             let types = [pg_sys::UUIDOID, pg_sys::TEXTOID];
             let statement =
                 Statement { shape: Shape { name: "step_recorded_by", variant: 0 }, text: &text, types: &types };
             if statements::run_once(&statement, &[id.into_datum(), name.into_datum()]) == 1 {
-                // SAFETY: one row of (attempt).
-                let by = unsafe { statements::value::<i32>(0, 1) };
-                errors::named("step_recorded", &[Some(name.into()), Some(id.to_string()), by.map(|a| a.to_string())])
+                // SAFETY: one row of (attempt, when).
+                let (by, when) = unsafe { (statements::value::<i32>(0, 1), statements::value::<String>(0, 2)) };
+                errors::named("step_recorded", &[Some(name.into()), Some(id.to_string()), by.map(|a| a.to_string()), when])
                     .raise()
             }
             Cannot::Changed.refusal("step", Some(id), attempt, &["claimed"]).raise()
