@@ -136,13 +136,17 @@ COMMENT ON COLUMN job_parents.parent_id IS
 COMMENT ON COLUMN job_steps.job_id IS
     'The job (jobs.id) that recorded the step; its steps are deleted with it.';
 COMMENT ON COLUMN job_steps.name IS
-    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event).';
+    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
 COMMENT ON COLUMN job_steps.result IS
     'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
 COMMENT ON COLUMN job_steps.attempt IS
     'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
 COMMENT ON COLUMN job_steps.recorded_at IS
     'When the step was recorded, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN job_steps.kind IS
+    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
+COMMENT ON COLUMN job_steps.passed_by IS
+    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
 
 -- job_waits
 COMMENT ON COLUMN job_waits.job_id IS
@@ -168,7 +172,9 @@ COMMENT ON COLUMN emitted_events.payload IS
 COMMENT ON COLUMN emitted_events.emitted_at IS
     'When the event was emitted, ms since the Unix epoch, UTC.';
 COMMENT ON COLUMN emitted_events.kept_until IS
-    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep); deleted an hour later.';
+    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
+COMMENT ON COLUMN emitted_events.until_read IS
+    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
 
 -- event_emitters
 COMMENT ON COLUMN event_emitters.role IS

@@ -49,7 +49,7 @@ COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
 COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
     'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
 COMMENT ON FUNCTION rq_emit(text, jsonb, interval) IS
-    'raquel: emits an event: the jobs parked for it resume with its payload, and jobs that start waiting within keep get it too. Not for PUBLIC.';
+    'raquel: emits an event: the jobs parked for it resume with its payload; without a keep, the first wait for it reads it (within raquel.event_retention), with one, every wait that starts within keep. Not for PUBLIC.';
 COMMENT ON FUNCTION rq_grant_emitter(regrole, text) IS
     'raquel: lets a role emit events (rq_emit), only those whose name begins with prefix when one is given; for the extension''s owner.';
 

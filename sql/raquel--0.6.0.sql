@@ -11,64 +11,14 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
-CREATE  FUNCTION raquel_internal."rq_shard_queue"(
-	"id" uuid /* Option < pgrx :: Uuid > */
-) RETURNS TEXT /* Option < String > */
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -78,44 +28,6 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -132,11 +44,125 @@ AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- raquel::clock::rq_now_ms
 CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::claim_slots::rq_claim_slot_counts
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -165,77 +191,47 @@ AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schema::rq_check_status
-CREATE  FUNCTION raquel_internal."rq_check_status"(
-	"value" TEXT /* & str */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::limits::rq_max_event_wait_ms
+CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
+STRICT STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
+AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
+-- raquel::rate_buckets::rq_rate_bucket_counts
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_due_ms
-CREATE  FUNCTION raquel_internal."rq_due_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
 	"id" uuid, /* Option < pgrx :: Uuid > */
 	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
+	"verb" TEXT /* Option < & str > */
 ) RETURNS void
-VOLATILE PARALLEL UNSAFE 
+STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -248,45 +244,6 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -303,6 +260,26 @@ AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- raquel::statements::rq_kept_plans
 CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
 	"kept" INT,  /* i32 */
@@ -316,88 +293,6 @@ STRICT VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_delay_ms
-CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
-	"value" INT /* i32 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::cursors::rq_cursor_counts
-CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
-	"claims_with_cursors" bigint,  /* i64 */
-	"claims_without_cursors" bigint,  /* i64 */
-	"long_names" bigint,  /* i64 */
-	"too_many_priorities" bigint,  /* i64 */
-	"places_given_up" bigint,  /* i64 */
-	"places" INT,  /* i32 */
-	"max_name_bytes" INT,  /* i32 */
-	"max_priorities" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -425,13 +320,60 @@ AS 'MODULE_PATHNAME', 'rq_shard_queues_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_lease_ms
-CREATE  FUNCTION raquel_internal."rq_lease_ms"(
-	"lease" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-IMMUTABLE PARALLEL SAFE 
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+CREATE  FUNCTION raquel_internal."rq_due_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::cursors::rq_cursor_counts
+CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
+	"claims_with_cursors" bigint,  /* i64 */
+	"claims_without_cursors" bigint,  /* i64 */
+	"long_names" bigint,  /* i64 */
+	"too_many_priorities" bigint,  /* i64 */
+	"places_given_up" bigint,  /* i64 */
+	"places" INT,  /* i32 */
+	"max_name_bytes" INT,  /* i32 */
+	"max_priorities" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+CREATE  FUNCTION raquel_internal."rq_shard_queue"(
+	"id" uuid /* Option < pgrx :: Uuid > */
+) RETURNS TEXT /* Option < String > */
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_shard_queue_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -443,31 +385,6 @@ IMMUTABLE STRICT PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -483,29 +400,85 @@ AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+-- raquel::schema::rq_check_delay_ms
+CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
 IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::claim_slots::rq_claim_slot_counts
-CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"refreshes" bigint,  /* i64 */
-	"checks" bigint,  /* i64 */
-	"slots" INT,  /* i32 */
-	"max_slots" INT  /* i32 */
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
 )
-STRICT VOLATILE PARALLEL SAFE 
+STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+CREATE  FUNCTION raquel_internal."rq_lease_ms"(
+	"lease" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -524,36 +497,49 @@ AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
 ) RETURNS void
-IMMUTABLE PARALLEL SAFE 
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
 	"name" TEXT /* & str */
 ) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -572,38 +558,79 @@ AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::rate_buckets::rq_rate_bucket_counts
-CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"buckets" INT,  /* i32 */
-	"max_buckets" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::schema::rq_check_status
+CREATE  FUNCTION raquel_internal."rq_check_status"(
+	"value" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
+-- raquel::schema::rq_check_max_age_ms
+CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
+	"value" bigint /* i64 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_retention_ms
+CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -616,38 +643,43 @@ AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_max_age_ms
-CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
-	"value" bigint /* i64 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -882,329 +914,298 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 -- requires:
 --   schema
 
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
 
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
 $$;
 
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
 
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
+/* </end connected objects> */
 
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   clock::rq_ms_to_timestamptz
+--   errors::rq_refuse
+--   metrics::rq_take_metrics
+--   metrics::rq_histogram_add
+--   metrics::rq_histogram_percentile
+--   metrics::rq_note_metric
+--   metrics::rq_metrics_lost
 
--- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
--- rq_expire call them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+);
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
 
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
     more    bigint;
 BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
         GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
 END
 $$;
-/* </end connected objects> */
 
-/* <begin connected objects> */
--- requires:
---   schema
---   backoff::rq_backoff
---   errors::rq_raise_cannot
---   errors::rq_refuse
---   limits::rq_check_arrays
---   events::rq_job_ready_in_lane
-
--- Finishing a claimed job. Every verb that acts on a claimed job takes the
--- claim's attempt number as its second argument, the fencing token, and
--- requires it (0.6.0): a worker whose lease ran out and whose job was
--- handed to someone else gets an error instead of acting on the new
--- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
--- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
-
--- rq_complete is every job's last call, so it is written in Rust
--- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
--- claimed job, or one this transaction took (src/take.rs), with its result
--- if given (sql/results.sql).
-CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
-LANGUAGE c VOLATILE
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
 
--- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
--- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
--- the attempts that were not handed back. In C (src/finish.rs), one kept
--- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
--- transaction took (src/take.rs).
-CREATE FUNCTION rq_fail(
-    id          uuid,
-    attempt     integer,
-    error       text    DEFAULT NULL,
-    error_trace text    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
--- The same C function by the name raquel's own code calls (rq_rescue):
--- sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
 
--- Completes many claimed (or taken) jobs in one statement. All or nothing:
--- when any id cannot be completed (unknown, not claimed, stale token) the
--- call raises the error rq_complete would have raised for it, and nothing
--- changes. Tokens (one per id, required) pair with the ids by position,
--- and so do results (null for a job without one). The rows come back in id order (on
--- Citus, queue by queue). In C (src/finish.rs).
-CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
-
--- What a job's end sets off, for the verbs that end a job whose
--- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/transitions.sql), and a key enqueued with
--- a key_period stays held by it for that long (key_holds, sql/schema.sql).
--- A job of another status is left alone.
-CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
-LANGUAGE plpgsql VOLATILE
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    ended record;
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
 BEGIN
-    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
-    FROM @extschema@.jobs j
-    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
-    IF NOT FOUND THEN
-        RETURN;
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
     END IF;
-    IF raquel_internal.rq_has_children(ended.id) THEN
-        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
     END IF;
-    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
-        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
-        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
-        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
-    END IF;
+    RETURN out;
 END
 $$;
-/* </end connected objects> */
 
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
-
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
-
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
-
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
-
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1635,6 +1636,191 @@ $$;
 
 /* <begin connected objects> */
 -- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
 --   flow
 --   distributed
 --   errors::rq_refuse
@@ -1698,346 +1884,115 @@ $$;
 /* <begin connected objects> */
 -- requires:
 --   schema
-
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   clock::rq_ms_to_timestamptz
+--   events::rq_job_ready_in_lane
 --   errors::rq_refuse
---   metrics::rq_take_metrics
---   metrics::rq_histogram_add
---   metrics::rq_histogram_percentile
---   metrics::rq_note_metric
---   metrics::rq_metrics_lost
+--   limits::rq_check_arrays
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
 
--- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
--- did and how long jobs waited and ran. The verbs count in memory; the
--- background worker adds the counts to this table (rq_record_metrics) each
--- round and soon after every minute with activity; the prune duty deletes
--- rows older than the retention, as it does finished jobs.
-CREATE TABLE metrics (
-    queue          text      NOT NULL,
-    -- the minute's start, ms since the Unix epoch
-    minute         bigint    NOT NULL,
-    enqueued       bigint    NOT NULL DEFAULT 0,
-    claimed        bigint    NOT NULL DEFAULT 0,
-    -- every attempt that ended: succeeded, failed (rescued ones too), and
-    -- of the failed ones those the rescue duty failed when a lease ran out
-    succeeded      bigint    NOT NULL DEFAULT 0,
-    failed         bigint    NOT NULL DEFAULT 0,
-    rescued        bigint    NOT NULL DEFAULT 0,
-    expired        bigint    NOT NULL DEFAULT 0,
-    -- From due (scheduled_at) to claim, and from claim to its end (success
-    -- or failure), as counts in 161 buckets, four per doubling of ms
-    -- (rq_histogram_percentile reads them): minutes add up exactly.
-    wait_histogram integer[] NOT NULL DEFAULT '{}',
-    run_histogram  integer[] NOT NULL DEFAULT '{}',
-    -- ready jobs (due, not claimed) when the minute was recorded
-    backlog        bigint,
-    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
+
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
 );
-CREATE INDEX metrics_minute_idx ON metrics (minute);
-SELECT pg_catalog.pg_extension_config_dump('metrics', '');
 
--- What the worker runs: the figures counted since its last round, added to
--- their rows, and each queue's ready backlog in the row of the minute that
--- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    touched bigint;
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    ended   bigint := (now_ms / 60000 - 1) * 60000;
-    more    bigint;
-BEGIN
-    -- One recorder at a time: a call waits for the one before it to commit,
-    -- so that what it leaves is visible once it returns (figures taken from
-    -- shared memory by a round not yet committed would otherwise be in
-    -- neither). 7311: this function's own class of advisory lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
-    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
-                                           wait_histogram, run_histogram)
-    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
-           t.wait_histogram, t.run_histogram
-    FROM raquel_internal.rq_take_metrics() t
-    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
-    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
-        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
-        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
-    GET DIAGNOSTICS touched = ROW_COUNT;
-    -- The backlog once a minute: it reads every ready job's index entry.
-    -- Kept for the queues that had something counted that minute (at most
-    -- the slots of shared memory) and the 100 longest backlogs, so that a
-    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
-    -- minute, not 200 000.
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
-        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT b.queue, ended, b.n
-        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-              GROUP BY j.queue) b
-        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
-           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
-        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        touched := touched + more;
-    END IF;
-    RETURN touched;
-END
-$$;
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
 
--- Events the metrics could not count, by its public name (src/metrics.rs):
--- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
-CREATE FUNCTION rq_metrics_lost() RETURNS bigint
-LANGUAGE c STRICT VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
 
--- The figures per queue and minute since `since` ago (one queue, or all),
--- with the percentiles of wait and run time in ms.
-CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
-RETURNS TABLE (
-    queue text, minute timestamptz,
-    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
-    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
-    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
-    backlog bigint
-)
--- (SQL, not PL/pgSQL: the argument queue and the result column queue
--- would be one variable twice there.)
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
-           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
-           m.backlog
-    FROM @extschema@.metrics m
-    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
-      AND ($1 IS NULL OR m.queue = $1)
-    ORDER BY m.queue, m.minute
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
 $$;
 
--- The current figures in the Prometheus text format, for a scraper that
--- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
--- jobs (then the most events in the last five recorded minutes, then by
--- name): jobs by status now, and over the last five recorded minutes the
--- events and the wait and run percentiles (seconds). Over every queue: jobs
--- by status and events, how many queues there are, and the events the
--- metrics could not count (raquel_metrics_lost_total). Its cost is one read
--- of the jobs table and of five minutes of metrics, plus the histograms of
--- the queues shown: 10 000 queues are as cheap as 100.
-CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
-LANGUAGE plpgsql STABLE
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 DECLARE
-    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
-    out     text;
-    waiting bigint;
+    parent  uuid;
+    settled bigint := 0;
 BEGIN
-    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
-    END IF;
-    WITH jobs AS (
-        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
-    ), events AS (
-        SELECT m.queue, e.event, sum(e.n) AS n
-        FROM @extschema@.metrics m
-        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
-                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        WHERE m.minute >= since
-        GROUP BY 1, 2
-    ), queues AS (
-        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
-        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
-              FROM jobs t GROUP BY 1) j
-        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
-    ), shown AS (
-        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
-        FROM queues q
-        ORDER BY q.unfinished DESC, q.events DESC, q.queue
-        LIMIT max_queues
-    ), histograms AS (
-        SELECT s.queue, s.rank,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
-        FROM shown s
-    ), quantiles AS (
-        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        CROSS JOIN histograms h
-        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
-    )
-    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
-        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
-                                      '' ORDER BY s.rank, t.status), '') AS part
-        FROM jobs t JOIN shown s ON s.queue = t.queue
-        UNION ALL
-        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
-        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
-        UNION ALL
-        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
-                         (SELECT count(*) FROM queues))
-        UNION ALL
-        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
-                                      '' ORDER BY s.rank, e.event), '')
-        FROM events e JOIN shown s ON s.queue = e.queue
-        UNION ALL
-        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
-        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
-        UNION ALL
-        SELECT 6 + w.which,
-               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
-                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
-               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
-                                              '' ORDER BY q.rank, q.fraction)
-                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        UNION ALL
-        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         raquel_internal.rq_metrics_lost())
-        UNION ALL
-        -- the claim cursors (src/cursors.rs), server-wide since it started
-        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
-                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
-                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
-                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
-                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
-        FROM raquel_internal.rq_cursor_counts() c
-    ) x;
-    -- the jobs parked for an event (sql/waits.sql), for a role that may read
-    -- them: a role given only jobs and metrics keeps its series
-    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
-        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
-        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
-                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
-    END IF;
-    RETURN out;
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
 END
 $$;
 
--- A label value as the Prometheus text format writes it: backslash, double
--- quote and newline escaped.
-CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
-LANGUAGE sql IMMUTABLE
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
 $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2553,6 +2508,195 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 
 /* <begin connected objects> */
 -- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
+    -- 'event' (rq_wait_event); a call of one kind never reads a step of
+    -- another (sql/waits.sql rq_step_instance)
+    kind        text    NOT NULL DEFAULT 'step',
+    -- the last attempt that went past this sleep or wait, so that its
+    -- name called again in that attempt (a loop) is the next one, name#2
+    -- … (0.6.0, sql/waits.sql rq_step_instance)
+    passed_by   integer,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
+
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   backoff::rq_backoff
+--   errors::rq_raise_cannot
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   events::rq_job_ready_in_lane
+
+-- Finishing a claimed job. Every verb that acts on a claimed job takes the
+-- claim's attempt number as its second argument, the fencing token, and
+-- requires it (0.6.0): a worker whose lease ran out and whose job was
+-- handed to someone else gets an error instead of acting on the new
+-- holder's attempt, whatever arguments it leaves out. Each is one UPDATE on the hot path; only when it matches
+-- nothing does rq_raise_cannot (src/errors.rs) look at the row to say why.
+
+-- rq_complete is every job's last call, so it is written in Rust
+-- (src/finish.rs) around one kept plan: sql/transition.complete.sql. It ends a
+-- claimed job, or one this transaction took (src/take.rs), with its result
+-- if given (sql/results.sql).
+CREATE FUNCTION rq_complete(id uuid, attempt integer, result jsonb DEFAULT NULL) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_fenced_c';
+
+-- A failed attempt: retried after rq_backoff(n, …) ms, or, with no retry
+-- left (n > max_retry_count), exhausted for good; n = attempts - requeues,
+-- the attempts that were not handed back. In C (src/finish.rs), one kept
+-- plan of sql/transition.fail.sql, as rq_complete: a claimed job, or one this
+-- transaction took (src/take.rs).
+CREATE FUNCTION rq_fail(
+    id          uuid,
+    attempt     integer,
+    error       text    DEFAULT NULL,
+    error_trace text    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+-- The same C function by the name raquel's own code calls (rq_rescue):
+-- sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_fail(id uuid, attempt integer, error text, error_trace text) RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_fenced_c';
+
+-- Completes many claimed (or taken) jobs in one statement. All or nothing:
+-- when any id cannot be completed (unknown, not claimed, stale token) the
+-- call raises the error rq_complete would have raised for it, and nothing
+-- changes. Tokens (one per id, required) pair with the ids by position,
+-- and so do results (null for a job without one). The rows come back in id order (on
+-- Citus, queue by queue). In C (src/finish.rs).
+CREATE FUNCTION rq_complete_batch(ids uuid[], attempts integer[], results jsonb[] DEFAULT NULL) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
+
+-- What a job's end sets off, for the verbs that end a job whose
+-- rq_has_children or key_period says there is something: the jobs waiting for
+-- it are released or cancelled (sql/transitions.sql), and a key enqueued with
+-- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- A job of another status is left alone.
+CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ended record;
+BEGIN
+    SELECT j.id, j.queue, j.key, j.key_period, j.finished_at INTO ended
+    FROM @extschema@.jobs j
+    WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF raquel_internal.rq_has_children(ended.id) THEN
+        PERFORM raquel_internal.rq_parent_ended(ended.id);
+    END IF;
+    IF ended.key IS NOT NULL AND ended.key_period IS NOT NULL THEN
+        INSERT INTO @extschema@.key_holds AS h (queue, key, job_id, until)
+        VALUES (ended.queue, ended.key, ended.id, coalesce(ended.finished_at, raquel_internal.rq_now_ms()) + ended.key_period)
+        ON CONFLICT ON CONSTRAINT key_holds_pkey DO UPDATE SET job_id = excluded.job_id, until = excluded.until;
+    END IF;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
 --   finish
 --   schedules
 --   distributed
@@ -2750,132 +2894,6 @@ BEGIN
         RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
             USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
     END IF;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
-
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
-
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    parent  uuid;
-    settled bigint := 0;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
-    LOOP
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
-    END LOOP;
-    RETURN settled;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
-
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
-    END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
-    END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
 END
 $$;
 /* </end connected objects> */
@@ -3368,14 +3386,18 @@ COMMENT ON TABLE job_waits IS
     'raquel durable jobs: the jobs parked until an event is emitted (rq_wait_event). Times in ms since the Unix epoch (UTC).';
 
 -- Events emitted, each kept until `kept_until` so that a job that starts
--- waiting for it a little later (the worker was still on its way to the
--- wait when the webhook came) gets it too.
+-- waiting for it later (the worker was still on its way to the wait when
+-- the webhook came) gets it too. An event emitted without a keep waits
+-- for its reader (`until_read`, 0.6.0): the first wait that reads it, or
+-- the jobs parked for it when it comes, consume it, and it goes; unread,
+-- it is kept for raquel.event_retention (7 days by default).
 CREATE TABLE emitted_events (
     id         bigint GENERATED ALWAYS AS IDENTITY,
     name       text   NOT NULL,
     payload    jsonb,
     emitted_at bigint NOT NULL,
     kept_until bigint NOT NULL,
+    until_read boolean NOT NULL DEFAULT false,
     CONSTRAINT emitted_events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX emitted_events_name_idx ON emitted_events (name, kept_until);
@@ -3464,12 +3486,60 @@ BEGIN
 END
 $$;
 
+-- The step that a call of kind `kind` ('sleep', 'event') by attempt
+-- `holder` under `name` is: `name` the first time in an attempt, `name#2`
+-- the second, and so on (the first of them that this attempt has not gone
+-- past: a loop that sleeps under one name sleeps each time round, as its
+-- next attempt replays it), and what is recorded for it (recorded false:
+-- nothing yet). A step of that name of another kind is refused (55000): a
+-- name renamed or reused by a deploy would otherwise read what another
+-- kind of step recorded (a sleep passing at once on rq_step's record).
+CREATE FUNCTION raquel_internal.rq_step_instance(
+    id       uuid,
+    name     text,
+    kind     text,
+    holder   integer,
+    OUT instance text,
+    OUT recorded boolean,
+    OUT result   jsonb
+)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n    integer := 1;
+    step record;
+BEGIN
+    LOOP
+        instance := CASE WHEN n = 1 THEN rq_step_instance.name ELSE rq_step_instance.name || '#' || n END;
+        SELECT s.kind, s.result, s.attempt, s.recorded_at, s.passed_by INTO step
+        FROM @extschema@.job_steps s WHERE s.job_id = rq_step_instance.id AND s.name = instance;
+        IF NOT FOUND THEN
+            recorded := false;
+            RETURN;
+        END IF;
+        IF step.kind <> rq_step_instance.kind THEN
+            PERFORM raquel_internal.rq_refuse('step_kind', ARRAY[instance, rq_step_instance.id::text, step.kind,
+                rq_step_instance.kind, step.attempt::text, raquel_internal.rq_ms_to_timestamptz(step.recorded_at)::text]);
+        END IF;
+        IF step.passed_by IS DISTINCT FROM holder THEN
+            recorded := true;
+            result := step.result;
+            RETURN;
+        END IF;
+        n := n + 1;
+    END LOOP;
+END
+$$;
+
 -- Puts the claimed job `id` to sleep until `at` plus `delay` (one of them
 -- at least), as step `name`: true, the job sleeps (commit, and leave the
 -- job alone: the claim is over); false, the sleep is over (go on with the
 -- next step). The step records the instant; on a later attempt the same
 -- call answers false once that instant has passed (and puts the job back
--- to sleep if it was claimed early, by hand). Uses up no retry.
+-- to sleep if it was claimed early, by hand). The same name called again
+-- in one attempt is the next sleep (name#2, …: rq_step_instance), so a
+-- loop sleeps each time round. Uses up no retry.
 CREATE FUNCTION rq_sleep(
     id      uuid,
     attempt integer,
@@ -3485,7 +3555,8 @@ DECLARE
     -- at most a century from now, whether given as at or as delay
     wake_ms bigint := raquel_internal.rq_due_within_ms(rq_sleep.at, rq_sleep.delay, 'rq_sleep');
     holder  integer;
-    slept   jsonb;
+    now_ms  bigint;
+    step    record;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_sleep.id, rq_sleep.attempt, 'put to sleep');
     PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
@@ -3494,18 +3565,26 @@ BEGIN
         PERFORM raquel_internal.rq_refuse('sleep_when', ARRAY[rq_sleep.id::text]);
     END IF;
     holder := raquel_internal.rq_hold(rq_sleep.id, rq_sleep.attempt, 'sleep');
-    SELECT s.result INTO slept FROM @extschema@.job_steps s WHERE s.job_id = rq_sleep.id AND s.name = rq_sleep.name;
-    IF FOUND THEN
+    now_ms := raquel_internal.rq_now_ms();
+    -- the sleep this call is (its name, or name#2 … in a loop)
+    SELECT * INTO step FROM raquel_internal.rq_step_instance(rq_sleep.id, rq_sleep.name, 'sleep', holder);
+    IF step.recorded THEN
         -- slept already: the instant recorded then, not the one asked now
-        wake_ms := (slept ->> 'until_ms')::bigint;
+        wake_ms := (step.result ->> 'until_ms')::bigint;
+        IF wake_ms IS NULL OR wake_ms <= now_ms THEN
+            -- gone past in this attempt: its name called again is the next sleep
+            UPDATE @extschema@.job_steps s SET passed_by = holder
+            WHERE s.job_id = rq_sleep.id AND s.name = step.instance;
+            RETURN false;
+        END IF;
     ELSE
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
-        VALUES (rq_sleep.id, rq_sleep.name,
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind, passed_by)
+        VALUES (rq_sleep.id, step.instance,
                 jsonb_build_object('sleep_until', raquel_internal.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
-                holder, raquel_internal.rq_now_ms());
-    END IF;
-    IF wake_ms IS NULL OR wake_ms <= raquel_internal.rq_now_ms() THEN
-        RETURN false;
+                holder, now_ms, 'sleep', CASE WHEN wake_ms <= now_ms THEN holder END);
+        IF wake_ms <= now_ms THEN
+            RETURN false;
+        END IF;
     END IF;
     PERFORM raquel_internal.rq_reschedule(rq_sleep.id, at => raquel_internal.rq_ms_to_timestamptz(wake_ms), attempt => holder);
     RETURN true;
@@ -3517,8 +3596,12 @@ $$;
 -- (commit, and leave the job alone: the claim is over); it comes back when
 -- the event is emitted or the timeout passes, and its next attempt, calling
 -- this again, gets the event's payload (parked false) or hears that the
--- wait timed out (timed_out true). An emit kept when the wait begins
--- (rq_emit's `keep`) reaches it at once, without parking. Uses up no retry.
+-- wait timed out (timed_out true). A wait without a timeout waits at most
+-- raquel.max_event_wait (30 days by default; 0: no limit), then times out.
+-- An emit kept when the wait begins (rq_emit's `keep`, or one that waits
+-- for its reader) reaches it at once, without parking. The same name
+-- called again in one attempt is the next wait (name#2, …). Uses up no
+-- retry.
 CREATE FUNCTION rq_wait_event(
     id        uuid,
     attempt   integer,
@@ -3534,11 +3617,14 @@ LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- from 0 to a century (3,153,600,000,000 ms), as a delay
-    timeout_ms bigint := raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000);
+    -- from 0 to a century (3,153,600,000,000 ms), as a delay; without one,
+    -- raquel.max_event_wait (NULL: no limit)
+    timeout_ms bigint := coalesce(raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000),
+                                  raquel_internal.rq_max_event_wait_ms());
     holder     integer;
     now_ms     bigint;
     got        jsonb;
+    step       record;
     waiting    @extschema@.job_waits;
     emitted    @extschema@.emitted_events;
     job        @extschema@.jobs;
@@ -3555,40 +3641,48 @@ BEGIN
     PERFORM raquel_internal.rq_event_turn(rq_wait_event.event, false);
     parked := false;
     timed_out := false;
-    -- waited already: what the step recorded (the event's payload, or the timeout)
-    SELECT s.result INTO got FROM @extschema@.job_steps s
-    WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
-    IF FOUND THEN
-        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name;
-        -- (a JSON null is no payload, as an emit without one)
-        payload := nullif(got -> 'payload', 'null'::jsonb);
-        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
-        RETURN;
-    END IF;
-    SELECT w.* INTO waiting FROM @extschema@.job_waits w
-    WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name AND w.event = rq_wait_event.event;
-    SELECT e.* INTO emitted FROM @extschema@.emitted_events e
-    WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
-    ORDER BY e.id DESC LIMIT 1;
-    IF FOUND THEN
-        got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
-                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
-    ELSIF waiting.until <= now_ms THEN
-        got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+    -- the wait this call is (its name, or name#2 … in a loop)
+    SELECT * INTO step FROM raquel_internal.rq_step_instance(rq_wait_event.id, rq_wait_event.name, 'event', holder);
+    IF step.recorded THEN
+        -- waited already: what the step recorded (the event's payload, or the timeout)
+        got := step.result;
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = step.instance;
+    ELSE
+        SELECT w.* INTO waiting FROM @extschema@.job_waits w
+        WHERE w.job_id = rq_wait_event.id AND w.name = step.instance AND w.event = rq_wait_event.event;
+        SELECT e.* INTO emitted FROM @extschema@.emitted_events e
+        WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
+        ORDER BY e.id DESC LIMIT 1;
+        IF FOUND THEN
+            got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                      'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
+            -- an event that waited for its reader is read now, and goes
+            IF emitted.until_read THEN
+                DELETE FROM @extschema@.emitted_events e WHERE e.id = emitted.id;
+            END IF;
+        ELSIF waiting.until <= now_ms THEN
+            got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+        END IF;
+        IF got IS NOT NULL THEN
+            -- the wait ends here: its step recorded, unless an emit recorded it
+            -- first (then what it recorded; under REPEATABLE READ, a record
+            -- this snapshot cannot see is a serialization failure, 40001: try
+            -- again)
+            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+            VALUES (rq_wait_event.id, step.instance, got, holder, now_ms, 'event')
+            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+            IF NOT FOUND THEN
+                SELECT s.result INTO got FROM @extschema@.job_steps s
+                WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
+            END IF;
+            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        END IF;
     END IF;
     IF got IS NOT NULL THEN
-        -- the wait ends here: its step recorded, unless an emit recorded it
-        -- first (then what it recorded; under REPEATABLE READ, a record
-        -- this snapshot cannot see is a serialization failure, 40001: try
-        -- again)
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
-        VALUES (rq_wait_event.id, rq_wait_event.name, got, holder, now_ms)
-        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT s.result INTO got FROM @extschema@.job_steps s
-            WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
-        END IF;
-        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        -- gone past in this attempt: its name called again is the next wait
+        UPDATE @extschema@.job_steps s SET passed_by = holder
+        WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
+        -- (a JSON null is no payload, as an emit without one)
         payload := nullif(got -> 'payload', 'null'::jsonb);
         timed_out := coalesce((got ->> 'timed_out')::boolean, false);
         RETURN;
@@ -3603,7 +3697,7 @@ BEGIN
         attempt => holder);
     -- one wait a job: a wait left by another step gives way
     INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_event.id, job.queue, rq_wait_event.name, rq_wait_event.event, waiting.since, waiting.until)
+    VALUES (rq_wait_event.id, job.queue, step.instance, rq_wait_event.event, waiting.since, waiting.until)
     ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
     SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
     -- under REPEATABLE READ an emit that committed after this snapshot is
@@ -3628,6 +3722,7 @@ DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     waiting @extschema@.job_waits;
     job     @extschema@.jobs;
+    reached bigint := 0;
     resumed bigint := 0;
 BEGIN
     FOR waiting IN
@@ -3635,11 +3730,12 @@ BEGIN
         WHERE w.event = emitted.name AND w.since <= emitted.kept_until
         RETURNING w.*
     LOOP
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        reached := reached + 1;
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
         SELECT waiting.job_id, waiting.name,
                jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
                                   'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at)),
-               j.attempts, now_ms
+               j.attempts, now_ms, 'event'
         FROM @extschema@.jobs j WHERE j.id = waiting.job_id
         ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
         UPDATE @extschema@.jobs j SET scheduled_at = now_ms
@@ -3651,18 +3747,25 @@ BEGIN
             resumed := resumed + 1;
         END IF;
     END LOOP;
+    -- an event that waited for its reader was read by the waits it reached
+    IF emitted.until_read AND reached > 0 THEN
+        DELETE FROM @extschema@.emitted_events e WHERE e.id = emitted.id;
+    END IF;
     RETURN resumed;
 END
 $$;
 
 -- Emits event `event` with `payload`: every job parked for it resumes at
--- once and reads the payload as its step's result; a job that starts
--- waiting for it within `keep` gets it too. How many parked jobs it
+-- once and reads the payload as its step's result. Without a keep, an
+-- event no job waits for yet waits for its reader: the first wait for it
+-- gets it and consumes it, for up to raquel.event_retention (7 days by
+-- default); with a keep, every job that starts waiting for it within the
+-- keep gets it (at most raquel.max_event_keep). How many parked jobs it
 -- resumed; NULL for a caller that may not read the jobs table, which learns
 -- nothing of who waits. Runs with the extension owner's rights; not for
 -- PUBLIC: rq_grant_emitter lets a role emit, limited to event names with a
--- prefix when given one. keep is at most raquel.max_event_keep.
-CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT '10 minutes')
+-- prefix when given one.
+CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -3681,15 +3784,13 @@ BEGIN
     -- held to raquel.max_event_size (54000): it is copied into the step of
     -- every job parked for it
     PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
-    IF keep_ms IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
-    END IF;
     PERFORM raquel_internal.rq_event_turn(rq_emit.event, true);
     -- the emit's instant is after its turn: every wait it can see began
     -- before it, and is reached whatever the keep
     now_ms := raquel_internal.rq_now_ms();
-    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until)
-    VALUES (rq_emit.event, rq_emit.payload, now_ms, now_ms + keep_ms)
+    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until, until_read)
+    VALUES (rq_emit.event, rq_emit.payload, now_ms,
+            now_ms + coalesce(keep_ms, raquel_internal.rq_event_retention_ms()), keep_ms IS NULL)
     RETURNING e.* INTO emitted;
     -- under REPEATABLE READ a wait that committed after this snapshot is not
     -- seen here: the background worker looks in at commit
@@ -4360,13 +4461,17 @@ COMMENT ON COLUMN job_parents.parent_id IS
 COMMENT ON COLUMN job_steps.job_id IS
     'The job (jobs.id) that recorded the step; its steps are deleted with it.';
 COMMENT ON COLUMN job_steps.name IS
-    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event).';
+    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
 COMMENT ON COLUMN job_steps.result IS
     'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
 COMMENT ON COLUMN job_steps.attempt IS
     'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
 COMMENT ON COLUMN job_steps.recorded_at IS
     'When the step was recorded, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN job_steps.kind IS
+    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
+COMMENT ON COLUMN job_steps.passed_by IS
+    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
 
 -- job_waits
 COMMENT ON COLUMN job_waits.job_id IS
@@ -4392,7 +4497,9 @@ COMMENT ON COLUMN emitted_events.payload IS
 COMMENT ON COLUMN emitted_events.emitted_at IS
     'When the event was emitted, ms since the Unix epoch, UTC.';
 COMMENT ON COLUMN emitted_events.kept_until IS
-    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep); deleted an hour later.';
+    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
+COMMENT ON COLUMN emitted_events.until_read IS
+    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
 
 -- event_emitters
 COMMENT ON COLUMN event_emitters.role IS
@@ -4502,6 +4609,14 @@ COMMENT ON COLUMN rq_schedules.last_error IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- finalize
 -- What each public object is for, in the catalog (\df+, \dv+, \dt+ and
 -- obj_description show it): every function of the extension's schema
@@ -4554,7 +4669,7 @@ COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
 COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
     'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
 COMMENT ON FUNCTION rq_emit(text, jsonb, interval) IS
-    'raquel: emits an event: the jobs parked for it resume with its payload, and jobs that start waiting within keep get it too. Not for PUBLIC.';
+    'raquel: emits an event: the jobs parked for it resume with its payload; without a keep, the first wait for it reads it (within raquel.event_retention), with one, every wait that starts within keep. Not for PUBLIC.';
 COMMENT ON FUNCTION rq_grant_emitter(regrole, text) IS
     'raquel: lets a role emit events (rq_emit), only those whose name begins with prefix when one is given; for the extension''s owner.';
 

@@ -17,6 +17,14 @@ CREATE TABLE job_steps (
     -- the attempt (the claim's fencing token) that recorded it
     attempt     integer NOT NULL,
     recorded_at bigint  NOT NULL,
+    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
+    -- 'event' (rq_wait_event); a call of one kind never reads a step of
+    -- another (sql/waits.sql rq_step_instance)
+    kind        text    NOT NULL DEFAULT 'step',
+    -- the last attempt that went past this sleep or wait, so that its
+    -- name called again in that attempt (a loop) is the next one, name#2
+    -- … (0.6.0, sql/waits.sql rq_step_instance)
+    passed_by   integer,
     CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
 );
 

@@ -32,14 +32,18 @@ COMMENT ON TABLE job_waits IS
     'raquel durable jobs: the jobs parked until an event is emitted (rq_wait_event). Times in ms since the Unix epoch (UTC).';
 
 -- Events emitted, each kept until `kept_until` so that a job that starts
--- waiting for it a little later (the worker was still on its way to the
--- wait when the webhook came) gets it too.
+-- waiting for it later (the worker was still on its way to the wait when
+-- the webhook came) gets it too. An event emitted without a keep waits
+-- for its reader (`until_read`, 0.6.0): the first wait that reads it, or
+-- the jobs parked for it when it comes, consume it, and it goes; unread,
+-- it is kept for raquel.event_retention (7 days by default).
 CREATE TABLE emitted_events (
     id         bigint GENERATED ALWAYS AS IDENTITY,
     name       text   NOT NULL,
     payload    jsonb,
     emitted_at bigint NOT NULL,
     kept_until bigint NOT NULL,
+    until_read boolean NOT NULL DEFAULT false,
     CONSTRAINT emitted_events_pkey PRIMARY KEY (id)
 );
 CREATE INDEX emitted_events_name_idx ON emitted_events (name, kept_until);
@@ -128,12 +132,60 @@ BEGIN
 END
 $$;
 
+-- The step that a call of kind `kind` ('sleep', 'event') by attempt
+-- `holder` under `name` is: `name` the first time in an attempt, `name#2`
+-- the second, and so on (the first of them that this attempt has not gone
+-- past: a loop that sleeps under one name sleeps each time round, as its
+-- next attempt replays it), and what is recorded for it (recorded false:
+-- nothing yet). A step of that name of another kind is refused (55000): a
+-- name renamed or reused by a deploy would otherwise read what another
+-- kind of step recorded (a sleep passing at once on rq_step's record).
+CREATE FUNCTION raquel_internal.rq_step_instance(
+    id       uuid,
+    name     text,
+    kind     text,
+    holder   integer,
+    OUT instance text,
+    OUT recorded boolean,
+    OUT result   jsonb
+)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n    integer := 1;
+    step record;
+BEGIN
+    LOOP
+        instance := CASE WHEN n = 1 THEN rq_step_instance.name ELSE rq_step_instance.name || '#' || n END;
+        SELECT s.kind, s.result, s.attempt, s.recorded_at, s.passed_by INTO step
+        FROM @extschema@.job_steps s WHERE s.job_id = rq_step_instance.id AND s.name = instance;
+        IF NOT FOUND THEN
+            recorded := false;
+            RETURN;
+        END IF;
+        IF step.kind <> rq_step_instance.kind THEN
+            PERFORM raquel_internal.rq_refuse('step_kind', ARRAY[instance, rq_step_instance.id::text, step.kind,
+                rq_step_instance.kind, step.attempt::text, raquel_internal.rq_ms_to_timestamptz(step.recorded_at)::text]);
+        END IF;
+        IF step.passed_by IS DISTINCT FROM holder THEN
+            recorded := true;
+            result := step.result;
+            RETURN;
+        END IF;
+        n := n + 1;
+    END LOOP;
+END
+$$;
+
 -- Puts the claimed job `id` to sleep until `at` plus `delay` (one of them
 -- at least), as step `name`: true, the job sleeps (commit, and leave the
 -- job alone: the claim is over); false, the sleep is over (go on with the
 -- next step). The step records the instant; on a later attempt the same
 -- call answers false once that instant has passed (and puts the job back
--- to sleep if it was claimed early, by hand). Uses up no retry.
+-- to sleep if it was claimed early, by hand). The same name called again
+-- in one attempt is the next sleep (name#2, …: rq_step_instance), so a
+-- loop sleeps each time round. Uses up no retry.
 CREATE FUNCTION rq_sleep(
     id      uuid,
     attempt integer,
@@ -149,7 +201,8 @@ DECLARE
     -- at most a century from now, whether given as at or as delay
     wake_ms bigint := raquel_internal.rq_due_within_ms(rq_sleep.at, rq_sleep.delay, 'rq_sleep');
     holder  integer;
-    slept   jsonb;
+    now_ms  bigint;
+    step    record;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_sleep.id, rq_sleep.attempt, 'put to sleep');
     PERFORM raquel_internal.rq_refuse_distributed('rq_sleep');
@@ -158,18 +211,26 @@ BEGIN
         PERFORM raquel_internal.rq_refuse('sleep_when', ARRAY[rq_sleep.id::text]);
     END IF;
     holder := raquel_internal.rq_hold(rq_sleep.id, rq_sleep.attempt, 'sleep');
-    SELECT s.result INTO slept FROM @extschema@.job_steps s WHERE s.job_id = rq_sleep.id AND s.name = rq_sleep.name;
-    IF FOUND THEN
+    now_ms := raquel_internal.rq_now_ms();
+    -- the sleep this call is (its name, or name#2 … in a loop)
+    SELECT * INTO step FROM raquel_internal.rq_step_instance(rq_sleep.id, rq_sleep.name, 'sleep', holder);
+    IF step.recorded THEN
         -- slept already: the instant recorded then, not the one asked now
-        wake_ms := (slept ->> 'until_ms')::bigint;
+        wake_ms := (step.result ->> 'until_ms')::bigint;
+        IF wake_ms IS NULL OR wake_ms <= now_ms THEN
+            -- gone past in this attempt: its name called again is the next sleep
+            UPDATE @extschema@.job_steps s SET passed_by = holder
+            WHERE s.job_id = rq_sleep.id AND s.name = step.instance;
+            RETURN false;
+        END IF;
     ELSE
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
-        VALUES (rq_sleep.id, rq_sleep.name,
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind, passed_by)
+        VALUES (rq_sleep.id, step.instance,
                 jsonb_build_object('sleep_until', raquel_internal.rq_ms_to_timestamptz(wake_ms), 'until_ms', wake_ms),
-                holder, raquel_internal.rq_now_ms());
-    END IF;
-    IF wake_ms IS NULL OR wake_ms <= raquel_internal.rq_now_ms() THEN
-        RETURN false;
+                holder, now_ms, 'sleep', CASE WHEN wake_ms <= now_ms THEN holder END);
+        IF wake_ms <= now_ms THEN
+            RETURN false;
+        END IF;
     END IF;
     PERFORM raquel_internal.rq_reschedule(rq_sleep.id, at => raquel_internal.rq_ms_to_timestamptz(wake_ms), attempt => holder);
     RETURN true;
@@ -181,8 +242,12 @@ $$;
 -- (commit, and leave the job alone: the claim is over); it comes back when
 -- the event is emitted or the timeout passes, and its next attempt, calling
 -- this again, gets the event's payload (parked false) or hears that the
--- wait timed out (timed_out true). An emit kept when the wait begins
--- (rq_emit's `keep`) reaches it at once, without parking. Uses up no retry.
+-- wait timed out (timed_out true). A wait without a timeout waits at most
+-- raquel.max_event_wait (30 days by default; 0: no limit), then times out.
+-- An emit kept when the wait begins (rq_emit's `keep`, or one that waits
+-- for its reader) reaches it at once, without parking. The same name
+-- called again in one attempt is the next wait (name#2, …). Uses up no
+-- retry.
 CREATE FUNCTION rq_wait_event(
     id        uuid,
     attempt   integer,
@@ -198,11 +263,14 @@ LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- from 0 to a century (3,153,600,000,000 ms), as a delay
-    timeout_ms bigint := raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000);
+    -- from 0 to a century (3,153,600,000,000 ms), as a delay; without one,
+    -- raquel.max_event_wait (NULL: no limit)
+    timeout_ms bigint := coalesce(raquel_internal.rq_interval_ms(rq_wait_event.timeout, 'timeout', 0, 3153600000000),
+                                  raquel_internal.rq_max_event_wait_ms());
     holder     integer;
     now_ms     bigint;
     got        jsonb;
+    step       record;
     waiting    @extschema@.job_waits;
     emitted    @extschema@.emitted_events;
     job        @extschema@.jobs;
@@ -219,40 +287,48 @@ BEGIN
     PERFORM raquel_internal.rq_event_turn(rq_wait_event.event, false);
     parked := false;
     timed_out := false;
-    -- waited already: what the step recorded (the event's payload, or the timeout)
-    SELECT s.result INTO got FROM @extschema@.job_steps s
-    WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
-    IF FOUND THEN
-        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name;
-        -- (a JSON null is no payload, as an emit without one)
-        payload := nullif(got -> 'payload', 'null'::jsonb);
-        timed_out := coalesce((got ->> 'timed_out')::boolean, false);
-        RETURN;
-    END IF;
-    SELECT w.* INTO waiting FROM @extschema@.job_waits w
-    WHERE w.job_id = rq_wait_event.id AND w.name = rq_wait_event.name AND w.event = rq_wait_event.event;
-    SELECT e.* INTO emitted FROM @extschema@.emitted_events e
-    WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
-    ORDER BY e.id DESC LIMIT 1;
-    IF FOUND THEN
-        got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
-                                  'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
-    ELSIF waiting.until <= now_ms THEN
-        got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+    -- the wait this call is (its name, or name#2 … in a loop)
+    SELECT * INTO step FROM raquel_internal.rq_step_instance(rq_wait_event.id, rq_wait_event.name, 'event', holder);
+    IF step.recorded THEN
+        -- waited already: what the step recorded (the event's payload, or the timeout)
+        got := step.result;
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id AND w.name = step.instance;
+    ELSE
+        SELECT w.* INTO waiting FROM @extschema@.job_waits w
+        WHERE w.job_id = rq_wait_event.id AND w.name = step.instance AND w.event = rq_wait_event.event;
+        SELECT e.* INTO emitted FROM @extschema@.emitted_events e
+        WHERE e.name = rq_wait_event.event AND e.kept_until >= coalesce(waiting.since, now_ms)
+        ORDER BY e.id DESC LIMIT 1;
+        IF FOUND THEN
+            got := jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
+                                      'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at));
+            -- an event that waited for its reader is read now, and goes
+            IF emitted.until_read THEN
+                DELETE FROM @extschema@.emitted_events e WHERE e.id = emitted.id;
+            END IF;
+        ELSIF waiting.until <= now_ms THEN
+            got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
+        END IF;
+        IF got IS NOT NULL THEN
+            -- the wait ends here: its step recorded, unless an emit recorded it
+            -- first (then what it recorded; under REPEATABLE READ, a record
+            -- this snapshot cannot see is a serialization failure, 40001: try
+            -- again)
+            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+            VALUES (rq_wait_event.id, step.instance, got, holder, now_ms, 'event')
+            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+            IF NOT FOUND THEN
+                SELECT s.result INTO got FROM @extschema@.job_steps s
+                WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
+            END IF;
+            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        END IF;
     END IF;
     IF got IS NOT NULL THEN
-        -- the wait ends here: its step recorded, unless an emit recorded it
-        -- first (then what it recorded; under REPEATABLE READ, a record
-        -- this snapshot cannot see is a serialization failure, 40001: try
-        -- again)
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
-        VALUES (rq_wait_event.id, rq_wait_event.name, got, holder, now_ms)
-        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT s.result INTO got FROM @extschema@.job_steps s
-            WHERE s.job_id = rq_wait_event.id AND s.name = rq_wait_event.name;
-        END IF;
-        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+        -- gone past in this attempt: its name called again is the next wait
+        UPDATE @extschema@.job_steps s SET passed_by = holder
+        WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
+        -- (a JSON null is no payload, as an emit without one)
         payload := nullif(got -> 'payload', 'null'::jsonb);
         timed_out := coalesce((got ->> 'timed_out')::boolean, false);
         RETURN;
@@ -267,7 +343,7 @@ BEGIN
         attempt => holder);
     -- one wait a job: a wait left by another step gives way
     INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_event.id, job.queue, rq_wait_event.name, rq_wait_event.event, waiting.since, waiting.until)
+    VALUES (rq_wait_event.id, job.queue, step.instance, rq_wait_event.event, waiting.since, waiting.until)
     ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
     SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
     -- under REPEATABLE READ an emit that committed after this snapshot is
@@ -292,6 +368,7 @@ DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     waiting @extschema@.job_waits;
     job     @extschema@.jobs;
+    reached bigint := 0;
     resumed bigint := 0;
 BEGIN
     FOR waiting IN
@@ -299,11 +376,12 @@ BEGIN
         WHERE w.event = emitted.name AND w.since <= emitted.kept_until
         RETURNING w.*
     LOOP
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at)
+        reached := reached + 1;
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
         SELECT waiting.job_id, waiting.name,
                jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
                                   'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at)),
-               j.attempts, now_ms
+               j.attempts, now_ms, 'event'
         FROM @extschema@.jobs j WHERE j.id = waiting.job_id
         ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
         UPDATE @extschema@.jobs j SET scheduled_at = now_ms
@@ -315,18 +393,25 @@ BEGIN
             resumed := resumed + 1;
         END IF;
     END LOOP;
+    -- an event that waited for its reader was read by the waits it reached
+    IF emitted.until_read AND reached > 0 THEN
+        DELETE FROM @extschema@.emitted_events e WHERE e.id = emitted.id;
+    END IF;
     RETURN resumed;
 END
 $$;
 
 -- Emits event `event` with `payload`: every job parked for it resumes at
--- once and reads the payload as its step's result; a job that starts
--- waiting for it within `keep` gets it too. How many parked jobs it
+-- once and reads the payload as its step's result. Without a keep, an
+-- event no job waits for yet waits for its reader: the first wait for it
+-- gets it and consumes it, for up to raquel.event_retention (7 days by
+-- default); with a keep, every job that starts waiting for it within the
+-- keep gets it (at most raquel.max_event_keep). How many parked jobs it
 -- resumed; NULL for a caller that may not read the jobs table, which learns
 -- nothing of who waits. Runs with the extension owner's rights; not for
 -- PUBLIC: rq_grant_emitter lets a role emit, limited to event names with a
--- prefix when given one. keep is at most raquel.max_event_keep.
-CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT '10 minutes')
+-- prefix when given one.
+CREATE FUNCTION rq_emit(event text, payload jsonb DEFAULT NULL, keep interval DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -345,15 +430,13 @@ BEGIN
     -- held to raquel.max_event_size (54000): it is copied into the step of
     -- every job parked for it
     PERFORM raquel_internal.rq_check_event_payload(rq_emit.event, pg_column_size(rq_emit.payload));
-    IF keep_ms IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('event_keep_null', ARRAY[rq_emit.event]);
-    END IF;
     PERFORM raquel_internal.rq_event_turn(rq_emit.event, true);
     -- the emit's instant is after its turn: every wait it can see began
     -- before it, and is reached whatever the keep
     now_ms := raquel_internal.rq_now_ms();
-    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until)
-    VALUES (rq_emit.event, rq_emit.payload, now_ms, now_ms + keep_ms)
+    INSERT INTO @extschema@.emitted_events AS e (name, payload, emitted_at, kept_until, until_read)
+    VALUES (rq_emit.event, rq_emit.payload, now_ms,
+            now_ms + coalesce(keep_ms, raquel_internal.rq_event_retention_ms()), keep_ms IS NULL)
     RETURNING e.* INTO emitted;
     -- under REPEATABLE READ a wait that committed after this snapshot is not
     -- seen here: the background worker looks in at commit

@@ -145,8 +145,6 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         "event_name_long" => Refusal::new(invalid, format!("event name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
         "parents_of_null" => Refusal::new(invalid, "rq_parents: id must not be null"),
         "parents_of_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("rq_parents: there is no job {v0}")),
-        "event_keep_null" => Refusal::new(invalid, format!("rq_emit: keep must not be null (event {v0})"))
-            .hint("keep is how long a job that starts waiting later still gets the event; '0' for none."),
         "step_name_long" => Refusal::new(invalid, format!("step name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
         "step_recorded" => Refusal::new(
             PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
@@ -154,6 +152,22 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         )
         .detail(format!("Attempt {v2} recorded it at {v3}."))
         .hint("Read the steps recorded (SELECT name, result FROM job_steps WHERE job_id = …) and skip those that are done."),
+        // v0 the step's name, v1 the job, v2 the kind recorded, v3 the
+        // call's kind, v4 the attempt that recorded it, v5 when
+        "step_kind" => {
+            let kind = |k: &str| match k {
+                "step" => "a step (rq_step)",
+                "sleep" => "a sleep (rq_sleep)",
+                "event" => "a wait for an event (rq_wait_event)",
+                _ => "a step of another kind",
+            };
+            Refusal::new(wrong_state, format!("step {v0:?} of job {v1} is {}, not {}", kind(&v2), kind(&v3)))
+                .detail(format!("Attempt {} recorded it at {}.", value(4), value(5)))
+                .hint(
+                    "A name is one step of one kind in a job's run. If a deploy renamed or reused it, give this call a \
+                     name of its own: the jobs in flight keep what their steps recorded.",
+                )
+        }
         "event_out_of_scope" => Refusal::new(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("role {v1} may not emit event {v0}"),

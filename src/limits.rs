@@ -134,7 +134,7 @@ pub unsafe fn check_result(result: Option<pg_sys::Datum>, what: impl FnOnce() ->
 }
 
 /// rq_emit's keep in ms: from 0 to raquel.max_event_keep (22023 beyond;
-/// NULL stays NULL, which rq_emit refuses with its own message).
+/// NULL stays NULL: an event that waits for its reader, sql/waits.sql).
 #[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
 fn rq_event_keep_ms(keep: Option<Interval>) -> Option<i64> {
     let most = settings::max_event_keep_ms();
@@ -147,6 +147,22 @@ fn rq_event_keep_ms(keep: Option<Interval>) -> Option<i64> {
         }
         ms
     })
+}
+
+/// How long rq_emit keeps an event emitted without a keep, for the first
+/// wait to read it: raquel.event_retention, in ms.
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_event_retention_ms() -> i64 {
+    settings::event_retention_ms()
+}
+
+/// How long a wait for an event without a timeout waits (rq_wait_event):
+/// raquel.max_event_wait in ms, NULL for no limit.
+#[pg_extern(stable, parallel_safe, schema = "raquel_internal")]
+#[search_path(pg_catalog, pg_temp)]
+fn rq_max_event_wait_ms() -> Option<i64> {
+    settings::max_event_wait_ms()
 }
 
 /// check_size for an event's payload (rq_emit, written in PL/pgSQL), given

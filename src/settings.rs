@@ -18,6 +18,8 @@ static MAX_PAYLOAD_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_RESULT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 static MAX_EVENT_KEEP_S: GucSetting<i32> = GucSetting::<i32>::new(24 * 3600);
+static EVENT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 3600);
+static MAX_EVENT_WAIT_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 3600);
 static CURSOR_QUEUES: GucSetting<i32> = GucSetting::<i32>::new(512);
 static CURSOR_PRIORITIES: GucSetting<i32> = GucSetting::<i32>::new(8);
 static CURSOR_NAME_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64);
@@ -129,6 +131,26 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::UNIT_S,
     );
+    GucRegistry::define_int_guc(
+        c"raquel.event_retention",
+        c"How long an event emitted without a keep waits for a wait to read it (rq_emit).",
+        c"Such an event is kept until the first wait for it reads it, or for this long; then it goes.",
+        &EVENT_RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"raquel.max_event_wait",
+        c"The longest a wait for an event without a timeout waits (rq_wait_event); 0: no limit.",
+        c"At its end the wait times out, as one with that timeout would: the job's next attempt hears timed_out.",
+        &MAX_EVENT_WAIT_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
     // The claim cursors' shared memory (src/cursors.rs), sized once when the
     // server starts: a claim beyond a limit walks its queue from the start
     // (correct, slower behind a held snapshot) and is counted
@@ -226,6 +248,15 @@ pub fn max_event_size() -> usize {
 
 pub fn max_event_keep_ms() -> i64 {
     i64::from(MAX_EVENT_KEEP_S.get().max(0)) * 1000
+}
+
+pub fn event_retention_ms() -> i64 {
+    i64::from(EVENT_RETENTION_S.get().max(0)) * 1000
+}
+
+/// None: no limit (the setting's 0).
+pub fn max_event_wait_ms() -> Option<i64> {
+    Some(i64::from(MAX_EVENT_WAIT_S.get().max(0)) * 1000).filter(|&ms| ms > 0)
 }
 
 pub fn cursor_queues() -> usize {

@@ -128,10 +128,18 @@ pub unsafe fn step_from_args(fcinfo: pg_sys::FunctionCallInfo, fenced: bool) -> 
             let statement =
                 Statement { shape: Shape { name: "step_recorded_by", variant: 0 }, text: &text, types: &types };
             if statements::run_once(&statement, &[id.into_datum(), name.into_datum()]) == 1 {
-                // SAFETY: one row of (attempt, when).
-                let (by, when) = unsafe { (statements::value::<i32>(0, 1), statements::value::<String>(0, 2)) };
-                errors::named("step_recorded", &[Some(name.into()), Some(id.to_string()), by.map(|a| a.to_string()), when])
-                    .raise()
+                // SAFETY: one row of (attempt, when, kind).
+                let (by, when, kind) = unsafe {
+                    (statements::value::<i32>(0, 1), statements::value::<String>(0, 2), statements::value::<String>(0, 3))
+                };
+                let (by, id) = (by.map(|a| a.to_string()), Some(id.to_string()));
+                match kind.as_deref() {
+                    // a sleep's or a wait's name, given to rq_step
+                    Some(other) if other != "step" => {
+                        errors::named("step_kind", &[Some(name.into()), id, Some(other.into()), Some("step".into()), by, when]).raise()
+                    }
+                    _ => errors::named("step_recorded", &[Some(name.into()), id, by, when]).raise(),
+                }
             }
             Cannot::Changed.refusal("step", Some(id), attempt, &["claimed"]).raise()
         }

@@ -879,8 +879,6 @@ SELECT rq_emit('');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT rq_emit(repeat('e', 1001));
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
-SELECT rq_emit('e', NULL, keep => NULL);
-SELECT pg_temp.outcome('22023', :'SQLSTATE');
 SELECT rq_emit('e', NULL, keep => '-1 minute');
 SELECT pg_temp.outcome('22023', :'SQLSTATE');
 -- results, step results and event payloads are held to their settings

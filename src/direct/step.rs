@@ -38,14 +38,23 @@ pub struct NewStep {
 }
 
 /// job_steps's columns as sql/steps.sql makes them (name, type, NOT
-/// NULL), in the order a new step's values are given (`insert`).
-const STEP_COLUMNS: [(&str, pg_sys::Oid, bool); 5] = [
-    ("job_id", pg_sys::UUIDOID, true),
-    ("name", pg_sys::TEXTOID, true),
-    ("result", pg_sys::JSONBOID, false),
-    ("attempt", pg_sys::INT4OID, true),
-    ("recorded_at", pg_sys::INT8OID, true),
+/// NULL, required), in the order a new step's values are given (`insert`).
+/// kind and passed_by came with 0.6.0: a table of 0.5.0's not yet updated
+/// has neither.
+const STEP_COLUMNS: [(&str, pg_sys::Oid, bool, bool); 7] = [
+    ("job_id", pg_sys::UUIDOID, true, true),
+    ("name", pg_sys::TEXTOID, true, true),
+    ("result", pg_sys::JSONBOID, false, true),
+    ("attempt", pg_sys::INT4OID, true, true),
+    ("recorded_at", pg_sys::INT8OID, true, true),
+    ("kind", pg_sys::TEXTOID, true, false),
+    ("passed_by", pg_sys::INT4OID, false, false),
 ];
+
+thread_local! {
+    /// The kind of a step rq_step records (sql/steps.sql), made once per backend.
+    static STEP: pg_sys::Datum = super::lasting_text(c"step");
+}
 
 /// Records `step` in the table `steps` (job_steps) of the job in `table`
 /// (jobs), and returns its row (a composite datum of job_steps's type in
@@ -145,8 +154,9 @@ unsafe fn lock_claimed(
     }
 }
 
-/// Where each of STEP_COLUMNS is in `rel`'s rows (attribute number - 1),
-/// or None when job_steps is not as raquel made it: a plain heap table
+/// Where each of STEP_COLUMNS is in `rel`'s rows (attribute number - 1;
+/// usize::MAX for a column it need not have and has not), or None when
+/// job_steps is not as raquel made it: a plain heap table
 /// (not a partition) without row security, rules, triggers, CHECK
 /// constraints or generated columns, with those columns alone, each of
 /// its type (no domain) and NOT NULL as made.
@@ -167,13 +177,13 @@ unsafe fn step_layout(rel: pg_sys::Relation) -> Option<[usize; STEP_COLUMNS.len(
             }
             let name = std::ffi::CStr::from_ptr(attr.attname.data.as_ptr()).to_str().ok()?;
             let c = STEP_COLUMNS.iter().position(|(n, ..)| *n == name)?;
-            let (_, type_oid, not_null) = STEP_COLUMNS[c];
+            let (_, type_oid, not_null, _) = STEP_COLUMNS[c];
             if at[c] != usize::MAX || attr.atttypid != type_oid || attr.attnotnull != not_null {
                 return None;
             }
             at[c] = i;
         }
-        (!at.contains(&usize::MAX)).then_some(at)
+        STEP_COLUMNS.iter().zip(at).all(|((.., required), a)| !required || a != usize::MAX).then_some(at)
     }
 }
 
@@ -215,8 +225,19 @@ unsafe fn insert(steps: pg_sys::Oid, cid: pg_sys::CommandId, step: &NewStep) -> 
                 let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
                 let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
                 nulls.fill(true);
-                let given = [step.id.into_datum(), Some(step.name), step.result, step.attempt.into_datum(), step.now_ms.into_datum()];
+                let given = [
+                    step.id.into_datum(),
+                    Some(step.name),
+                    step.result,
+                    step.attempt.into_datum(),
+                    step.now_ms.into_datum(),
+                    Some(STEP.with(|k| *k)),
+                    None,
+                ];
                 for (c, value) in given.into_iter().enumerate() {
+                    if at[c] == usize::MAX {
+                        continue;
+                    }
                     if let Some(value) = value {
                         (values[at[c]], nulls[at[c]]) = (value, false);
                     }

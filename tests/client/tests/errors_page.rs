@@ -156,6 +156,11 @@ fn every_promise_of_the_errors_page_holds() {
             .detail(format!("attempt {}", claimed.1)),
         Case::new("55000", format!("SELECT * FROM rq_retry('{queued}')")).message(&queued).detail("queued"),
         Case::new("55000", format!("SELECT * FROM rq_reschedule('{queued}', 0)")).message(&queued).detail("queued"),
+        // a step's name recorded as another kind
+        Case::new("55000", format!("SELECT rq_sleep('{}', {}, 'ep-kind', delay => '1 hour')", claimed.0, claimed.1))
+            .setup(format!("SELECT rq_step('{}', {}, 'ep-kind', '1')", claimed.0, claimed.1))
+            .message("is a step (rq_step), not a sleep (rq_sleep)")
+            .detail(format!("Attempt {} recorded it at 20", claimed.1)),
         Case::new("0A000", "SELECT * FROM rq_take(ARRAY['ep-paused'])").setup("SELECT rq_pause('ep-paused')").message("ep-paused"),
         Case::new("39P01", "INSERT INTO ep_scratch VALUES (1)")
             .setup(

@@ -208,6 +208,10 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_grant_emitter(regrole,text)",                            No,  No,  No,  "SELECT rq_grant_emitter('pg_monitor', 'x:')"),
     ("raquel_internal.rq_caller()",                               Yes, Yes, Yes, "SELECT raquel_internal.rq_caller()"),
     ("raquel_internal.rq_event_keep_ms(interval)",                Yes, Yes, Yes, "SELECT raquel_internal.rq_event_keep_ms('1 minute')"),
+    ("raquel_internal.rq_event_retention_ms()",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_event_retention_ms()"),
+    ("raquel_internal.rq_max_event_wait_ms()",                    Yes, Yes, Yes, "SELECT raquel_internal.rq_max_event_wait_ms()"),
+    // reads job_steps: a worker's
+    ("raquel_internal.rq_step_instance(uuid,text,text,int)",      No,  No,  Yes, "SELECT * FROM raquel_internal.rq_step_instance('00000000-0000-7000-8000-000000000000', 's', 'sleep', 1)"),
     ("raquel_internal.rq_check_emit_scope(text)",                 No,  No,  No,  "SELECT raquel_internal.rq_check_emit_scope('e')"),
     ("SELECT on event_emitters",                                  No,  No,  No,  "SELECT * FROM event_emitters"),
     ("INSERT on event_emitters",                                  No,  No,  No,  "INSERT INTO event_emitters VALUES (0, 'x')"),

@@ -117,6 +117,49 @@ fn a_producer_granted_at_0_5_0_still_enqueues_from_a_trigger_and_with_jsonb_afte
 }
 
 #[test]
+fn steps_recorded_at_0_5_0_keep_their_kinds_after_the_update() {
+    // 0.6.0 records each step's kind (job_steps.kind): the update reads a
+    // 0.5.0 step's kind from what it recorded, so that a job asleep or
+    // parked across the update goes on, and a name reused as another kind
+    // is refused.
+    let mut c = new_database("rq_upgrade_kinds");
+    c.batch_execute("CREATE EXTENSION raquel VERSION '0.5.0'; SELECT rq_enqueue('sleeper', 'p'); SELECT rq_enqueue('waiter', 'p');")
+        .unwrap();
+    let claim = |c: &mut postgres::Client, queue: &str| -> (String, i32) {
+        let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY[$1])", &[&queue]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    let (sleeper, a) = claim(&mut c, "sleeper");
+    c.batch_execute(&format!(
+        "SELECT rq_step('{sleeper}', 'charge', '1', attempt => {a});
+         SELECT rq_sleep('{sleeper}', 'nap', delay => '1 hour', attempt => {a});"
+    ))
+    .unwrap();
+    let (waiter, w) = claim(&mut c, "waiter");
+    c.batch_execute(&format!("SELECT rq_wait_event('{waiter}', 'pay', 'paid:1', attempt => {w})")).unwrap();
+    c.batch_execute("ALTER EXTENSION raquel UPDATE").unwrap();
+    assert_eq!(one(&mut c, "SELECT string_agg(name || ':' || kind, ' ' ORDER BY name) FROM job_steps"), "charge:step nap:sleep");
+    // the parked job resumes, its step recorded as a wait's
+    assert_eq!(one(&mut c, "SELECT rq_emit('paid:1', '\"yes\"')::text"), "1");
+    let (again, w) = claim(&mut c, "waiter");
+    assert_eq!(again, waiter);
+    assert_eq!(one(&mut c, &format!("SELECT payload::text FROM rq_wait_event('{waiter}', {w}, 'pay', 'paid:1')")), r#""yes""#);
+    // the sleeper, its hour made over, passes its sleep, and its name is a sleep's
+    c.batch_execute(&format!(
+        "UPDATE job_steps SET result = jsonb_set(result, '{{until_ms}}', to_jsonb(rq_now_ms() - 1)) WHERE name = 'nap';
+         UPDATE jobs SET scheduled_at = rq_now_ms() WHERE id = '{sleeper}';"
+    ))
+    .unwrap();
+    let (again, a) = claim(&mut c, "sleeper");
+    assert_eq!(again, sleeper);
+    assert_eq!(one(&mut c, &format!("SELECT rq_sleep('{sleeper}', {a}, 'nap', delay => '1 hour')::text")), "false");
+    let refused = c.batch_execute(&format!("SELECT rq_step('{sleeper}', {a}, 'nap', '1')")).unwrap_err();
+    assert_eq!(refused.code().map(|c| c.code()), Some("55000"), "{refused:?}");
+    drop(c);
+    connect("postgres").batch_execute("DROP DATABASE rq_upgrade_kinds WITH (FORCE)").unwrap();
+}
+
+#[test]
 fn an_install_of_0_1_0_hijacked_at_creation_updates() {
     // 0.1.0's rq_jobs view converted with operators the install resolved on
     // the search_path: in schema public, a role with CREATE there could plant

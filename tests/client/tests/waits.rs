@@ -141,9 +141,12 @@ fn an_emit_resumes_the_parked_job_with_its_payload_and_a_parked_job_times_out() 
     assert_eq!(got, Some((late.clone(), 2)));
     assert!(took >= Duration::from_millis(700), "back after its timeout, not before ({took:?})");
     assert_eq!(wait_event(&mut c, &late, 2, "paid", "never", ""), (false, None, true));
-    // and an emit after the timeout changes nothing
+    // and an emit after the timeout changes nothing: the step keeps its
+    // timeout (the name called again in this attempt would be the next
+    // wait, paid#2: a_loop_that_sleeps_or_waits_under_one_name_does_so_each_time)
     assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('never')"), 0);
-    assert_eq!(wait_event(&mut c, &late, 2, "paid", "never", ""), (false, None, true));
+    let recorded: String = one(&mut c, &format!("SELECT result::text FROM job_steps WHERE job_id = '{late}' AND name = 'paid'"));
+    assert_eq!(recorded, r#"{"event": "never", "timed_out": true}"#);
 }
 
 #[test]
@@ -330,4 +333,112 @@ fn a_parked_job_and_its_children_can_be_cancelled_and_an_emit_then_resumes_nothi
     assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('never-comes')"), 0, "nothing parked to resume");
     assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{parent}'")), "cancelled");
     assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_waits"), 0, "the emit ended the cancelled job's wait");
+}
+
+#[test]
+fn a_step_name_recorded_as_another_kind_is_refused_naming_both() {
+    // 0.5.0: after rq_step(id, 'pay', …), rq_wait_event(id, 'pay', …)
+    // answered parked = f, payload = NULL for an event never emitted, and
+    // rq_sleep(id, 'pay', delay => '1 hour') skipped the hour.
+    let db = fresh_db("raquel_waits_kinds");
+    let mut c = connect(&db);
+    let (id, attempt) = claimed(&mut c, "kinds", "");
+    c.execute("SELECT rq_step($1::text::uuid, $2, 'pay', '{\"charged\": true}')", &[&id, &attempt]).unwrap();
+    let refused = |c: &mut postgres::Client, sql: &str| -> (String, String, String) {
+        let e = c.batch_execute(sql).expect_err(sql);
+        let e = e.as_db_error().expect("a server error").clone();
+        (e.code().code().to_string(), e.message().to_string(), e.detail().unwrap_or_default().to_string())
+    };
+    let (code, message, detail) = refused(&mut c, &format!("SELECT rq_wait_event('{id}', {attempt}, 'pay', 'paid:16')"));
+    assert_eq!(code, "55000");
+    assert!(message.contains("is a step (rq_step), not a wait for an event (rq_wait_event)"), "{message}");
+    assert!(detail.starts_with(&format!("Attempt {attempt} recorded it at ")), "{detail}");
+    let (code, message, _) = refused(&mut c, &format!("SELECT rq_sleep('{id}', {attempt}, 'pay', delay => '1 hour')"));
+    assert_eq!((code.as_str(), message.contains("is a step (rq_step), not a sleep (rq_sleep)")), ("55000", true), "{message}");
+    // and the other way round: a sleep's name given to rq_step
+    assert!(!one::<bool>(&mut c, &format!("SELECT rq_sleep('{id}', {attempt}, 'nap', at => now())")), "a sleep already over");
+    let (code, message, _) = refused(&mut c, &format!("SELECT rq_step('{id}', {attempt}, 'nap', '1')"));
+    assert_eq!((code.as_str(), message.contains("is a sleep (rq_sleep), not a step (rq_step)")), ("55000", true), "{message}");
+    // nothing changed: the job still claimed on its attempt, its steps as they were
+    assert_eq!(one::<String>(&mut c, &format!("SELECT status || ' ' || attempts FROM jobs WHERE id = '{id}'")), format!("claimed {attempt}"));
+    assert_eq!(one::<String>(&mut c, "SELECT string_agg(name || ':' || kind, ' ' ORDER BY name) FROM job_steps"), "nap:sleep pay:step");
+}
+
+#[test]
+fn an_emit_waits_for_its_reader_long_after_and_is_read_once() {
+    // 0.5.0 kept an emit 10 minutes by default: the wait that came later
+    // parked until the year 9999.
+    let db = fresh_db("raquel_waits_reader");
+    let mut c = connect(&db);
+    c.execute("SELECT rq_emit('paid:16', '{\"amount\": 16}')", &[]).unwrap();
+    // eleven minutes pass (the emit's times moved back)
+    c.batch_execute("UPDATE emitted_events SET emitted_at = emitted_at - 660000, kept_until = kept_until - 660000").unwrap();
+    let (id, attempt) = claimed(&mut c, "reader", "");
+    assert_eq!(wait_event(&mut c, &id, attempt, "payment", "paid:16", ""), (false, Some(r#"{"amount": 16}"#.into()), false));
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM emitted_events"), 0, "read, and gone");
+    // read once: a second wait for it parks
+    let (other, attempt2) = claimed(&mut c, "reader-2", "");
+    assert_eq!(wait_event(&mut c, &other, attempt2, "payment", "paid:16", ""), (true, None, false));
+    // an emit that finds jobs parked resumes them all and is read by them
+    assert_eq!(one::<i64>(&mut c, "SELECT rq_emit('paid:16', '2')"), 1);
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM emitted_events"), 0);
+    // unread past raquel.event_retention, it goes
+    c.batch_execute("SET raquel.event_retention = 1").unwrap();
+    c.execute("SELECT rq_emit('brief', '3')", &[]).unwrap();
+    thread::sleep(Duration::from_millis(1100));
+    let (late, attempt3) = claimed(&mut c, "reader-3", "");
+    assert_eq!(wait_event(&mut c, &late, attempt3, "w", "brief", ""), (true, None, false), "past its retention");
+}
+
+#[test]
+fn a_wait_without_a_timeout_ends_at_raquel_max_event_wait() {
+    // 0.5.0: such a wait was due at 9999-12-31, for ever if its event was lost
+    let db = fresh_db("raquel_waits_longest");
+    let mut c = connect(&db);
+    let (id, attempt) = claimed(&mut c, "longest", "");
+    assert!(wait_event(&mut c, &id, attempt, "w", "never-emitted", "").0);
+    let due_in_days: f64 =
+        one(&mut c, &format!("SELECT (scheduled_at - rq_now_ms()) / 86400000.0::float8 FROM jobs WHERE id = '{id}'"));
+    assert!((29.9..=30.0).contains(&due_in_days), "due after raquel.max_event_wait (30 days), not at the end of time: {due_in_days}");
+    // a setting of one second: the wait times out then
+    c.batch_execute("SET raquel.max_event_wait = 1").unwrap();
+    let (short, attempt) = claimed(&mut c, "longest-short", "");
+    assert!(wait_event(&mut c, &short, attempt, "w", "never-emitted", "").0);
+    let (got, took) = claim_in_another_session(&db, "longest-short", "10 seconds").join().unwrap();
+    assert_eq!(got, Some((short.clone(), attempt + 1)));
+    assert!(took >= Duration::from_millis(700), "due after its second, not before ({took:?})");
+    assert_eq!(wait_event(&mut c, &short, attempt + 1, "w", "never-emitted", ""), (false, None, true));
+}
+
+#[test]
+fn a_loop_that_sleeps_or_waits_under_one_name_does_so_each_time() {
+    // 0.5.0: the second rq_sleep of a name returned at once, so a loop of
+    // sleeps slept once
+    let db = fresh_db("raquel_waits_loop");
+    let mut c = connect(&db);
+    let (id, first) = claimed(&mut c, "loop", "");
+    let sleep = |c: &mut postgres::Client, attempt: i32| -> bool {
+        one(c, &format!("SELECT rq_sleep('{id}', {attempt}, 'tick', delay => '300 milliseconds')"))
+    };
+    assert!(sleep(&mut c, first), "the first turn sleeps");
+    let mut attempt = first;
+    for turn in 2..=3 {
+        let (got, _) = claim_in_another_session(&db, "loop", "10 seconds").join().unwrap();
+        attempt = got.expect("woken").1;
+        // the replay goes past every sleep done, then sleeps the next turn's
+        for _ in 1..turn {
+            assert!(!sleep(&mut c, attempt), "turn {turn}: a sleep done is passed");
+        }
+        assert!(sleep(&mut c, attempt), "turn {turn}: the next sleep sleeps");
+    }
+    let names: String = one(&mut c, &format!("SELECT string_agg(name, ' ' ORDER BY name) FROM job_steps WHERE job_id = '{id}'"));
+    assert_eq!(names, "tick tick#2 tick#3");
+    assert_eq!(one::<i32>(&mut c, &format!("SELECT requeues FROM jobs WHERE id = '{id}'")), attempt, "each sleep used up no retry");
+
+    // waits too: the same name in one attempt is the next wait
+    let (waiter, attempt) = claimed(&mut c, "loop-waits", "");
+    c.execute("SELECT rq_emit('answer:1', '1')", &[]).unwrap();
+    assert_eq!(wait_event(&mut c, &waiter, attempt, "ask", "answer:1", ""), (false, Some("1".into()), false));
+    assert_eq!(wait_event(&mut c, &waiter, attempt, "ask", "answer:2", ""), (true, None, false), "ask#2 waits for its own");
+    assert_eq!(one::<String>(&mut c, &format!("SELECT name FROM job_waits WHERE job_id = '{waiter}'")), "ask#2");
 }
