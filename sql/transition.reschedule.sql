@@ -1,6 +1,6 @@
 -- The statement rq_reschedule (src/job_verbs.rs) prepares once per backend;
 -- not part of the install script. The parameters of it and of
--- sql/transition.reject.sql, sql/transition.extend.sql,
+-- sql/transition.reject.sql, sql/job_verbs.extend.sql,
 -- sql/transition.cancel.sql and sql/transition.retry.sql (each reads the
 -- ones it needs):
 --   $1 id uuid, $2 attempt integer (the claim's fencing token), $3 now

@@ -587,9 +587,12 @@ impl Claim {
                 waiters::pass_on(queue);
             }
             if !first {
-                // settings changed while it slept (rq_resume, rq_set_limits) hold now
+                // settings changed while it slept (rq_resume, rq_set_limits)
+                // hold now: read from the table, since the change that woke
+                // it may have committed without its invalidation sent yet
                 // SAFETY: processes pending invalidations, as any lock acquisition does.
                 unsafe { pg_sys::AcceptInvalidationMessages() };
+                flow::forget_settings();
                 self.flow = flow::for_claim(self.function, self.queue_names.as_deref());
             }
             first = false;

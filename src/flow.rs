@@ -55,6 +55,15 @@ thread_local! {
 /// table in the schema of `function` when the copy was dropped. Connected to
 /// SPI. A database whose raquel predates the table (one not yet updated)
 /// has no settings, and is asked again next time.
+/// Drops this backend's copy of the settings: the next look reads the
+/// table. For a waiting claim woken by rq_resume or rq_set_limits, which
+/// wake it at their commit before their invalidation messages are sent
+/// (PostgreSQL runs the commit callbacks first): the copy may not yet know
+/// of the change that woke it.
+pub fn forget_settings() {
+    SETTINGS.with(|s| s.borrow_mut().take());
+}
+
 fn with_settings<T>(function: pg_sys::Oid, f: impl FnOnce(&HashMap<String, Settings>) -> T) -> T {
     let loaded = SETTINGS.with(|s| s.borrow().is_some());
     if !loaded {

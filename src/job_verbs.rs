@@ -4,7 +4,8 @@
 //! cancelled) and `rq_retry` (ended → queued). Declared in
 //! sql/transitions.sql.
 //!
-//! Each is one kept plan of its statement, sql/transition.<verb>.sql; only
+//! Each is one kept plan of its statement, sql/transition.<verb>.sql (for
+//! rq_extend, which changes no status, sql/job_verbs.extend.sql); only
 //! when it matches nothing does the verb look at the job to say why
 //! (src/errors.rs). They were PL/pgSQL until 0.6.0: written here, a refusal
 //! carries no CONTEXT lines of raquel's internal helpers, which a user
@@ -21,6 +22,10 @@ use crate::statements::{self, Shape, Statement};
 use crate::transitions;
 use pgrx::fcinfo::pg_getarg;
 use pgrx::prelude::*;
+
+/// rq_extend's statement: a lease pushed out is no transition of the job's
+/// status, so it is not one of src/transitions.rs's.
+const EXTEND: &str = include_str!("../sql/job_verbs.extend.sql");
 
 /// The parameters of every statement here: id, attempt, now (ms), a time
 /// the verb computed (ms), the job's queue on Citus
@@ -61,7 +66,7 @@ impl Verb {
         match self {
             Verb::Reschedule => transitions::RESCHEDULE,
             Verb::Reject => transitions::REJECT,
-            Verb::Extend => transitions::EXTEND,
+            Verb::Extend => EXTEND,
             Verb::Cancel => transitions::CANCEL,
             Verb::Retry => transitions::RETRY,
         }

@@ -22,7 +22,6 @@
 //! | fail, rescue | claimed → failed, or exhausted | [`FAIL`] (a rescue calls rq_fail) | `direct::end` |
 //! | reschedule, sleep, park | claimed → queued | [`RESCHEDULE`] (rq_sleep and rq_wait_event call rq_reschedule) | |
 //! | reject | claimed → queued | [`REJECT`] | |
-//! | extend | claimed (its lease) | [`EXTEND`] | |
 //! | cancel | unfinished → cancelled | [`CANCEL`] | |
 //! | retry | ended → queued | [`RETRY`] | |
 //! | expire | queued, failed → expired | `rq_expire`, `rq_expire_distributed` | |
@@ -60,8 +59,6 @@ pub(crate) const ENQUEUE: &str = include_str!("../sql/transition.enqueue.sql");
 pub(crate) const RESCHEDULE: &str = include_str!("../sql/transition.reschedule.sql");
 /// rq_reject.
 pub(crate) const REJECT: &str = include_str!("../sql/transition.reject.sql");
-/// rq_extend.
-pub(crate) const EXTEND: &str = include_str!("../sql/transition.extend.sql");
 /// rq_cancel.
 pub(crate) const CANCEL: &str = include_str!("../sql/transition.cancel.sql");
 /// rq_retry.
