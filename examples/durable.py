@@ -1,6 +1,6 @@
 """A durable function in Python (psycopg 3): an order's life as one raquel job.
 
-Each order job runs four steps, and any attempt, after an error or after
+Each order job runs five steps, and any attempt, after an error or after
 its worker was killed, goes on where the last one stopped:
 
 1. "reserve": inserts the order's reservation and records the step in the
@@ -8,7 +8,11 @@ its worker was killed, goes on where the last one stopped:
 2. "cool-off": sleeps a moment (rq_sleep), holding no worker and no lease;
 3. "payment": waits until the event 'paid:<order>' is emitted (rq_wait_event),
    and reads its payload;
-4. "ship": inserts the shipment with the paid amount, records the step and
+4. "pack": enqueues a child job in the queue <queue>-packing, recording its
+   id as a step in the same transaction, and waits for it (rq_wait_job);
+   this worker packs too: a packing job writes its packing and completes
+   with the box, in one transaction;
+5. "ship": inserts the shipment with the paid amount, records the step and
    completes the job with a result, in one transaction.
 
 The job's claim is a lease: a worker killed mid-job loses it, the
@@ -19,7 +23,7 @@ is a write to this database commits with its record, so it happens once.
     RAQUEL_DSN="host=/tmp/raquel-dev port=54320 user=postgres dbname=raquel" \
         python examples/durable.py orders
 
-The tables it writes (reservations, shipments) are made if missing. Prints
+The tables it writes (reservations, packings, shipments) are made if missing. Prints
 one line a step done ("<order> <step>"), for whoever watches. Options:
 --lease (default 5 seconds), --cool-off (default 1 second), --idle-exit
 SECONDS (stop after that long without work; default: run forever).
@@ -35,15 +39,16 @@ from psycopg.types.json import Jsonb
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS reservations (order_id text PRIMARY KEY, job_id uuid NOT NULL);
+CREATE TABLE IF NOT EXISTS packings (order_id text PRIMARY KEY, job_id uuid NOT NULL);
 CREATE TABLE IF NOT EXISTS shipments (order_id text PRIMARY KEY, amount numeric NOT NULL);
 """
 
 
 class Parked(Exception):
-    """The job sleeps or waits for an event: this attempt ends here."""
+    """The job sleeps or waits: this attempt ends here."""
 
 
-def run(conn, job_id, attempt, order, cool_off):
+def run(conn, queue, job_id, attempt, order, cool_off):
     """One attempt of the order's durable function, from its start."""
     done = dict(conn.execute("SELECT name, result FROM job_steps WHERE job_id = %s", [job_id]).fetchall())
 
@@ -74,11 +79,30 @@ def run(conn, job_id, attempt, order, cool_off):
     if parked:
         raise Parked()
 
+    child = step("pack-job", lambda: str(conn.execute(
+        "SELECT id FROM rq_enqueue(%s::text, %s::text)", [f"{queue}-packing", order]).fetchone()[0]))
+    with conn.transaction():
+        parked, status, packed, _error, _timed_out = conn.execute(
+            "SELECT parked, status, result, error, timed_out FROM rq_wait_job(%s, %s, 'packed', %s)",
+            [job_id, attempt, child]).fetchone()
+    if parked:
+        raise Parked()
+    if status != "success":
+        raise RuntimeError(f"packing job {child} ended {status}")
+
     with conn.transaction():
         conn.execute("INSERT INTO shipments VALUES (%s, %s)", [order, paid["amount"]])
         conn.execute("SELECT rq_step(%s, %s, 'ship')", [job_id, attempt])
-        conn.execute("SELECT rq_complete(%s, %s, %s)", [job_id, attempt, Jsonb({"shipped": order})])
+        conn.execute("SELECT rq_complete(%s, %s, %s)", [job_id, attempt, Jsonb({"shipped": order, "box": packed["box"]})])
     print(f"{order} ship", flush=True)
+
+
+def pack(conn, job_id, attempt, order):
+    """A packing job: its packing written and the job completed, in one transaction."""
+    with conn.transaction():
+        conn.execute("INSERT INTO packings VALUES (%s, %s)", [order, job_id])
+        conn.execute("SELECT rq_complete(%s, %s, %s)", [job_id, attempt, Jsonb({"box": f"B-{order}"})])
+    print(f"{order} packed", flush=True)
 
 
 def main():
@@ -95,17 +119,20 @@ def main():
         idle_since = time.monotonic()
         while True:
             job = conn.execute(
-                "SELECT id, attempts, payload FROM rq_claim(ARRAY[%s], worker => %s,"
+                "SELECT id, attempts, payload, queue FROM rq_claim(ARRAY[%s, %s], worker => %s,"
                 " lease => %s::interval, wait => '1 second')",
-                [args.queue, args.worker, f"{args.lease} seconds"]).fetchone()
+                [args.queue, f"{args.queue}-packing", args.worker, f"{args.lease} seconds"]).fetchone()
             if job is None:
                 if args.idle_exit is not None and time.monotonic() - idle_since >= args.idle_exit:
                     return
                 continue
             idle_since = time.monotonic()
-            job_id, attempt, order = job
+            job_id, attempt, order, queue = job
             try:
-                run(conn, job_id, attempt, order, args.cool_off)
+                if queue == args.queue:
+                    run(conn, queue, job_id, attempt, order, args.cool_off)
+                else:
+                    pack(conn, job_id, attempt, order)
             except Parked:
                 pass
             except Exception as error:  # the attempt failed: retried after the backoff

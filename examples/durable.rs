@@ -1,14 +1,17 @@
 //! A durable function in Rust (the `postgres` crate): an order's life as one
 //! raquel job, as examples/durable.py has it.
 //!
-//! Each order job runs four steps, and any attempt, after an error or after
+//! Each order job runs five steps, and any attempt, after an error or after
 //! its worker was killed, goes on where the last one stopped: "reserve"
 //! (a row inserted and the step recorded in one transaction: exactly once),
 //! "cool-off" (rq_sleep: the job sleeps, holding no worker and no lease),
 //! "payment" (rq_wait_event: parked until 'paid:<order>' is emitted; its
-//! payload is the step's result) and "ship" (a row inserted with the paid
-//! amount, the step recorded and the job completed with a result, in one
-//! transaction). A worker killed mid-job loses its lease; the background
+//! payload is the step's result), "pack" (a child job enqueued in
+//! <queue>-packing, its id recorded as the step "pack-job" in the same
+//! transaction, and waited for with rq_wait_job; this worker packs too: a
+//! packing job writes its packing and completes with the box, in one
+//! transaction) and "ship" (a row inserted with the paid amount, the step
+//! recorded and the job completed with a result, in one transaction). A worker killed mid-job loses its lease; the background
 //! worker hands the job out again, and the next attempt skips the steps
 //! recorded.
 //!
@@ -26,16 +29,19 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 const TABLES: &str = "CREATE TABLE IF NOT EXISTS reservations (order_id text PRIMARY KEY, job_id uuid NOT NULL); \
+                      CREATE TABLE IF NOT EXISTS packings (order_id text PRIMARY KEY, job_id uuid NOT NULL); \
                       CREATE TABLE IF NOT EXISTS shipments (order_id text PRIMARY KEY, amount numeric NOT NULL)";
 
-/// How an attempt ended: the job is done, or it sleeps or waits (parked).
+/// How an attempt ended: the job is done, it sleeps or waits (parked), or
+/// what it waited for failed.
 enum Ended {
     Done,
     Parked,
+    Failed(String),
 }
 
 /// One attempt of the order's durable function, from its start.
-fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) -> Result<Ended, postgres::Error> {
+fn run(client: &mut Client, queue: &str, id: &str, attempt: i32, order: &str, cool_off: f64) -> Result<Ended, postgres::Error> {
     let done: HashMap<String, Option<String>> = client
         .query("SELECT name, result::text FROM job_steps WHERE job_id = $1::text::uuid", &[&id])?
         .iter()
@@ -70,15 +76,54 @@ fn run(client: &mut Client, id: &str, attempt: i32, order: &str, cool_off: f64) 
         return Ok(Ended::Parked);
     }
 
+    // the child that packs: its id recorded with its enqueue, so that a
+    // later attempt waits for the same child
+    let child = match done.get("pack-job") {
+        Some(Some(recorded)) => recorded.trim_matches('"').to_string(),
+        _ => {
+            let mut tx = client.transaction()?;
+            let child: String =
+                tx.query_one("SELECT id::text FROM rq_enqueue($1::text || '-packing', $2::text)", &[&queue, &order])?.get(0);
+            tx.execute("SELECT rq_step($1::text::uuid, $2, 'pack-job', to_jsonb($3::text))", &[&id, &attempt, &child])?;
+            tx.commit()?;
+            println!("{order} pack-job");
+            child
+        }
+    };
+    let row = client.query_one(
+        "SELECT parked, status, result->>'box' FROM rq_wait_job($1::text::uuid, $2, 'packed', $3::text::uuid)",
+        &[&id, &attempt, &child],
+    )?;
+    let (parked, status, packed): (bool, Option<String>, Option<String>) = (row.get(0), row.get(1), row.get(2));
+    if parked {
+        return Ok(Ended::Parked);
+    }
+    if status.as_deref() != Some("success") {
+        return Ok(Ended::Failed(format!("packing job {child} ended {status:?}")));
+    }
+
     let mut tx = client.transaction()?;
     tx.execute("INSERT INTO shipments VALUES ($1, $2::text::numeric)", &[&order, &amount])?;
     tx.execute("SELECT rq_step($1::text::uuid, $2, 'ship')", &[&id, &attempt])?;
     tx.execute(
-        "SELECT rq_complete($1::text::uuid, $2, jsonb_build_object('shipped', $3::text))",
-        &[&id, &attempt, &order],
+        "SELECT rq_complete($1::text::uuid, $2, jsonb_build_object('shipped', $3::text, 'box', $4::text))",
+        &[&id, &attempt, &order, &packed],
     )?;
     tx.commit()?;
     println!("{order} ship");
+    Ok(Ended::Done)
+}
+
+/// A packing job: its packing written and the job completed, in one transaction.
+fn pack(client: &mut Client, id: &str, attempt: i32, order: &str) -> Result<Ended, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("INSERT INTO packings VALUES ($1, $2::text::uuid)", &[&order, &id])?;
+    tx.execute(
+        "SELECT rq_complete($1::text::uuid, $2, jsonb_build_object('box', 'B-' || $3::text))",
+        &[&id, &attempt, &order],
+    )?;
+    tx.commit()?;
+    println!("{order} packed");
     Ok(Ended::Done)
 }
 
@@ -101,7 +146,7 @@ fn main() -> Result<(), postgres::Error> {
     let mut idle_since = Instant::now();
     loop {
         let Some(job) = client.query_opt(
-            "SELECT id::text, attempts, payload FROM rq_claim(ARRAY[$1], worker => $2, \
+            "SELECT id::text, attempts, payload, queue FROM rq_claim(ARRAY[$1::text, $1::text || '-packing'], worker => $2, \
              lease => make_interval(secs => $3), wait => '1 second')",
             &[queue, &worker, &lease],
         )?
@@ -112,9 +157,14 @@ fn main() -> Result<(), postgres::Error> {
             continue;
         };
         idle_since = Instant::now();
-        let (id, attempt, order): (String, i32, String) = (job.get(0), job.get(1), job.get(2));
-        match run(&mut client, &id, attempt, &order, cool_off) {
+        let (id, attempt, order, of): (String, i32, String, String) = (job.get(0), job.get(1), job.get(2), job.get(3));
+        let ended = if &of == queue { run(&mut client, queue, &id, attempt, &order, cool_off) } else { pack(&mut client, &id, attempt, &order) };
+        match ended {
             Ok(Ended::Done | Ended::Parked) => {}
+            Ok(Ended::Failed(why)) => {
+                eprintln!("{order} failed: {why}");
+                client.execute("SELECT rq_fail($1::text::uuid, $2, $3)", &[&id, &attempt, &why])?;
+            }
             // the attempt failed: retried after the backoff
             Err(error) if !client.is_closed() => {
                 eprintln!("{order} failed: {error}");

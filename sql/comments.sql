@@ -48,6 +48,8 @@ COMMENT ON FUNCTION rq_sleep(uuid, integer, text, timestamptz, interval) IS
     'raquel: puts the claimed job to sleep until at plus delay, as a step; true: it sleeps (end the attempt), false: the sleep is over. Uses up no retry.';
 COMMENT ON FUNCTION rq_wait_event(uuid, integer, text, text, interval) IS
     'raquel: parks the claimed job until the event is emitted or the timeout passes, as a step; parked: end the attempt; otherwise the payload, or timed_out.';
+COMMENT ON FUNCTION rq_wait_job(uuid, integer, text, uuid, interval) IS
+    'raquel: parks the claimed job until another job ends or the timeout passes, as a step; parked: end the attempt; otherwise the job''s status, result and error, or timed_out.';
 COMMENT ON FUNCTION rq_emit(text, jsonb, interval) IS
     'raquel: emits an event: the jobs parked for it resume with its payload; without a keep, the first wait for it reads it (within raquel.event_retention), with one, every wait that starts within keep. Not for PUBLIC.';
 COMMENT ON FUNCTION rq_grant_emitter(regrole, text) IS

@@ -47,9 +47,11 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_complete_batch_fenced_c';
 
 -- What a job's end sets off, for the verbs that end a job whose
--- rq_has_children or key_period says there is something: the jobs waiting for
--- it are released or cancelled (sql/transitions.sql), and a key enqueued with
--- a key_period stays held by it for that long (key_holds, sql/schema.sql).
+-- rq_has_children or key_period says there is something: the jobs that
+-- await it (rq_wait_job) get its end, the jobs waiting for it in a
+-- workflow are released or cancelled (sql/transitions.sql), and a key
+-- enqueued with a key_period stays held by it for that long (key_holds,
+-- sql/schema.sql).
 -- A job of another status is left alone.
 CREATE FUNCTION raquel_internal.rq_job_ended(job uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -63,6 +65,13 @@ BEGIN
     WHERE j.id = rq_job_ended.job AND j.status IN ('success', 'exhausted', 'expired', 'cancelled');
     IF NOT FOUND THEN
         RETURN;
+    END IF;
+    -- the jobs that wait for its end (rq_wait_job, sql/waits.sql) get it
+    -- now, and their edges go before its workflow's children are seen to,
+    -- when this role may hand it on (rq_grant_worker grants it); otherwise
+    -- the background worker hands it on at its next round (rq_settle_waits)
+    IF pg_catalog.has_function_privilege('raquel_internal.rq_deliver_job_end(uuid)', 'EXECUTE') THEN
+        PERFORM raquel_internal.rq_deliver_job_end(ended.id);
     END IF;
     IF raquel_internal.rq_has_children(ended.id) THEN
         PERFORM raquel_internal.rq_parent_ended(ended.id);

@@ -70,7 +70,8 @@ REVOKE EXECUTE ON FUNCTION
     raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake(),
     -- the durable verbs write their tables as the owner: for workers
     rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
-    rq_wait_event(uuid, integer, text, text, interval)
+    rq_wait_event(uuid, integer, text, text, interval), rq_wait_job(uuid, integer, text, uuid, interval),
+    raquel_internal.rq_deliver_job_end(uuid)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -136,13 +137,15 @@ BEGIN
     -- rq_parents reads what a job's parents produced (sql/workflows.sql)
     EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
-    -- rq_step records a job's steps (sql/steps.sql); rq_sleep and
-    -- rq_wait_event park the job they hold (sql/waits.sql). They write
-    -- job_steps and job_waits as the owner, fenced by the attempt: a
-    -- worker reads them, and writes them only through the verbs.
+    -- rq_step records a job's steps (sql/steps.sql); rq_sleep,
+    -- rq_wait_event and rq_wait_job park the job they hold (sql/waits.sql).
+    -- They write job_steps and job_waits as the owner, fenced by the
+    -- attempt: a worker reads them, and writes them only through the verbs.
     EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_step(uuid, integer, text, jsonb),
         %1$s.rq_sleep(uuid, integer, text, timestamptz, interval),
-        %1$s.rq_wait_event(uuid, integer, text, text, interval) TO %2$s', '@extschema@', role);
+        %1$s.rq_wait_event(uuid, integer, text, text, interval),
+        %1$s.rq_wait_job(uuid, integer, text, uuid, interval),
+        raquel_internal.rq_deliver_job_end(uuid) TO %2$s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.job_steps TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.job_waits TO %s', '@extschema@', role);
     EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);

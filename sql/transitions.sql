@@ -240,16 +240,24 @@ BEGIN
         END LOOP;
         RETURN;
     END IF;
+    -- (only through children still blocked: an edge to a job that is not
+    -- blocked is a running job's wait for this one, rq_wait_job, whose own
+    -- children are not this workflow's)
     WITH RECURSIVE descendants AS (
-        SELECT d.child_id AS id FROM @extschema@.job_dependencies d WHERE d.parent_id = parent
+        SELECT d.child_id AS id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs b ON b.id = d.child_id AND b.status = 'blocked'
+        WHERE d.parent_id = parent
         UNION
         SELECT d.child_id FROM @extschema@.job_dependencies d JOIN descendants x ON d.parent_id = x.id
+        JOIN @extschema@.jobs b ON b.id = d.child_id AND b.status = 'blocked'
     ), cancelled AS (
         UPDATE @extschema@.jobs c
         SET status = 'cancelled', finished_at = now_ms,
             error = format('cancelled: job %s, which it runs after, ended %s', ended.id, ended.status)
         FROM descendants x WHERE c.id = x.id AND c.status = 'blocked'
-        RETURNING c.id, c.queue, c.key_period IS NOT NULL AS sets_off
+        RETURNING c.id, c.queue,
+                  c.key_period IS NOT NULL
+                  OR EXISTS (SELECT FROM @extschema@.job_waits w WHERE w.event = 'raquel:job:' || c.id::text) AS sets_off
     ), gone AS (
         DELETE FROM @extschema@.job_dependencies d
         WHERE d.parent_id = parent OR d.parent_id IN (SELECT c.id FROM cancelled c)

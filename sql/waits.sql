@@ -96,7 +96,10 @@ END
 $$;
 
 -- The checks an event's name passes, in rq_wait_event and rq_emit
--- (`function`, named in the refusal).
+-- (`function`, named in the refusal). Names that begin with `raquel:` are
+-- raquel's own: a job's end is delivered to the jobs that wait for it
+-- (rq_wait_job) under `raquel:job:<id>`, which nobody may emit or wait for
+-- by hand.
 CREATE FUNCTION raquel_internal.rq_check_event_name(event text, function text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -107,6 +110,9 @@ BEGIN
     END IF;
     IF octet_length(event) > 1000 THEN
         PERFORM raquel_internal.rq_refuse('event_name_long', ARRAY[octet_length(event)::text, left(event, 20)]);
+    END IF;
+    IF starts_with(event, 'raquel:') THEN
+        PERFORM raquel_internal.rq_refuse('event_name_reserved', ARRAY[event, function]);
     END IF;
 END
 $$;
@@ -355,6 +361,134 @@ BEGIN
 END
 $$;
 
+-- Parks the claimed job `id` until job `job` ends, for at most `timeout`
+-- (NULL: raquel.max_event_wait), as step `name`: a durable await of
+-- another job (a child it enqueued, say), which holds no connection and
+-- uses up no retry. parked: the job waits (commit, and leave the job
+-- alone); it comes back when `job` ends or the timeout passes, and its
+-- next attempt, calling this again, gets the job's end: its status
+-- (success, exhausted, cancelled, expired; NULL for a job gone before its
+-- end was seen), result and error, or timed_out. A job already ended
+-- answers at once. The end reaches the waiting job in the ending
+-- transaction (rq_job_ended, sql/finish.sql, through an edge of
+-- job_dependencies, as a workflow child's release does), or, where the
+-- two raced, at the background worker's next round (rq_settle_waits). The
+-- same name called again in one attempt is the next wait (name#2, …).
+CREATE FUNCTION rq_wait_job(
+    id        uuid,
+    attempt   integer,
+    name      text,
+    job       uuid,
+    timeout   interval DEFAULT NULL,
+    OUT parked    boolean,
+    OUT status    text,
+    OUT result    jsonb,
+    OUT error     text,
+    OUT timed_out boolean
+)
+LANGUAGE plpgsql VOLATILE
+-- writes job_steps, job_waits and job_dependencies as the owner (sql/steps.sql rq_step)
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    timeout_ms bigint := coalesce(raquel_internal.rq_interval_ms(rq_wait_job.timeout, 'timeout', 0, 3153600000000),
+                                  raquel_internal.rq_max_event_wait_ms());
+    -- the wait's event: raquel's own name for the job's end
+    awaited_event text := 'raquel:job:' || rq_wait_job.job::text;
+    holder     integer;
+    now_ms     bigint;
+    got        jsonb;
+    step       record;
+    awaited    record;
+    waiting    @extschema@.job_waits;
+    parked_job @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_require_attempt(rq_wait_job.id, rq_wait_job.attempt, 'park');
+    PERFORM raquel_internal.rq_refuse_distributed('rq_wait_job');
+    PERFORM raquel_internal.rq_check_step_name(rq_wait_job.id, rq_wait_job.name, 'park');
+    IF rq_wait_job.job IS NULL OR rq_wait_job.job = rq_wait_job.id THEN
+        PERFORM raquel_internal.rq_refuse('wait_job_which', ARRAY[rq_wait_job.id::text, rq_wait_job.job::text]);
+    END IF;
+    holder := raquel_internal.rq_hold(rq_wait_job.id, rq_wait_job.attempt, 'wait_job');
+    now_ms := raquel_internal.rq_now_ms();
+    parked := false;
+    timed_out := false;
+    -- the wait this call is (its name, or name#2 … in a loop)
+    SELECT * INTO step FROM raquel_internal.rq_step_instance(rq_wait_job.id, rq_wait_job.name, 'job', holder);
+    IF step.recorded THEN
+        -- waited already: what the step recorded (the job's end, or the timeout)
+        got := step.result;
+        DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_job.id AND w.name = step.instance;
+    ELSE
+        SELECT w.* INTO waiting FROM @extschema@.job_waits w
+        WHERE w.job_id = rq_wait_job.id AND w.name = step.instance AND w.event = awaited_event;
+        -- the awaited job, locked against an end until this transaction
+        -- ends: an end in progress is waited for and seen here, and an end
+        -- after this commit finds the wait's edge
+        SELECT j.status, j.result, j.error, j.finished_at INTO awaited
+        FROM @extschema@.jobs j WHERE j.id = rq_wait_job.job FOR SHARE OF j;
+        IF NOT FOUND THEN
+            PERFORM raquel_internal.rq_refuse('wait_job_unknown', ARRAY[rq_wait_job.job::text]);
+        END IF;
+        IF awaited.status IN ('success', 'exhausted', 'cancelled', 'expired') THEN
+            got := jsonb_build_object('job', rq_wait_job.job, 'status', awaited.status, 'result', awaited.result,
+                                      'error', awaited.error,
+                                      'ended_at', raquel_internal.rq_ms_to_timestamptz(awaited.finished_at));
+        ELSIF waiting.until <= now_ms THEN
+            got := jsonb_build_object('job', rq_wait_job.job, 'timed_out', true);
+        END IF;
+        IF got IS NOT NULL THEN
+            -- the wait ends here: its step recorded, unless the job's end
+            -- recorded it first (then what it recorded)
+            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+            VALUES (rq_wait_job.id, step.instance, got, holder, now_ms, 'job')
+            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+            IF NOT FOUND THEN
+                SELECT s.result INTO got FROM @extschema@.job_steps s
+                WHERE s.job_id = rq_wait_job.id AND s.name = step.instance;
+            END IF;
+            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_job.id;
+            DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = rq_wait_job.job AND d.child_id = rq_wait_job.id;
+        END IF;
+    END IF;
+    IF got IS NOT NULL THEN
+        -- gone past in this attempt: its name called again is the next wait
+        UPDATE @extschema@.job_steps s SET passed_by = holder
+        WHERE s.job_id = rq_wait_job.id AND s.name = step.instance;
+        -- (SELECT … INTO: the out column status is the awaited job's end
+        -- as recorded, and `status :=` reads as a write of a job's status
+        -- to the scan of src/transitions.rs)
+        SELECT got ->> 'status', nullif(got -> 'result', 'null'::jsonb), got ->> 'error',
+               coalesce((got ->> 'timed_out')::boolean, false)
+        INTO status, result, error, timed_out;
+        RETURN;
+    END IF;
+    IF waiting.job_id IS NULL THEN
+        -- a wait begins
+        waiting.since := now_ms;
+        waiting.until := now_ms + timeout_ms;
+    END IF;
+    parked_job := raquel_internal.rq_reschedule(rq_wait_job.id,
+        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
+        attempt => holder);
+    -- one wait a job: a wait left by another step gives way, and so does
+    -- its edge to a job it awaited
+    DELETE FROM @extschema@.job_dependencies d
+    USING @extschema@.job_waits w
+    WHERE w.job_id = rq_wait_job.id AND w.event <> awaited_event AND starts_with(w.event, 'raquel:job:')
+      AND d.child_id = rq_wait_job.id AND d.parent_id = substr(w.event, 12)::uuid;
+    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
+    VALUES (rq_wait_job.id, parked_job.queue, step.instance, awaited_event, waiting.since, waiting.until)
+    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
+    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    -- the awaited job's end sets the wait off, in the ending transaction:
+    -- the ending statements look for its edges (src/finish.rs sets_off)
+    INSERT INTO @extschema@.job_dependencies (parent_id, child_id) VALUES (rq_wait_job.job, rq_wait_job.id)
+    ON CONFLICT ON CONSTRAINT job_dependencies_pkey DO NOTHING;
+    parked := true;
+END
+$$;
+
 -- Resumes the jobs parked for `emitted`'s event whose wait began while it
 -- was kept: records its payload as their step, ends their waits and makes
 -- those still parked due now. How many it made due (a job claimed again
@@ -397,6 +531,64 @@ BEGIN
     IF emitted.until_read AND reached > 0 THEN
         DELETE FROM @extschema@.emitted_events e WHERE e.id = emitted.id;
     END IF;
+    RETURN resumed;
+END
+$$;
+
+-- Hands the end of job `job` to the jobs that wait for it (rq_wait_job):
+-- records its status, result and error as their step, ends their waits
+-- and edges, and makes those still parked due now. Nothing while the job
+-- has not ended; a job gone (deleted before its end was seen) hands
+-- status NULL. How many parked jobs it made due. Called by a job's end
+-- (rq_job_ended, sql/finish.sql) and by the background worker's duty for
+-- the ends it missed (rq_settle_waits). It runs as the owner, who writes
+-- the steps and waits; it hands on only a true end, which the duty would
+-- hand on at its next round, and is for the roles that end jobs
+-- (rq_grant_worker).
+CREATE FUNCTION raquel_internal.rq_deliver_job_end(job uuid) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   record;
+    there   boolean;
+    got     jsonb;
+    waiting @extschema@.job_waits;
+    woken   @extschema@.jobs;
+    resumed bigint := 0;
+BEGIN
+    SELECT j.status, j.result, j.error, j.finished_at INTO ended FROM @extschema@.jobs j WHERE j.id = rq_deliver_job_end.job;
+    there := FOUND;
+    IF there AND ended.status NOT IN ('success', 'exhausted', 'cancelled', 'expired') THEN
+        RETURN 0;
+    END IF;
+    got := CASE WHEN there
+                THEN jsonb_build_object('job', rq_deliver_job_end.job, 'status', ended.status, 'result', ended.result,
+                                        'error', ended.error,
+                                        'ended_at', raquel_internal.rq_ms_to_timestamptz(ended.finished_at))
+                ELSE jsonb_build_object('job', rq_deliver_job_end.job, 'status', NULL, 'gone', true)
+           END;
+    FOR waiting IN
+        DELETE FROM @extschema@.job_waits w
+        WHERE w.event = 'raquel:job:' || rq_deliver_job_end.job::text
+        RETURNING w.*
+    LOOP
+        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+        SELECT waiting.job_id, waiting.name, got, j.attempts, now_ms, 'job'
+        FROM @extschema@.jobs j WHERE j.id = waiting.job_id
+        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+        DELETE FROM @extschema@.job_dependencies d
+        WHERE d.parent_id = rq_deliver_job_end.job AND d.child_id = waiting.job_id;
+        UPDATE @extschema@.jobs j SET scheduled_at = now_ms
+        WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
+        RETURNING j.* INTO woken;
+        IF FOUND THEN
+            -- ready now: wake a waiting claim at commit (src/events.rs)
+            PERFORM raquel_internal.rq_job_ready_again(woken.queue, woken.scheduled_at, woken.max_age, woken.priority, woken.id);
+            resumed := resumed + 1;
+        END IF;
+    END LOOP;
     RETURN resumed;
 END
 $$;
@@ -500,9 +692,10 @@ $$;
 
 -- The background worker's duty for events: resumes the waits an emit
 -- missed (a wait and an emit that read from snapshots older than each
--- other's commit, under REPEATABLE READ), drops the waits of jobs that
--- ended some other way (cancelled, expired) or are gone, and the emitted
--- events an hour past their keep. How many rows it changed.
+-- other's commit, under REPEATABLE READ) and the waits for a job whose
+-- end missed them, drops the waits of jobs that ended some other way
+-- (cancelled, expired) or are gone, and the emitted events an hour past
+-- their keep. How many rows it changed.
 CREATE FUNCTION raquel_internal.rq_settle_waits(batch integer DEFAULT 1000) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -511,6 +704,7 @@ AS $$
 DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     emitted @extschema@.emitted_events;
+    awaited record;
     changed bigint := 0;
     n       bigint;
 BEGIN
@@ -535,6 +729,18 @@ BEGIN
         -- and takes no lock it could deadlock on
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock_shared(7310, pg_catalog.hashtext(emitted.name));
         changed := changed + raquel_internal.rq_deliver(emitted);
+    END LOOP;
+    -- the waits for a job (rq_wait_job) whose end its ending transaction
+    -- did not see (the wait and the end raced), or whose job is gone
+    FOR awaited IN
+        SELECT DISTINCT substr(w.event, 12)::uuid AS id FROM @extschema@.job_waits w
+        WHERE starts_with(w.event, 'raquel:job:')
+          AND NOT EXISTS (SELECT FROM @extschema@.jobs j
+                          WHERE j.id = substr(w.event, 12)::uuid
+                            AND j.status NOT IN ('success', 'exhausted', 'cancelled', 'expired'))
+        LIMIT batch
+    LOOP
+        changed := changed + raquel_internal.rq_deliver_job_end(awaited.id);
     END LOOP;
     WITH ended AS (
         DELETE FROM @extschema@.job_waits w

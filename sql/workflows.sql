@@ -66,6 +66,8 @@ BEGIN
         WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
         LIMIT batch
     LOOP
+        -- (the jobs that await it first, as rq_job_ended does)
+        PERFORM raquel_internal.rq_deliver_job_end(parent);
         PERFORM raquel_internal.rq_parent_ended(parent);
         settled := settled + 1;
     END LOOP;

@@ -154,11 +154,21 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         .hint("Read the steps recorded (SELECT name, result FROM job_steps WHERE job_id = …) and skip those that are done."),
         // v0 the step's name, v1 the job, v2 the kind recorded, v3 the
         // call's kind, v4 the attempt that recorded it, v5 when
+        "wait_job_which" => Refusal::new(
+            invalid,
+            format!("rq_wait_job: job must name another job than the one that waits ({v0}), got {v1}"),
+        )
+        .hint("Pass the id of the job to wait for, such as a child this job enqueued."),
+        "wait_job_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("cannot wait for job {v0}: no such job"))
+            .hint("The job may have been pruned after its retention; enqueue it before waiting for it."),
+        "event_name_reserved" => Refusal::new(invalid, format!("{v1}: event names that begin with raquel: are raquel's own, got '{v0}'"))
+            .hint("raquel hands a job's end to the jobs that wait for it (rq_wait_job) under such names; choose another name."),
         "step_kind" => {
             let kind = |k: &str| match k {
                 "step" => "a step (rq_step)",
                 "sleep" => "a sleep (rq_sleep)",
                 "event" => "a wait for an event (rq_wait_event)",
+                "job" => "a wait for a job (rq_wait_job)",
                 _ => "a step of another kind",
             };
             Refusal::new(wrong_state, format!("step {v0:?} of job {v1} is {}, not {}", kind(&v2), kind(&v3)))

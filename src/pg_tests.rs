@@ -787,10 +787,10 @@ mod tests {
              JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'raquel' WHERE p.prosecdef";
         assert_eq!(
             one::<i64>(&format!("SELECT count(*) {of_extension}")),
-            14,
+            16,
             "rq_enqueue and rq_enqueue_batch (text and jsonb) and their twins in raquel_internal (text), \
              the turn trigger rq_job_turn, the flow claim's rq_flow_lock and rq_flow_took, rq_emit, \
-             and the durable verbs rq_step, rq_sleep and rq_wait_event"
+             the durable verbs rq_step, rq_sleep, rq_wait_event and rq_wait_job, and rq_deliver_job_end"
         );
         let unpinned: i64 = one(&format!(
             "SELECT count(*) {of_extension} \

@@ -1,14 +1,16 @@
 //! Durable functions through faults (sql/steps.sql, sql/waits.sql): the
 //! Rust durable example (examples/durable.rs: a reservation written with
-//! its step, a sleep, a wait for the order's payment event, a shipment
-//! written with its step and the job's completion) runs as worker processes
+//! its step, a sleep, a wait for the order's payment event, a wait for a
+//! packing child it enqueued, a shipment written with its step and the
+//! job's completion) runs as worker processes
 //! on a server of its own, restarted whenever one ends, while the test
 //! SIGKILLs them (between steps and inside them), terminates their backends
 //! and stops the server with `-m immediate`; an emitter sends every order's
 //! payment, again after a lost connection. At the end every order has
-//! succeeded with its result, its four steps each recorded once, one
-//! reservation and one shipment (the effect tables have no key here, so a
-//! write made twice would show), and no job sleeps or waits any longer.
+//! succeeded with its result, its six steps each recorded once, one
+//! reservation, one packing child that succeeded, one packing and one
+//! shipment (the effect tables have no key here, so a write made twice
+//! would show), and no job sleeps or waits any longer.
 //! `RAQUEL_FAULT_SEED` replays a run's faults.
 
 mod fault_load;
@@ -89,6 +91,7 @@ fn every_durable_job_ends_once_with_its_steps_through_kills_and_crashes() {
     c.batch_execute(&format!(
         "CREATE EXTENSION raquel;
          CREATE TABLE reservations (order_id text, job_id uuid);
+         CREATE TABLE packings (order_id text, job_id uuid);
          CREATE TABLE shipments (order_id text, amount numeric);
          SELECT rq_enqueue_batch('orders', ARRAY(SELECT 'o' || n FROM generate_series(1, {ORDERS}) n),
                                  max_retry_count => NULL, min_retry_delay => '0', backoff_base => '0')"
@@ -165,7 +168,7 @@ fn every_durable_job_ends_once_with_its_steps_through_kills_and_crashes() {
         workers.keep_up();
         if let Ok(mut c) = cluster.connect(DB) {
             shipped = c
-                .query_one("SELECT count(*) FROM jobs WHERE status = 'success'", &[])
+                .query_one("SELECT count(*) FROM jobs WHERE queue = 'orders' AND status = 'success'", &[])
                 .map_or(0, |r| r.get::<_, i64>(0));
             if shipped == ORDERS as i64 {
                 break;
@@ -186,18 +189,24 @@ fn every_durable_job_ends_once_with_its_steps_through_kills_and_crashes() {
                     (SELECT count(*) FROM shipments),
                     (SELECT count(*) FROM shipments s WHERE s.amount = substr(s.order_id, 2)::int),
                     (SELECT count(*) FROM (SELECT j.id FROM jobs j JOIN job_steps st ON st.job_id = j.id GROUP BY j.id
-                                            HAVING string_agg(st.name, '+' ORDER BY st.name) = 'cool-off+payment+reserve+ship') d),
+                                            HAVING string_agg(st.name, '+' ORDER BY st.name)
+                                                   = 'cool-off+pack-job+packed+payment+reserve+ship') d),
                     (SELECT count(*) FROM job_waits),
-                    (SELECT count(*) FROM jobs WHERE status <> 'success')",
+                    (SELECT count(*) FROM jobs WHERE status <> 'success'),
+                    (SELECT count(*) FROM jobs WHERE queue = 'orders-packing'),
+                    (SELECT count(*) FROM packings), (SELECT count(DISTINCT order_id) FROM packings),
+                    (SELECT count(*) FROM jobs WHERE queue = 'orders' AND result->>'box' = 'B-' || payload),
+                    (SELECT count(*) FROM job_dependencies)",
             &[],
         )
         .unwrap();
     let n = ORDERS as i64;
-    let got: Vec<i64> = (0..8).map(|i| row.get(i)).collect();
+    let got: Vec<i64> = (0..13).map(|i| row.get(i)).collect();
     assert_eq!(
         got,
-        vec![n, n, n, n, n, n, 0, 0],
+        vec![n, n, n, n, n, n, 0, 0, n, n, n, n, 0],
         "(succeeded with their result, reservations, orders reserved, shipments, shipped with their payment, \
-         jobs with their four steps once, waits left, jobs not succeeded)"
+         jobs with their six steps once, waits left, jobs not succeeded, packing children, packings, orders packed, \
+         orders shipped in their child's box, edges left)"
     );
 }

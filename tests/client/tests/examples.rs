@@ -175,7 +175,7 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
     for (order, amount) in [("o1", 10), ("o2", 20), ("o3", 30)] {
         c.execute("SELECT rq_emit('paid:' || $1::text, jsonb_build_object('amount', $2::int))", &[&order, &amount]).unwrap();
     }
-    until(&mut c, "SELECT count(*) FILTER (WHERE status = 'success') = 3 FROM jobs", "every order shipped");
+    until(&mut c, "SELECT count(*) FILTER (WHERE status = 'success') = 3 FROM jobs WHERE queue = 'orders'", "every order shipped");
     last.kill().unwrap();
     last.wait().unwrap();
     let row = c
@@ -186,7 +186,9 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
                         SELECT j.payload || ':' || string_agg(st.name, '+' ORDER BY st.name) AS s
                         FROM jobs j JOIN job_steps st ON st.job_id = j.id GROUP BY j.payload) steps),
                     (SELECT string_agg(result->>'shipped', ',' ORDER BY payload) FROM jobs),
-                    (SELECT count(*) FROM job_waits)",
+                    (SELECT count(*) FROM job_waits),
+                    (SELECT string_agg(order_id, ',' ORDER BY order_id) FROM packings),
+                    (SELECT string_agg(payload || '=' || (result->>'box'), ',' ORDER BY payload) FROM jobs WHERE queue = 'orders')",
             &[],
         )
         .unwrap();
@@ -194,11 +196,14 @@ fn durable_example_survives_kills_between_steps(db: &str, mut worker: impl FnMut
     assert_eq!(row.get::<_, String>(1), "o1=10,o2=20,o3=30", "one shipment an order, with its payment");
     assert_eq!(
         row.get::<_, String>(2),
-        "o1:cool-off+payment+reserve+ship,o2:cool-off+payment+reserve+ship,o3:cool-off+payment+reserve+ship",
+        "o1:cool-off+pack-job+packed+payment+reserve+ship,o2:cool-off+pack-job+packed+payment+reserve+ship,\
+         o3:cool-off+pack-job+packed+payment+reserve+ship",
         "each step recorded once"
     );
     assert_eq!(row.get::<_, String>(3), "o1,o2,o3", "the results");
     assert_eq!(row.get::<_, i64>(4), 0, "no wait left");
+    assert_eq!(row.get::<_, String>(5), "o1,o2,o3", "one packing an order, by the child it waited for");
+    assert_eq!(row.get::<_, String>(6), "o1=B-o1,o2=B-o2,o3=B-o3", "each order shipped in its child's box");
 }
 
 #[test]

@@ -202,6 +202,9 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_parents(uuid)",                                          No,  No,  Yes, "SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')"),
     ("rq_sleep(uuid,int,text,timestamptz,interval)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 1, 's', delay => '1 second')"),
     ("rq_wait_event(uuid,int,text,text,interval)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 1, 's', 'e')"),
+    ("rq_wait_job(uuid,int,text,uuid,interval)",                  No,  No,  Yes, "SELECT * FROM rq_wait_job('00000000-0000-7000-8000-000000000000', 1, 's', '00000000-0000-7000-8000-000000000001')"),
+    // hands a job's end on, as the owner: for the roles that end jobs
+    ("raquel_internal.rq_deliver_job_end(uuid)",                  No,  No,  Yes, "SELECT raquel_internal.rq_deliver_job_end('00000000-0000-7000-8000-000000000000')"),
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
     ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')"),
     ("raquel_internal.rq_require_attempt(uuid,int,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_require_attempt(NULL, 1, 'complete')"),

@@ -398,7 +398,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
     "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",
-    "rq_wait_event", "rq_warnings", "rq_worker_wake",
+    "rq_wait_event", "rq_wait_job", "rq_warnings", "rq_worker_wake",
 ];
 
 /// The names of the extension's functions in `schema`, sorted bytewise (an

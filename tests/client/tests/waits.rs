@@ -442,3 +442,126 @@ fn a_loop_that_sleeps_or_waits_under_one_name_does_so_each_time() {
     assert_eq!(wait_event(&mut c, &waiter, attempt, "ask", "answer:2", ""), (true, None, false), "ask#2 waits for its own");
     assert_eq!(one::<String>(&mut c, &format!("SELECT name FROM job_waits WHERE job_id = '{waiter}'")), "ask#2");
 }
+
+/// rq_wait_job's answer for job `id` under `attempt`, waiting as step
+/// `step` for `job`: (parked, status, result as text, error, timed_out).
+fn wait_job(
+    c: &mut postgres::Client,
+    id: &str,
+    attempt: i32,
+    step: &str,
+    job: &str,
+) -> (bool, Option<String>, Option<String>, Option<String>, bool) {
+    let row = c
+        .query_one(
+            "SELECT parked, status, result::text, error, timed_out FROM rq_wait_job($1::text::uuid, $2, $3, $4::text::uuid)",
+            &[&id, &attempt, &step, &job],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4))
+}
+
+#[test]
+fn a_job_that_waits_for_another_parks_and_gets_its_end_at_the_ending_commit() {
+    // 0.5.0 had no durable await of a job: rq_await held a connection for
+    // the whole wait
+    let db = fresh_db("raquel_waits_job");
+    let mut c = connect(&db);
+    let (parent, attempt) = claimed(&mut c, "parents", "");
+    let child: String = one(&mut c, "SELECT id::text FROM rq_enqueue('children', 'work')");
+    assert_eq!(wait_job(&mut c, &parent, attempt, "child", &child), (true, None, None, None, false), "parked");
+    assert_eq!(one::<String>(&mut c, &format!("SELECT status FROM jobs WHERE id = '{parent}'")), "queued");
+    // a claim of the parents' queue waits in another session; the child's
+    // worker, in a third, completes it with a result
+    let claim = claim_in_another_session(&db, "parents", "20 seconds");
+    thread::sleep(Duration::from_millis(300));
+    let mut worker = connect(&db);
+    worker
+        .batch_execute("SELECT rq_complete(id, attempts, '{\"n\": 1}') FROM rq_claim(ARRAY['children'])")
+        .unwrap();
+    // handed on in the ending transaction: due, and its step recorded, at that commit
+    let due: bool = one(&mut worker, &format!("SELECT scheduled_at <= rq_now_ms() FROM jobs WHERE id = '{parent}'"));
+    assert!(due, "the waiting job is due at the child's commit");
+    let (got, _) = claim.join().unwrap();
+    assert_eq!(got, Some((parent.clone(), attempt + 1)), "woken by the child's end");
+    assert_eq!(
+        wait_job(&mut c, &parent, attempt + 1, "child", &child),
+        (false, Some("success".into()), Some(r#"{"n": 1}"#.into()), None, false)
+    );
+    assert_eq!(one::<i32>(&mut c, &format!("SELECT requeues FROM jobs WHERE id = '{parent}'")), 1, "the wait used up no retry");
+    // a job already ended answers at once, an exhausted one with its error
+    let failed: String = one(&mut c, "SELECT id::text FROM rq_enqueue('children', 'fails', max_retry_count => 0)");
+    c.batch_execute("SELECT rq_fail(id, attempts, 'boom') FROM rq_claim(ARRAY['children'])").unwrap();
+    assert_eq!(
+        wait_job(&mut c, &parent, attempt + 1, "second", &failed),
+        (false, Some("exhausted".into()), None, Some("boom".into()), false)
+    );
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_waits"), 0);
+    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM job_dependencies"), 0, "no edge left");
+    // what it refuses
+    for (sql, code) in [
+        (format!("SELECT parked FROM rq_wait_job('{parent}', {}, 'self', '{parent}')", attempt + 1), "22023"),
+        (format!("SELECT parked FROM rq_wait_job('{parent}', {}, 'none', NULL)", attempt + 1), "22023"),
+        (format!("SELECT parked FROM rq_wait_job('{parent}', {}, 'unknown', '00000000-0000-7000-8000-000000000000')", attempt + 1), "P0002"),
+        (format!("SELECT parked FROM rq_wait_job('{parent}', {}, 'child', '{child}')", attempt), "55000"),
+        ("SELECT rq_emit('raquel:job:' || gen_random_uuid())".to_string(), "22023"),
+    ] {
+        assert_eq!(sqlstate(c.execute(sql.as_str(), &[])), code, "{sql}");
+    }
+}
+
+#[test]
+fn a_failed_workflow_hands_its_end_to_a_waiting_job_and_leaves_that_jobs_children_alone() {
+    // P fails; X, blocked after P, is cancelled with it; W waits for X and
+    // has a child D of its own, blocked after W: W gets X's end, and D,
+    // which runs after W and not after P, stays blocked
+    let db = fresh_db("raquel_waits_job_workflow");
+    let mut c = connect(&db);
+    let p: String = one(&mut c, "SELECT id::text FROM rq_enqueue('wf-p', 'p', max_retry_count => 0)");
+    let x: String = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('wf-x', 'x', after => ARRAY['{p}'::uuid])"));
+    let (w, attempt) = claimed(&mut c, "wf-w", "");
+    let d: String = one(&mut c, &format!("SELECT id::text FROM rq_enqueue('wf-d', 'd', after => ARRAY['{w}'::uuid])"));
+    assert!(wait_job(&mut c, &w, attempt, "x", &x).0, "W waits for X");
+    c.batch_execute("SELECT rq_fail(id, attempts, 'p broke') FROM rq_claim(ARRAY['wf-p'])").unwrap();
+    let status = |c: &mut postgres::Client, id: &str| -> String { one(c, &format!("SELECT status FROM jobs WHERE id = '{id}'")) };
+    assert_eq!(status(&mut c, &x), "cancelled");
+    assert_eq!(status(&mut c, &d), "blocked", "W's own child is not P's");
+    assert!(one::<bool>(&mut c, &format!("SELECT scheduled_at <= rq_now_ms() FROM jobs WHERE id = '{w}'")), "W is due at once");
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['wf-w'])", &[]).unwrap();
+    let (again, attempt): (String, i32) = (row.get(0), row.get(1));
+    assert_eq!(again, w);
+    let (parked, got, _, _, _) = wait_job(&mut c, &w, attempt, "x", &x);
+    assert_eq!((parked, got.as_deref()), (false, Some("cancelled")));
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&w, &attempt]).unwrap();
+    assert_eq!(status(&mut c, &d), "queued", "released by W's success");
+}
+
+#[test]
+fn the_background_worker_hands_on_an_end_its_transaction_missed_and_a_wait_times_out() {
+    let db = fresh_db("raquel_waits_job_duty");
+    let mut c = connect(&db);
+    let (w, attempt) = claimed(&mut c, "duty-w", "");
+    let job: String = one(&mut c, "SELECT id::text FROM rq_enqueue('duty-j', 'j')");
+    assert!(wait_job(&mut c, &w, attempt, "j", &job).0);
+    // the end and the wait raced: the ending statement saw no edge
+    c.batch_execute(&format!("DELETE FROM job_dependencies WHERE child_id = '{w}'; SELECT rq_worker_wake();")).unwrap();
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['duty-j'])").unwrap();
+    let handed = raquel_client_tests::eventually(10, || {
+        one::<i64>(&mut c, &format!("SELECT count(*) FROM job_steps WHERE job_id = '{w}' AND result->>'status' = 'success'")) == 1
+    });
+    assert!(handed, "the settle duty handed the end on");
+    assert!(one::<bool>(&mut c, &format!("SELECT scheduled_at <= rq_now_ms() FROM jobs WHERE id = '{w}'")));
+    // a wait with a timeout, for a job that does not end: timed out
+    let row = c.query_one("SELECT id::text, attempts FROM rq_claim(ARRAY['duty-w'])", &[]).unwrap();
+    let attempt: i32 = row.get(1);
+    let never: String = one(&mut c, "SELECT id::text FROM rq_enqueue('duty-never', 'n')");
+    let parked: bool = one(
+        &mut c,
+        &format!("SELECT parked FROM rq_wait_job('{w}', {attempt}, 'never', '{never}', timeout => '1 second')"),
+    );
+    assert!(parked);
+    let (got, took) = claim_in_another_session(&db, "duty-w", "10 seconds").join().unwrap();
+    assert_eq!(got, Some((w.clone(), attempt + 1)));
+    assert!(took >= Duration::from_millis(700), "back after its timeout ({took:?})");
+    assert_eq!(wait_job(&mut c, &w, attempt + 1, "never", &never), (false, None, None, None, true));
+}
