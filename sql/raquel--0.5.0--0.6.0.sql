@@ -260,6 +260,15 @@ DROP FUNCTION raquel_internal.rq_claim_flow(text[], text, integer, bigint);
 DROP FUNCTION raquel_internal.rq_claim_ready(text[], text, integer, bigint);
 DROP FUNCTION raquel_internal.rq_claim_fair(text, text, integer, bigint, integer);
 
+-- gone: the helpers of the verbs that are Rust now (rq_reschedule,
+-- rq_reject, rq_extend, rq_cancel, rq_retry: src/job_verbs.rs; and
+-- rq_complete_batch: src/finish.rs); their C symbols stay for the scripts
+-- before 0.6.0
+DROP FUNCTION raquel_internal.rq_shard_queue(uuid);
+DROP FUNCTION raquel_internal.rq_shard_queues(uuid[]);
+DROP FUNCTION raquel_internal.rq_lease_ms(interval);
+DROP FUNCTION raquel_internal.rq_due_ms(timestamptz, interval);
+
 -- changed: raquel_internal.rq_deliver(emitted_events)
 CREATE OR REPLACE FUNCTION raquel_internal.rq_deliver(emitted emitted_events) RETURNS bigint
 LANGUAGE plpgsql VOLATILE

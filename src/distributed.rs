@@ -124,9 +124,12 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
     queue
 }
 
-// rq_shard_queue(id): for the verbs written in PL/pgSQL that find a job by
-// its id (rq_fail, rq_reschedule, rq_reject, rq_extend, rq_cancel,
-// rq_retry). On a distributed table, the job's queue, which they add to
+// rq_shard_queue(id): for the verbs written in PL/pgSQL until 0.6.0 that
+// find a job by its id (rq_fail, rq_reschedule, rq_reject, rq_extend,
+// rq_cancel, rq_retry; Rust since: src/job_verbs.rs, which asks queue_of).
+// 0.6.0 no longer declares it; the symbol stays for the scripts before it,
+// whose verbs call it until their update. On a distributed table, the
+// job's queue, which they add to
 // their UPDATE's conditions so that Citus runs it in one shard: an UPDATE
 // over every shard takes a lock on each that lasts to the end of its
 // transaction and makes all such UPDATEs wait for one another. When no
@@ -134,7 +137,7 @@ pub fn queue_of(function: pg_sys::Oid, id: pg_sys::Datum) -> Option<String> {
 // finds nothing. NULL on one server, where the condition holds for every
 // row. It reads with the caller's rights, so it shows no more than the
 // caller could read.
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal", sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
     // SAFETY: fcinfo is this call's own.
@@ -142,9 +145,11 @@ fn rq_shard_queue(id: Option<pgrx::Uuid>, fcinfo: pg_sys::FunctionCallInfo) -> O
     when_distributed(function, || shard_queue_of(function, id))
 }
 
-// rq_shard_queues(ids): rq_shard_queue of each id, for rq_complete_batch,
-// which runs one UPDATE per queue; NULL on one server, where it runs one.
-#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal")]
+// rq_shard_queues(ids): rq_shard_queue of each id, for rq_complete_batch
+// in PL/pgSQL (0.4.0 and 0.5.0; Rust since, src/finish.rs), which runs one
+// UPDATE per queue; NULL on one server, where it runs one. Kept, as
+// rq_shard_queue is, for the scripts that declare it.
+#[pg_extern(volatile, parallel_unsafe, schema = "raquel_internal", sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn rq_shard_queues(ids: Option<pgrx::Array<pgrx::Uuid>>, fcinfo: pg_sys::FunctionCallInfo) -> Option<Vec<Option<String>>> {
     // SAFETY: fcinfo is this call's own.

@@ -97,8 +97,10 @@ pub fn due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>, now_ms
     due
 }
 
-/// due_ms for rq_reschedule: NULL when neither `at` nor `delay` is given.
-#[pg_extern(volatile, parallel_safe, schema = "raquel_internal")]
+/// due_ms for rq_reschedule and rq_sleep in PL/pgSQL (before 0.6.0, which
+/// declares it no more: the symbol stays for the scripts before it), and
+/// for rq_due_within_ms: NULL when neither `at` nor `delay` is given.
+#[pg_extern(volatile, parallel_safe, schema = "raquel_internal", sql = false)]
 fn rq_due_ms(at: Option<TimestampWithTimeZone>, delay: Option<Interval>) -> Option<i64> {
     (at.is_some() || delay.is_some()).then(|| due_ms(at, delay, now_ms()))
 }

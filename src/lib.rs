@@ -160,8 +160,6 @@ extension_sql_file!(
         "workflows",
         "flow",
         "distributed",
-        durations::rq_due_ms,
-        limits::rq_lease_ms,
         limits::rq_default_lease
     ]
 );
@@ -186,7 +184,6 @@ extension_sql_file!(
         events::rq_job_ready_in_lane,
         clock::rq_now_ms,
         clock::rq_ms_to_timestamptz,
-        durations::rq_due_ms,
         durations::rq_interval_ms,
         deadlines::rq_look_in_at_commit,
         limits::rq_check_batch

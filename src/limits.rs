@@ -204,8 +204,9 @@ fn rq_default_backoff_base() -> i32 {
     DEFAULT_BACKOFF_BASE_MS
 }
 
-/// lease_ms for rq_extend.
-#[pg_extern(immutable, parallel_safe, schema = "raquel_internal")]
+/// lease_ms for rq_extend in PL/pgSQL (before 0.6.0, which declares it no
+/// more: the symbol stays for the scripts before it).
+#[pg_extern(immutable, parallel_safe, schema = "raquel_internal", sql = false)]
 fn rq_lease_ms(lease: Option<Interval>) -> i64 {
     lease_ms(lease)
 }

@@ -1736,9 +1736,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_interval_ms", "SELECT raquel_internal.rq_interval_ms('1 day', 'value', 0, 10000)", "22023"),
         ("rq_timestamp_ms", "SELECT raquel_internal.rq_timestamp_ms('2020-01-01 00:00:00+00', 'at')", "00000"),
         ("rq_timestamp_ms", "SELECT raquel_internal.rq_timestamp_ms('infinity', 'at')", "22023"),
-        ("rq_lease_ms", "SELECT raquel_internal.rq_lease_ms('1 minute')", "00000"),
         ("rq_delay_ms", "SELECT raquel_internal.rq_delay_ms('1 second', 'delay')", "00000"),
-        ("rq_due_ms", "SELECT raquel_internal.rq_due_ms('2020-01-01 00:00:00+00', '1 second')", "00000"),
         ("rq_retention_ms", "SELECT raquel_internal.rq_retention_ms(NULL)", "00000"),
         ("rq_retention_ms", "SELECT raquel_internal.rq_retention_ms('1 day')", "00000"),
         ("rq_ms_to_interval", "SELECT rq_ms_to_interval(1000)", "00000"),
@@ -1818,8 +1816,6 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_waiting_by_queue", "SELECT * FROM raquel_internal.rq_waiting_by_queue()", "00000"),
         // the distributed mode (sql/distributed.sql), on a server without Citus
         ("rq_distributed", "SELECT rq_distributed()", "00000"),
-        ("rq_shard_queue", "SELECT raquel_internal.rq_shard_queue('00000000-0000-7000-8000-000000000000')", "00000"),
-        ("rq_shard_queues", "SELECT raquel_internal.rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])", "00000"),
         ("rq_refuse_distributed", "SELECT raquel_internal.rq_refuse_distributed('x')", "00000"),
         ("rq_distribute", "SELECT rq_distribute()", "55000"),
         ("rq_lapsed", "SELECT * FROM raquel_internal.rq_lapsed(1, 0)", "00000"),

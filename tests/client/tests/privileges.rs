@@ -133,9 +133,7 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_check_nonnegative(int)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_check_nonnegative(0)"),
     ("raquel_internal.rq_check_delay_ms(int)",                    Yes, Yes, Yes, "SELECT raquel_internal.rq_check_delay_ms(0)"),
     ("raquel_internal.rq_check_max_age_ms(bigint)",               Yes, Yes, Yes, "SELECT raquel_internal.rq_check_max_age_ms(1)"),
-    ("raquel_internal.rq_lease_ms(interval)",                     Yes, Yes, Yes, "SELECT raquel_internal.rq_lease_ms('1 minute')"),
     ("raquel_internal.rq_delay_ms(interval,text)",                Yes, Yes, Yes, "SELECT raquel_internal.rq_delay_ms('1 second', 'delay')"),
-    ("raquel_internal.rq_due_ms(timestamptz,interval)",           Yes, Yes, Yes, "SELECT raquel_internal.rq_due_ms(NULL, '1 second')"),
     ("raquel_internal.rq_retention_ms(interval)",                 Yes, Yes, Yes, "SELECT raquel_internal.rq_retention_ms(NULL)"),
     ("rq_ms_to_interval(bigint)",                                 Yes, Yes, Yes, "SELECT rq_ms_to_interval(1000)"),
     ("rq_ms_to_timestamptz(bigint)",                              Yes, Yes, Yes, "SELECT rq_ms_to_timestamptz(0)"),
@@ -301,8 +299,6 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_drop_started()",                         No,  No,  No,  "SELECT raquel_internal.rq_drop_started()"),
     // for roles that may update jobs: the verbs a worker calls use it
     ("raquel_internal.rq_job_ready_again(text,bigint,bigint,int,uuid)", No,  No,  Yes, "SELECT raquel_internal.rq_job_ready_again('m', 0, NULL)"),
-    ("raquel_internal.rq_shard_queue(uuid)",                      Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queue('00000000-0000-7000-8000-000000000000')"),
-    ("raquel_internal.rq_shard_queues(uuid[])",                   Yes, Yes, Yes, "SELECT raquel_internal.rq_shard_queues(ARRAY['00000000-0000-7000-8000-000000000000']::uuid[])"),
     ("raquel_internal.rq_job_ended(uuid)",                        No,  No,  Yes, "SELECT raquel_internal.rq_job_ended((SELECT id FROM jobs LIMIT 1))"),
     ("raquel_internal.rq_parent_ended(uuid)",                     No,  No,  Yes, "SELECT raquel_internal.rq_parent_ended((SELECT id FROM jobs LIMIT 1))"),
     ("raquel_internal.rq_wake_claims(text)",                      No,  No,  Yes, "SELECT raquel_internal.rq_wake_claims('m')"),

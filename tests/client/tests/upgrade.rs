@@ -534,11 +534,15 @@ fn an_update_of_0_4_0_with_jobs_in_flight_leaves_only_the_public_functions_in_th
     let moved: Vec<&String> = before.iter().filter(|f| !PUBLIC_FUNCTIONS.contains(&f.as_str())).collect();
     for f in &moved {
         assert!(
-            // (0.6.0 folds rq_claim_ended into rq_ended, src/ended.rs, and
-            // its flow claim is Rust, src/claim/flow_claim.rs)
+            // (0.6.0 folds rq_claim_ended into rq_ended, src/ended.rs, its
+            // flow claim is Rust, src/claim/flow_claim.rs, and so are the
+            // verbs that called rq_due_ms, rq_lease_ms and the shard queues)
             internal.contains(f)
-                || ["rq_check_schedule", "rq_cron_slots", "rq_job_ready_again", "rq_claim_ended", "rq_claim_flow", "rq_claim_ready", "rq_claim_fair"]
-                    .contains(&f.as_str()),
+                || [
+                    "rq_check_schedule", "rq_cron_slots", "rq_job_ready_again", "rq_claim_ended", "rq_claim_flow", "rq_claim_ready",
+                    "rq_claim_fair", "rq_due_ms", "rq_lease_ms", "rq_shard_queue", "rq_shard_queues",
+                ]
+                .contains(&f.as_str()),
             "0.4.0's {f} is neither public nor in raquel_internal"
         );
     }
