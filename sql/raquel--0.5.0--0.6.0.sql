@@ -277,7 +277,6 @@ AS $$
 DECLARE
     now_ms  bigint := raquel_internal.rq_now_ms();
     waiting @extschema@.job_waits;
-    job     @extschema@.jobs;
     reached bigint := 0;
     resumed bigint := 0;
 BEGIN
@@ -287,19 +286,10 @@ BEGIN
         RETURNING w.*
     LOOP
         reached := reached + 1;
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-        SELECT waiting.job_id, waiting.name,
+        IF raquel_internal.rq_resume_waiter(waiting,
                jsonb_build_object('event', emitted.name, 'payload', emitted.payload,
                                   'emitted_at', raquel_internal.rq_ms_to_timestamptz(emitted.emitted_at)),
-               j.attempts, now_ms, 'event'
-        FROM @extschema@.jobs j WHERE j.id = waiting.job_id
-        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-        UPDATE @extschema@.jobs j SET scheduled_at = now_ms
-        WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
-        RETURNING j.* INTO job;
-        IF FOUND THEN
-            -- ready now: wake a waiting claim at commit (src/events.rs)
-            PERFORM raquel_internal.rq_job_ready_again(job.queue, job.scheduled_at, job.max_age, job.priority, job.id);
+               'event', now_ms) THEN
             resumed := resumed + 1;
         END IF;
     END LOOP;
@@ -2514,6 +2504,37 @@ $$;
 COMMENT ON FUNCTION rq_wait_job(uuid, integer, text, uuid, interval) IS
     'raquel: parks the claimed job until another job ends or the timeout passes, as a step; parked: end the attempt; otherwise the job''s status, result and error, or timed_out.';
 
+-- What the end of a wait does for the job that waited, for rq_deliver (an
+-- emit) and rq_deliver_job_end (a job's end): `got` recorded as its step
+-- `waiting.name` of kind `kind` (unless a step of that name is recorded
+-- already) at `now_ms`, and the job, if still parked, due now, a waiting
+-- claim woken for it at commit. Whether it made the job due. The wait's row
+-- is the caller's to delete. Writes job_steps: the owner's (its callers run
+-- as the owner), not for PUBLIC.
+CREATE FUNCTION raquel_internal.rq_resume_waiter(waiting job_waits, got jsonb, kind text, now_ms bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    woken @extschema@.jobs;
+BEGIN
+    INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+    SELECT waiting.job_id, waiting.name, got, j.attempts, now_ms, rq_resume_waiter.kind
+    FROM @extschema@.jobs j WHERE j.id = waiting.job_id
+    ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+    UPDATE @extschema@.jobs j SET scheduled_at = now_ms
+    WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
+    RETURNING j.* INTO woken;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- ready now: wake a waiting claim at commit (src/events.rs)
+    PERFORM raquel_internal.rq_job_ready_again(woken.queue, woken.scheduled_at, woken.max_age, woken.priority, woken.id);
+    RETURN true;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint) FROM PUBLIC;
+
 -- Hands the end of job `job` to the jobs that wait for it (rq_wait_job):
 -- records its status, result and error as their step, ends their waits
 -- and edges, and makes those still parked due now. Nothing while the job
@@ -2534,7 +2555,6 @@ DECLARE
     there   boolean;
     got     jsonb;
     waiting @extschema@.job_waits;
-    woken   @extschema@.jobs;
     resumed bigint := 0;
 BEGIN
     SELECT j.status, j.result, j.error, j.finished_at INTO ended FROM @extschema@.jobs j WHERE j.id = rq_deliver_job_end.job;
@@ -2553,18 +2573,9 @@ BEGIN
         WHERE w.event = 'raquel:job:' || rq_deliver_job_end.job::text
         RETURNING w.*
     LOOP
-        INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-        SELECT waiting.job_id, waiting.name, got, j.attempts, now_ms, 'job'
-        FROM @extschema@.jobs j WHERE j.id = waiting.job_id
-        ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
         DELETE FROM @extschema@.job_dependencies d
         WHERE d.parent_id = rq_deliver_job_end.job AND d.child_id = waiting.job_id;
-        UPDATE @extschema@.jobs j SET scheduled_at = now_ms
-        WHERE j.id = waiting.job_id AND j.status = 'queued' AND j.scheduled_at > now_ms
-        RETURNING j.* INTO woken;
-        IF FOUND THEN
-            -- ready now: wake a waiting claim at commit (src/events.rs)
-            PERFORM raquel_internal.rq_job_ready_again(woken.queue, woken.scheduled_at, woken.max_age, woken.priority, woken.id);
+        IF raquel_internal.rq_resume_waiter(waiting, got, 'job', now_ms) THEN
             resumed := resumed + 1;
         END IF;
     END LOOP;

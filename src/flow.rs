@@ -72,9 +72,7 @@ fn with_settings<T>(function: pg_sys::Oid, f: impl FnOnce(&HashMap<String, Setti
             return f(&settings);
         }
         // the table's invalidations drop the copy (src/invalidation.rs)
-        invalidation::forget_when_changed("flow settings", table, || {
-            SETTINGS.with(|s| s.borrow_mut().take());
-        });
+        invalidation::forget_when_changed("flow settings", table, forget_settings);
         SETTINGS.with(|s| *s.borrow_mut() = Some(settings));
     }
     SETTINGS.with(|s| f(s.borrow().as_ref().expect("loaded above")))

@@ -203,6 +203,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("rq_wait_job(uuid,int,text,uuid,interval)",                  No,  No,  Yes, "SELECT * FROM rq_wait_job('00000000-0000-7000-8000-000000000000', 1, 's', '00000000-0000-7000-8000-000000000001')"),
     // hands a job's end on, as the owner: for the roles that end jobs
     ("raquel_internal.rq_deliver_job_end(uuid)",                  No,  No,  Yes, "SELECT raquel_internal.rq_deliver_job_end('00000000-0000-7000-8000-000000000000')"),
+    // records a resumed wait's step, as the owner: for its callers alone
+    ("raquel_internal.rq_resume_waiter(job_waits,jsonb,text,bigint)", No, No, No, "SELECT raquel_internal.rq_resume_waiter(w, '{}', 'event', 0) FROM job_waits w"),
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
     ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')"),
     ("raquel_internal.rq_require_attempt(uuid,int,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_require_attempt(NULL, 1, 'complete')"),
