@@ -983,7 +983,7 @@ impl Writer {
                 let mut permissions: *mut pg_sys::List = std::ptr::null_mut();
                 let permission = pg_sys::addRTEPermissionInfo(&mut permissions, rte);
                 (*permission).updatedCols = updated;
-                #[cfg(feature = "pg17")]
+                #[cfg(any(feature = "pg16", feature = "pg17"))]
                 pg_sys::ExecInitRangeTable(self.estate, range_table, permissions);
                 #[cfg(feature = "pg18")]
                 pg_sys::ExecInitRangeTable(self.estate, range_table, permissions, pg_sys::bms_make_singleton(1));
