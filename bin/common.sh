@@ -4,9 +4,10 @@
 # runs as `postgres`.
 #
 # The majors raquel is built and tested for, the default first. 15 is Debian
-# 12's own server; 17 and 18 are built from Debian's source packages by
-# bin/postgres-major under RAQUEL_PG_PREFIX/MAJOR (Debian's layout below
-# it). RAQUEL_PG_MAJOR (or use_major) picks the one these functions use.
+# 12's own server; 16 comes built from a Python wheel, and 17 and 18 are
+# built from Debian's source packages, by bin/postgres-major under
+# RAQUEL_PG_PREFIX/MAJOR (Debian's layout below it). RAQUEL_PG_MAJOR (or
+# use_major) picks the one these functions use.
 #
 # Nothing here writes those servers' files: raquel is built against them
 # (their pg_config and headers, read only) and installed into a copy of
@@ -20,7 +21,7 @@
 # server bin/dev started (a preloaded library replaced in place crashes
 # its server; a new one beside it is loaded by new backends). Other
 # servers on the machine, the system's own among them, are not touched.
-PG_MAJORS=(15 17 18)
+PG_MAJORS=(15 16 17 18)
 DEFAULT_PG_MAJOR=15
 RAQUEL_PG_PREFIX=${RAQUEL_PG_PREFIX:-/opt/raquel-postgresql}
 RAQUEL_HOME=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
