@@ -71,7 +71,9 @@ REVOKE EXECUTE ON FUNCTION
     -- the durable verbs write their tables as the owner: for workers
     rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
     rq_wait_event(uuid, integer, text, text, interval), rq_wait_job(uuid, integer, text, uuid, interval),
-    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint)
+    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint),
+    raquel_internal.rq_end_wait(uuid, text, jsonb, integer, bigint, text),
+    raquel_internal.rq_park(uuid, integer, text, text, bigint, bigint)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so

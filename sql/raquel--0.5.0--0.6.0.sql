@@ -2088,6 +2088,63 @@ LANGUAGE c VOLATILE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
 
+-- new (0.6.0): the end of a wait and a park, shared by rq_wait_event and rq_wait_job
+-- The end of a wait, for the waiting job's own call (rq_wait_event,
+-- rq_wait_job) that found it over: `got` recorded as its step `instance`
+-- of kind `kind`, by attempt `holder` at `now_ms`, unless its end was
+-- recorded first (by rq_deliver or rq_deliver_job_end; under REPEATABLE
+-- READ, a record this snapshot cannot see is a serialization failure,
+-- 40001: try again); what is recorded is returned. The job's wait row goes.
+-- Writes job_steps and job_waits: the owner's (its callers run as the
+-- owner), not for PUBLIC.
+CREATE FUNCTION raquel_internal.rq_end_wait(id uuid, instance text, got jsonb, holder integer, now_ms bigint, kind text)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+    VALUES (rq_end_wait.id, rq_end_wait.instance, rq_end_wait.got, rq_end_wait.holder, rq_end_wait.now_ms, rq_end_wait.kind)
+    ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT s.result INTO got FROM @extschema@.job_steps s
+        WHERE s.job_id = rq_end_wait.id AND s.name = rq_end_wait.instance;
+    END IF;
+    DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_end_wait.id;
+    RETURN got;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION raquel_internal.rq_end_wait(uuid, text, jsonb, integer, bigint, text) FROM PUBLIC;
+
+-- Parks the job `id` that attempt `holder` holds, for rq_wait_event and
+-- rq_wait_job: due at `until` (never, without one), and waiting for
+-- `event` as its step `instance` since `since`. One wait a job: a wait
+-- left by another step gives way. Under REPEATABLE READ an end that
+-- committed after this snapshot is not seen by the caller: the background
+-- worker looks in at commit. Writes jobs and job_waits: the owner's (its
+-- callers run as the owner), not for PUBLIC.
+CREATE FUNCTION raquel_internal.rq_park(id uuid, holder integer, instance text, event text, since bigint, until bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    job @extschema@.jobs;
+BEGIN
+    job := raquel_internal.rq_reschedule(rq_park.id,
+        at => raquel_internal.rq_ms_to_timestamptz(coalesce(rq_park.until, raquel_internal.rq_forever_ms())),
+        attempt => rq_park.holder);
+    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
+    VALUES (rq_park.id, job.queue, rq_park.instance, rq_park.event, rq_park.since, rq_park.until)
+    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
+    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION raquel_internal.rq_park(uuid, integer, text, text, bigint, bigint) FROM PUBLIC;
+
 -- new: rq_wait_event(uuid, integer, text, text, interval, parked boolean, payload jsonb, timed_out boolean)
 CREATE FUNCTION rq_wait_event(
     id        uuid,
@@ -2114,7 +2171,6 @@ DECLARE
     step       record;
     waiting    @extschema@.job_waits;
     emitted    @extschema@.emitted_events;
-    job        @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_wait_event.id, rq_wait_event.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
@@ -2151,18 +2207,8 @@ BEGIN
             got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
         END IF;
         IF got IS NOT NULL THEN
-            -- the wait ends here: its step recorded, unless an emit recorded it
-            -- first (then what it recorded; under REPEATABLE READ, a record
-            -- this snapshot cannot see is a serialization failure, 40001: try
-            -- again)
-            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-            VALUES (rq_wait_event.id, step.instance, got, holder, now_ms, 'event')
-            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-            IF NOT FOUND THEN
-                SELECT s.result INTO got FROM @extschema@.job_steps s
-                WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
-            END IF;
-            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+            -- the wait ends here (or an emit recorded its end first)
+            got := raquel_internal.rq_end_wait(rq_wait_event.id, step.instance, got, holder, now_ms, 'event');
         END IF;
     END IF;
     IF got IS NOT NULL THEN
@@ -2179,19 +2225,7 @@ BEGIN
         waiting.since := now_ms;
         waiting.until := now_ms + timeout_ms;
     END IF;
-    job := raquel_internal.rq_reschedule(rq_wait_event.id,
-        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
-        attempt => holder);
-    -- one wait a job: a wait left by another step gives way
-    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_event.id, job.queue, step.instance, rq_wait_event.event, waiting.since, waiting.until)
-    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
-    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
-    -- under REPEATABLE READ an emit that committed after this snapshot is
-    -- not seen here: the background worker looks in at commit
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        PERFORM raquel_internal.rq_look_in_at_commit();
-    END IF;
+    PERFORM raquel_internal.rq_park(rq_wait_event.id, holder, step.instance, rq_wait_event.event, waiting.since, waiting.until);
     parked := true;
 END
 $$;
@@ -2413,7 +2447,6 @@ DECLARE
     step       record;
     awaited    record;
     waiting    @extschema@.job_waits;
-    parked_job @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_wait_job.id, rq_wait_job.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_job');
@@ -2450,16 +2483,8 @@ BEGIN
             got := jsonb_build_object('job', rq_wait_job.job, 'timed_out', true);
         END IF;
         IF got IS NOT NULL THEN
-            -- the wait ends here: its step recorded, unless the job's end
-            -- recorded it first (then what it recorded)
-            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-            VALUES (rq_wait_job.id, step.instance, got, holder, now_ms, 'job')
-            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-            IF NOT FOUND THEN
-                SELECT s.result INTO got FROM @extschema@.job_steps s
-                WHERE s.job_id = rq_wait_job.id AND s.name = step.instance;
-            END IF;
-            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_job.id;
+            -- the wait ends here (or the job's end recorded it first)
+            got := raquel_internal.rq_end_wait(rq_wait_job.id, step.instance, got, holder, now_ms, 'job');
             DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = rq_wait_job.job AND d.child_id = rq_wait_job.id;
         END IF;
     END IF;
@@ -2480,19 +2505,13 @@ BEGIN
         waiting.since := now_ms;
         waiting.until := now_ms + timeout_ms;
     END IF;
-    parked_job := raquel_internal.rq_reschedule(rq_wait_job.id,
-        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
-        attempt => holder);
-    -- one wait a job: a wait left by another step gives way, and so does
-    -- its edge to a job it awaited
+    -- a wait left by another step gives way (rq_park), and so does its
+    -- edge to a job it awaited
     DELETE FROM @extschema@.job_dependencies d
     USING @extschema@.job_waits w
     WHERE w.job_id = rq_wait_job.id AND w.event <> awaited_event AND starts_with(w.event, 'raquel:job:')
       AND d.child_id = rq_wait_job.id AND d.parent_id = substr(w.event, 12)::uuid;
-    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_job.id, parked_job.queue, step.instance, awaited_event, waiting.since, waiting.until)
-    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
-    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    PERFORM raquel_internal.rq_park(rq_wait_job.id, holder, step.instance, awaited_event, waiting.since, waiting.until);
     -- the awaited job's end sets the wait off, in the ending transaction:
     -- the ending statements look for its edges (src/finish.rs sets_off)
     INSERT INTO @extschema@.job_dependencies (parent_id, child_id) VALUES (rq_wait_job.job, rq_wait_job.id)

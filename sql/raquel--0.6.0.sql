@@ -11,75 +11,95 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
 ) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
+VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
+-- raquel::schema::rq_check_nonnegative
+CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
+-- raquel::schema::rq_check_status
+CREATE  FUNCTION raquel_internal."rq_check_status"(
+	"value" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_ms
+-- raquel::distributed::rq_shard_queue
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::cursors::rq_cursor_state
-CREATE  FUNCTION raquel_internal."rq_cursor_state"(
-	"jobs" oid, /* pg_sys :: Oid */
-	"queue" TEXT /* & str */
-) RETURNS TEXT /* & '_ str */
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+-- raquel::schema::rq_check_delay_ms
+CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -94,70 +114,6 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::claim_slots::rq_claim_slot_counts
-CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"refreshes" bigint,  /* i64 */
-	"checks" bigint,  /* i64 */
-	"slots" INT,  /* i32 */
-	"max_slots" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_max_age_ms
-CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
-	"value" bigint /* i64 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -179,51 +135,6 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_nonnegative
-CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
-	"value" INT /* i32 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_status
-CREATE  FUNCTION raquel_internal."rq_check_status"(
-	"value" TEXT /* & str */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::flow::rq_wake_claims
 CREATE  FUNCTION raquel_internal."rq_wake_claims"(
 	"queue" TEXT /* Option < & str > */
@@ -235,115 +146,153 @@ AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
 	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_retention_ms
+CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queues
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_max_age_ms
+CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
+	"value" bigint /* i64 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::statements::rq_kept_statements
-CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
-	"function" TEXT,  /* String */
-	"statement" TEXT,  /* & '_ str */
-	"variant" bigint,  /* i64 */
-	"argument_types" TEXT[],  /* Vec < String > */
-	"sql" TEXT  /* String */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_lease_ms
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_max_event_wait_ms
-CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
-STRICT STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
--- Skipped due to `#[pgrx(sql = false)]`
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
 	"name" TEXT /* & str */
 ) RETURNS bigint /* i64 */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -360,63 +309,39 @@ AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
 STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -426,40 +351,6 @@ STRICT VOLATILE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -475,63 +366,73 @@ AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
 IMMUTABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::claim_slots::rq_claim_slot_counts
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -555,54 +456,30 @@ AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_event_retention_ms
-CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
+-- raquel::limits::rq_max_event_wait_ms
+CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
 STRICT STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_delay_ms
-CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
-	"value" INT /* i32 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -837,65 +714,24 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 -- requires:
 --   schema
 
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
 
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
-    -- 'event' (rq_wait_event); a call of one kind never reads a step of
-    -- another (sql/waits.sql rq_step_instance)
-    kind        text    NOT NULL DEFAULT 'step',
-    -- the last attempt that went past this sleep or wait, so that its
-    -- name called again in that attempt (a loop) is the next one, name#2
-    -- … (0.6.0, sql/waits.sql rq_step_instance)
-    passed_by   integer,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
-
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
-
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
-
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
 LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1209,6 +1045,71 @@ $$;
 -- requires:
 --   schema
 
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
+    -- 'event' (rq_wait_event); a call of one kind never reads a step of
+    -- another (sql/waits.sql rq_step_instance)
+    kind        text    NOT NULL DEFAULT 'step',
+    -- the last attempt that went past this sleep or wait, so that its
+    -- name called again in that attempt (a loop) is the next one, name#2
+    -- … (0.6.0, sql/waits.sql rq_step_instance)
+    passed_by   integer,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
 -- Telling the world about new jobs: waking waiting claims (and, with
 -- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
 
@@ -1251,280 +1152,772 @@ CREATE TRIGGER jobs_enqueued
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- requires:
---   schema
---   clock::rq_ms_to_timestamptz
---   errors::rq_refuse
---   metrics::rq_take_metrics
---   metrics::rq_histogram_add
---   metrics::rq_histogram_percentile
---   metrics::rq_note_metric
---   metrics::rq_metrics_lost
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
 
--- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
--- did and how long jobs waited and ran. The verbs count in memory; the
--- background worker adds the counts to this table (rq_record_metrics) each
--- round and soon after every minute with activity; the prune duty deletes
--- rows older than the retention, as it does finished jobs.
-CREATE TABLE metrics (
-    queue          text      NOT NULL,
-    -- the minute's start, ms since the Unix epoch
-    minute         bigint    NOT NULL,
-    enqueued       bigint    NOT NULL DEFAULT 0,
-    claimed        bigint    NOT NULL DEFAULT 0,
-    -- every attempt that ended: succeeded, failed (rescued ones too), and
-    -- of the failed ones those the rescue duty failed when a lease ran out
-    succeeded      bigint    NOT NULL DEFAULT 0,
-    failed         bigint    NOT NULL DEFAULT 0,
-    rescued        bigint    NOT NULL DEFAULT 0,
-    expired        bigint    NOT NULL DEFAULT 0,
-    -- From due (scheduled_at) to claim, and from claim to its end (success
-    -- or failure), as counts in 161 buckets, four per doubling of ms
-    -- (rq_histogram_percentile reads them): minutes add up exactly.
-    wait_histogram integer[] NOT NULL DEFAULT '{}',
-    run_histogram  integer[] NOT NULL DEFAULT '{}',
-    -- ready jobs (due, not claimed) when the minute was recorded
-    backlog        bigint,
-    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
-);
-CREATE INDEX metrics_minute_idx ON metrics (minute);
-SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
 
--- What the worker runs: the figures counted since its last round, added to
--- their rows, and each queue's ready backlog in the row of the minute that
--- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    touched bigint;
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    ended   bigint := (now_ms / 60000 - 1) * 60000;
-    more    bigint;
-BEGIN
-    -- One recorder at a time: a call waits for the one before it to commit,
-    -- so that what it leaves is visible once it returns (figures taken from
-    -- shared memory by a round not yet committed would otherwise be in
-    -- neither). 7311: this function's own class of advisory lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
-    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
-                                           wait_histogram, run_histogram)
-    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
-           t.wait_histogram, t.run_histogram
-    FROM raquel_internal.rq_take_metrics() t
-    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
-    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
-        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
-        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
-    GET DIAGNOSTICS touched = ROW_COUNT;
-    -- The backlog once a minute: it reads every ready job's index entry.
-    -- Kept for the queues that had something counted that minute (at most
-    -- the slots of shared memory) and the 100 longest backlogs, so that a
-    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
-    -- minute, not 200 000.
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
-        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT b.queue, ended, b.n
-        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-              GROUP BY j.queue) b
-        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
-           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
-        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        touched := touched + more;
-    END IF;
-    RETURN touched;
-END
-$$;
-
--- Events the metrics could not count, by its public name (src/metrics.rs):
--- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
-CREATE FUNCTION rq_metrics_lost() RETURNS bigint
-LANGUAGE c STRICT VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-
--- The figures per queue and minute since `since` ago (one queue, or all),
--- with the percentiles of wait and run time in ms.
-CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
-RETURNS TABLE (
-    queue text, minute timestamptz,
-    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
-    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
-    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
-    backlog bigint
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
 )
--- (SQL, not PL/pgSQL: the argument queue and the result column queue
--- would be one variable twice there.)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
-           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
-           m.backlog
-    FROM @extschema@.metrics m
-    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
-      AND ($1 IS NULL OR m.queue = $1)
-    ORDER BY m.queue, m.minute
-$$;
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
 
--- The current figures in the Prometheus text format, for a scraper that
--- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
--- jobs (then the most events in the last five recorded minutes, then by
--- name): jobs by status now, and over the last five recorded minutes the
--- events and the wait and run percentiles (seconds). Over every queue: jobs
--- by status and events, how many queues there are, and the events the
--- metrics could not count (raquel_metrics_lost_total). Its cost is one read
--- of the jobs table and of five minutes of metrics, plus the histograms of
--- the queues shown: 10 000 queues are as cheap as 100.
-CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
-    out     text;
-    waiting bigint;
-BEGIN
-    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
-    END IF;
-    WITH jobs AS (
-        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
-    ), events AS (
-        SELECT m.queue, e.event, sum(e.n) AS n
-        FROM @extschema@.metrics m
-        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
-                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        WHERE m.minute >= since
-        GROUP BY 1, 2
-    ), queues AS (
-        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
-        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
-              FROM jobs t GROUP BY 1) j
-        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
-    ), shown AS (
-        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
-        FROM queues q
-        ORDER BY q.unfinished DESC, q.events DESC, q.queue
-        LIMIT max_queues
-    ), histograms AS (
-        SELECT s.queue, s.rank,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
-        FROM shown s
-    ), quantiles AS (
-        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        CROSS JOIN histograms h
-        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
-    )
-    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
-        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
-                                      '' ORDER BY s.rank, t.status), '') AS part
-        FROM jobs t JOIN shown s ON s.queue = t.queue
-        UNION ALL
-        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
-        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
-        UNION ALL
-        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
-                         (SELECT count(*) FROM queues))
-        UNION ALL
-        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
-                                      '' ORDER BY s.rank, e.event), '')
-        FROM events e JOIN shown s ON s.queue = e.queue
-        UNION ALL
-        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
-        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
-        UNION ALL
-        SELECT 6 + w.which,
-               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
-                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
-               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
-                                              '' ORDER BY q.rank, q.fraction)
-                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        UNION ALL
-        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         raquel_internal.rq_metrics_lost())
-        UNION ALL
-        -- the claim cursors (src/cursors.rs), server-wide since it started
-        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
-                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
-                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
-                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
-                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
-        FROM raquel_internal.rq_cursor_counts() c
-    ) x;
-    -- the jobs parked for an event (sql/waits.sql), for a role that may read
-    -- them: a role given only jobs and metrics keeps its series
-    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
-        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
-        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
-                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
-    END IF;
-    RETURN out;
-END
-$$;
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_statements
+CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
+	"function" TEXT,  /* String */
+	"statement" TEXT,  /* & '_ str */
+	"variant" bigint,  /* i64 */
+	"argument_types" TEXT[],  /* Vec < String > */
+	"sql" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
+/* </end connected objects> */
 
--- A label value as the Prometheus text format writes it: backslash, double
--- quote and newline escaped.
-CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
-$$;
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
 --   schema
+--   events::rq_job_ready_in_lane
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
 
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
 
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
+);
+
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
+
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
+
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        -- (the jobs that await it first, as rq_job_ended does)
+        PERFORM raquel_internal.rq_deliver_job_end(parent);
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::enqueue::rq_job_options
+CREATE  FUNCTION raquel_internal."rq_job_options"(
+	"queue" TEXT, /* Option < & str > */
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"max_age" interval, /* Option < Interval > */
+	"max_retry_count" INT, /* Option < i32 > */
+	"min_retry_delay" interval, /* Option < Interval > */
+	"max_retry_delay" interval, /* Option < Interval > */
+	"backoff_base" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"now_ms" bigint,  /* i64 */
+	"due_ms" bigint,  /* i64 */
+	"max_age_ms" bigint,  /* Option < i64 > */
+	"min_retry_delay_ms" bigint,  /* i64 */
+	"max_retry_delay_ms" bigint,  /* i64 */
+	"backoff_base_ms" bigint  /* i64 */
+)
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   enqueue::rq_job_options
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   privileges::rq_caller_may_read
+
+-- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
+-- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
+-- written directly (src/direct.rs), and the rest by a kept plan of one
+-- INSERT (sql/transition.enqueue.sql) or rq_enqueue_batch_planned
+-- (sql/transitions.sql). Both check and
+-- convert the options in one place, src/enqueue.rs (rq_job_options here),
+-- and both run with the extension owner's rights: a producer needs EXECUTE
+-- on them and no privilege on the table (see rq_grant_producer).
+--
+-- A retry delay left NULL is the table's default (1 second, 12 hours and
+-- 1 second: src/limits.rs).
+
+-- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned
+-- (sql/transitions.sql)
+-- for the rest. A producer needs no privilege on the table, only EXECUTE on
+-- it (see rq_grant_producer): it runs as the extension's owner.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+-- The same C function by the name raquel's own code calls: sql/schema.sql
+-- says why.
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- The same with JSON payloads, each stored as its text.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        jsonb[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- One job: one INSERT. With a key that an unfinished job of the queue
+-- holds, that job comes back instead of a new one. A group_key puts the job
+-- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
+-- those jobs (sql/workflows.sql). With a key_period, a job of this key that
+-- ended less than key_period ago comes back too (sql/finish.sql).
+CREATE FUNCTION rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- The same with a JSON payload, stored as its text (the table's payload is
+-- text, as in the Python library).
+CREATE FUNCTION rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
+-- enqueues a job for each row change, in the same transaction as the change.
+-- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
+-- new is null when the operation has none.
+CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   enqueue
+--   schedules::rq_cron_next
+--   schedules::rq_schedule_slots
+--   schedules::rq_schedule_due
+--   schedules::rq_check_schedule_options
+--   clock::rq_ms_to_timestamptz
+--   clock::rq_ms_to_interval
+--   limits::rq_check_batch
+
+-- Recurring jobs, enqueued by the background worker inside the server: no
+-- process outside PostgreSQL keeps a schedule firing. A schedule's slots
+-- come from its cron pattern in its time zone (src/schedules.rs); the
+-- worker's duty rq_fire_schedules enqueues each due slot once.
+--
+-- Once: the duty locks the schedule's row, enqueues the slot's job and
+-- moves next_run_at past it in one transaction, so a slow round, a crash
+-- mid-round or a restart either did both or neither, and a second round
+-- passes over the locked row or finds next_run_at moved. A schedule's jobs
+-- are its own: they carry no key, so nothing another role enqueues can
+-- stand in for them or hold up the duty.
+
+CREATE TABLE schedules (
+    name            text    NOT NULL,
+    cron            text    NOT NULL,
+    timezone        text    NOT NULL DEFAULT 'UTC',
+    queue           text    NOT NULL,
+    payload         text,
+    -- Slots a round reached over a minute late (the server down, the
+    -- worker off): 'none' skips them, 'last' runs one job for them (at the
+    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
+    catch_up        text    NOT NULL DEFAULT 'last',
+    enabled         boolean NOT NULL DEFAULT true,
+    -- the options of rq_enqueue, as the jobs table keeps them (ms)
+    max_age         bigint,
+    max_retry_count integer,
+    min_retry_delay integer,
+    max_retry_delay integer,
+    backoff_base    integer,
+    priority        integer NOT NULL DEFAULT 0,
+    -- the next slot not yet enqueued, and the last one enqueued (ms)
+    next_run_at     bigint,
+    last_run_at     bigint,
+    last_job_id     uuid,
+    -- why the last slot could not be enqueued (NULL once one is): that slot
+    -- was skipped, and the schedule goes on with the next
+    last_error      text,
+
+    CONSTRAINT schedules_pkey PRIMARY KEY (name),
+    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
+);
+
+COMMENT ON TABLE schedules IS
+    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('schedules', '');
+
+-- The duty's walk: enabled schedules by their next slot.
+CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
+
+-- Creates or replaces a schedule. Its next slot is the first after now; a
+-- replaced schedule keeps its history (last_run_at, last_job_id). Every
+-- argument is checked first (22023; 54000 for a payload larger than
+-- raquel.max_payload_size), so an error changes nothing and every job the
+-- schedule will enqueue can be enqueued.
+CREATE FUNCTION raquel_internal.rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+-- The same with a JSON payload, stored as its text.
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         jsonb,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+END
+$$;
+
+-- Deletes a schedule; whether there was one. Its jobs stay.
+CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
+    SELECT count(*) > 0 FROM gone
+$$;
+
+-- Stops a schedule firing; resuming it starts again at the first slot after
+-- now (the slots in between are not run, whatever its catch_up). An unknown
+-- name is error P0002.
+CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
+END
+$$;
+
+-- Schedules for people: instants as timestamptz.
+CREATE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id, s.last_error
+FROM @extschema@.schedules s;
+
+-- The background worker's duty: enqueues the due slots of up to `batch`
+-- schedules; how many jobs it enqueued. A slot a round reaches within a
+-- minute is on time and runs; older ones were missed (the server was down,
+-- the worker off, or the schedule created with a slot in the past) and
+-- follow catch_up (src/schedules.rs). A schedule another session holds
+-- locked is left to it.
+--
+-- Each schedule fires in a subtransaction of its own: one that fails (its
+-- payload grown past a lowered raquel.max_payload_size, say) skips its due
+-- slots, records why in last_error, says so in a WARNING with the failure's
+-- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
+-- One whose next slot cannot even be computed (a pattern changed by hand)
+-- is disabled.
+CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+    failure  text;
+    state    text;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        BEGIN
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
+                    at => raquel_internal.rq_ms_to_timestamptz(slot),
+                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1624,18 +2017,14 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2000,683 +2389,6 @@ BEGIN
         ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
     END IF;
     RETURN keep;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::enqueue::rq_job_options
-CREATE  FUNCTION raquel_internal."rq_job_options"(
-	"queue" TEXT, /* Option < & str > */
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"max_age" interval, /* Option < Interval > */
-	"max_retry_count" INT, /* Option < i32 > */
-	"min_retry_delay" interval, /* Option < Interval > */
-	"max_retry_delay" interval, /* Option < Interval > */
-	"backoff_base" interval /* Option < Interval > */
-) RETURNS TABLE (
-	"now_ms" bigint,  /* i64 */
-	"due_ms" bigint,  /* i64 */
-	"max_age_ms" bigint,  /* Option < i64 > */
-	"min_retry_delay_ms" bigint,  /* i64 */
-	"max_retry_delay_ms" bigint,  /* i64 */
-	"backoff_base_ms" bigint  /* i64 */
-)
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   enqueue::rq_job_options
---   errors::rq_refuse
---   limits::rq_check_arrays
---   privileges::rq_caller_may_read
-
--- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
--- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
--- written directly (src/direct.rs), and the rest by a kept plan of one
--- INSERT (sql/transition.enqueue.sql) or rq_enqueue_batch_planned
--- (sql/transitions.sql). Both check and
--- convert the options in one place, src/enqueue.rs (rq_job_options here),
--- and both run with the extension owner's rights: a producer needs EXECUTE
--- on them and no privilege on the table (see rq_grant_producer).
---
--- A retry delay left NULL is the table's default (1 second, 12 hours and
--- 1 second: src/limits.rs).
-
--- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
--- that writes plain jobs directly and runs rq_enqueue_batch_planned
--- (sql/transitions.sql)
--- for the rest. A producer needs no privilege on the table, only EXECUTE on
--- it (see rq_grant_producer): it runs as the extension's owner.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
--- The same C function by the name raquel's own code calls: sql/schema.sql
--- says why.
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- The same with JSON payloads, each stored as its text.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        jsonb[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- One job: one INSERT. With a key that an unfinished job of the queue
--- holds, that job comes back instead of a new one. A group_key puts the job
--- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
--- those jobs (sql/workflows.sql). With a key_period, a job of this key that
--- ended less than key_period ago comes back too (sql/finish.sql).
-CREATE FUNCTION rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- The same with a JSON payload, stored as its text (the table's payload is
--- text, as in the Python library).
-CREATE FUNCTION rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
--- enqueues a job for each row change, in the same transaction as the change.
--- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
--- new is null when the operation has none.
-CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF TG_LEVEL <> 'ROW' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_WHEN = 'INSTEAD OF' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_RELID = '@extschema@.jobs'::regclass THEN
-        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_NARGS <> 1 THEN
-        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
-        'op', TG_OP,
-        'schema', TG_TABLE_SCHEMA,
-        'table', TG_TABLE_NAME,
-        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
-    IF TG_WHEN = 'BEFORE' THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    RETURN NULL;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   enqueue
---   schedules::rq_cron_next
---   schedules::rq_schedule_slots
---   schedules::rq_schedule_due
---   schedules::rq_check_schedule_options
---   clock::rq_ms_to_timestamptz
---   clock::rq_ms_to_interval
---   limits::rq_check_batch
-
--- Recurring jobs, enqueued by the background worker inside the server: no
--- process outside PostgreSQL keeps a schedule firing. A schedule's slots
--- come from its cron pattern in its time zone (src/schedules.rs); the
--- worker's duty rq_fire_schedules enqueues each due slot once.
---
--- Once: the duty locks the schedule's row, enqueues the slot's job and
--- moves next_run_at past it in one transaction, so a slow round, a crash
--- mid-round or a restart either did both or neither, and a second round
--- passes over the locked row or finds next_run_at moved. A schedule's jobs
--- are its own: they carry no key, so nothing another role enqueues can
--- stand in for them or hold up the duty.
-
-CREATE TABLE schedules (
-    name            text    NOT NULL,
-    cron            text    NOT NULL,
-    timezone        text    NOT NULL DEFAULT 'UTC',
-    queue           text    NOT NULL,
-    payload         text,
-    -- Slots a round reached over a minute late (the server down, the
-    -- worker off): 'none' skips them, 'last' runs one job for them (at the
-    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
-    catch_up        text    NOT NULL DEFAULT 'last',
-    enabled         boolean NOT NULL DEFAULT true,
-    -- the options of rq_enqueue, as the jobs table keeps them (ms)
-    max_age         bigint,
-    max_retry_count integer,
-    min_retry_delay integer,
-    max_retry_delay integer,
-    backoff_base    integer,
-    priority        integer NOT NULL DEFAULT 0,
-    -- the next slot not yet enqueued, and the last one enqueued (ms)
-    next_run_at     bigint,
-    last_run_at     bigint,
-    last_job_id     uuid,
-    -- why the last slot could not be enqueued (NULL once one is): that slot
-    -- was skipped, and the schedule goes on with the next
-    last_error      text,
-
-    CONSTRAINT schedules_pkey PRIMARY KEY (name),
-    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
-);
-
-COMMENT ON TABLE schedules IS
-    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('schedules', '');
-
--- The duty's walk: enabled schedules by their next slot.
-CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
-
--- Creates or replaces a schedule. Its next slot is the first after now; a
--- replaced schedule keeps its history (last_run_at, last_job_id). Every
--- argument is checked first (22023; 54000 for a payload larger than
--- raquel.max_payload_size), so an error changes nothing and every job the
--- schedule will enqueue can be enqueued.
-CREATE FUNCTION raquel_internal.rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    o        record;
-    next_ms  bigint;
-    schedule @extschema@.schedules;
-BEGIN
-    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
-        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
-    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
-    IF next_ms IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
-    END IF;
-    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
-        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
-    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
-        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
-        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
-    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
-    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
-        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
-        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
-        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
-        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
-    RETURNING s.* INTO schedule;
-    IF schedule.enabled THEN
-        PERFORM raquel_internal.rq_schedule_due(next_ms);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_schedule
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
-
--- The same with a JSON payload, stored as its text.
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         jsonb,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
-END
-$$;
-
--- Deletes a schedule; whether there was one. Its jobs stay.
-CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
-    SELECT count(*) > 0 FROM gone
-$$;
-
--- Stops a schedule firing; resuming it starts again at the first slot after
--- now (the slots in between are not run, whatever its catch_up). An unknown
--- name is error P0002.
-CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
-CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s
-    SET enabled = true,
-        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
-                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
-    WHERE s.name = rq_resume_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
-    END IF;
-    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
-    RETURN schedule;
-END
-$$;
-
--- Schedules for people: instants as timestamptz.
-CREATE VIEW rq_schedules AS
-SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
-       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
-       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
-       s.last_job_id, s.last_error
-FROM @extschema@.schedules s;
-
--- The background worker's duty: enqueues the due slots of up to `batch`
--- schedules; how many jobs it enqueued. A slot a round reaches within a
--- minute is on time and runs; older ones were missed (the server was down,
--- the worker off, or the schedule created with a slot in the past) and
--- follow catch_up (src/schedules.rs). A schedule another session holds
--- locked is left to it.
---
--- Each schedule fires in a subtransaction of its own: one that fails (its
--- payload grown past a lowered raquel.max_payload_size, say) skips its due
--- slots, records why in last_error, says so in a WARNING with the failure's
--- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
--- One whose next slot cannot even be computed (a pattern changed by hand)
--- is disabled.
-CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms   bigint := raquel_internal.rq_now_ms();
-    schedule record;
-    due      bigint[];
-    slot     bigint;
-    job_id   uuid;
-    enqueued bigint := 0;
-    failure  text;
-    state    text;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR schedule IN
-        SELECT s.* FROM @extschema@.schedules s
-        WHERE s.enabled AND s.next_run_at <= now_ms
-        ORDER BY s.next_run_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    LOOP
-        BEGIN
-            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
-                                                 schedule.catch_up);
-            job_id := NULL;
-            FOREACH slot IN ARRAY due LOOP
-                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
-                    at => raquel_internal.rq_ms_to_timestamptz(slot),
-                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
-                    max_retry_count => schedule.max_retry_count,
-                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
-                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
-                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
-                    priority => schedule.priority) j;
-            END LOOP;
-            UPDATE @extschema@.schedules s
-            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
-                last_job_id = coalesce(job_id, s.last_job_id),
-                last_error = NULL
-            WHERE s.name = schedule.name;
-            enqueued := enqueued + cardinality(due);
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
-            BEGIN
-                UPDATE @extschema@.schedules s
-                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                    last_error = format('%s (SQLSTATE %s)', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
-            EXCEPTION WHEN OTHERS THEN
-                UPDATE @extschema@.schedules s
-                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
-            END;
-        END;
-    END LOOP;
-    RETURN enqueued;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
-
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
-
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    parent  uuid;
-    settled bigint := 0;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
-    LOOP
-        -- (the jobs that await it first, as rq_job_ended does)
-        PERFORM raquel_internal.rq_deliver_job_end(parent);
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
-    END LOOP;
-    RETURN settled;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
-
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
-    END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
-    END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
 END
 $$;
 /* </end connected objects> */
@@ -3385,6 +3097,60 @@ BEGIN
 END
 $$;
 
+-- The end of a wait, for the waiting job's own call (rq_wait_event,
+-- rq_wait_job) that found it over: `got` recorded as its step `instance`
+-- of kind `kind`, by attempt `holder` at `now_ms`, unless its end was
+-- recorded first (by rq_deliver or rq_deliver_job_end; under REPEATABLE
+-- READ, a record this snapshot cannot see is a serialization failure,
+-- 40001: try again); what is recorded is returned. The job's wait row goes.
+-- Writes job_steps and job_waits: the owner's (its callers run as the
+-- owner), not for PUBLIC.
+CREATE FUNCTION raquel_internal.rq_end_wait(id uuid, instance text, got jsonb, holder integer, now_ms bigint, kind text)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
+    VALUES (rq_end_wait.id, rq_end_wait.instance, rq_end_wait.got, rq_end_wait.holder, rq_end_wait.now_ms, rq_end_wait.kind)
+    ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT s.result INTO got FROM @extschema@.job_steps s
+        WHERE s.job_id = rq_end_wait.id AND s.name = rq_end_wait.instance;
+    END IF;
+    DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_end_wait.id;
+    RETURN got;
+END
+$$;
+
+-- Parks the job `id` that attempt `holder` holds, for rq_wait_event and
+-- rq_wait_job: due at `until` (never, without one), and waiting for
+-- `event` as its step `instance` since `since`. One wait a job: a wait
+-- left by another step gives way. Under REPEATABLE READ an end that
+-- committed after this snapshot is not seen by the caller: the background
+-- worker looks in at commit. Writes jobs and job_waits: the owner's (its
+-- callers run as the owner), not for PUBLIC.
+CREATE FUNCTION raquel_internal.rq_park(id uuid, holder integer, instance text, event text, since bigint, until bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    job @extschema@.jobs;
+BEGIN
+    job := raquel_internal.rq_reschedule(rq_park.id,
+        at => raquel_internal.rq_ms_to_timestamptz(coalesce(rq_park.until, raquel_internal.rq_forever_ms())),
+        attempt => rq_park.holder);
+    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
+    VALUES (rq_park.id, job.queue, rq_park.instance, rq_park.event, rq_park.since, rq_park.until)
+    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
+    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM raquel_internal.rq_look_in_at_commit();
+    END IF;
+END
+$$;
+
 -- Parks the claimed job `id` until event `event` is emitted, for at most
 -- `timeout` (NULL: no limit), as step `name`. parked: the job waits
 -- (commit, and leave the job alone: the claim is over); it comes back when
@@ -3421,7 +3187,6 @@ DECLARE
     step       record;
     waiting    @extschema@.job_waits;
     emitted    @extschema@.emitted_events;
-    job        @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_wait_event.id, rq_wait_event.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_event');
@@ -3458,18 +3223,8 @@ BEGIN
             got := jsonb_build_object('event', rq_wait_event.event, 'timed_out', true);
         END IF;
         IF got IS NOT NULL THEN
-            -- the wait ends here: its step recorded, unless an emit recorded it
-            -- first (then what it recorded; under REPEATABLE READ, a record
-            -- this snapshot cannot see is a serialization failure, 40001: try
-            -- again)
-            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-            VALUES (rq_wait_event.id, step.instance, got, holder, now_ms, 'event')
-            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-            IF NOT FOUND THEN
-                SELECT s.result INTO got FROM @extschema@.job_steps s
-                WHERE s.job_id = rq_wait_event.id AND s.name = step.instance;
-            END IF;
-            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_event.id;
+            -- the wait ends here (or an emit recorded its end first)
+            got := raquel_internal.rq_end_wait(rq_wait_event.id, step.instance, got, holder, now_ms, 'event');
         END IF;
     END IF;
     IF got IS NOT NULL THEN
@@ -3486,19 +3241,7 @@ BEGIN
         waiting.since := now_ms;
         waiting.until := now_ms + timeout_ms;
     END IF;
-    job := raquel_internal.rq_reschedule(rq_wait_event.id,
-        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
-        attempt => holder);
-    -- one wait a job: a wait left by another step gives way
-    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_event.id, job.queue, step.instance, rq_wait_event.event, waiting.since, waiting.until)
-    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
-    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
-    -- under REPEATABLE READ an emit that committed after this snapshot is
-    -- not seen here: the background worker looks in at commit
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        PERFORM raquel_internal.rq_look_in_at_commit();
-    END IF;
+    PERFORM raquel_internal.rq_park(rq_wait_event.id, holder, step.instance, rq_wait_event.event, waiting.since, waiting.until);
     parked := true;
 END
 $$;
@@ -3543,7 +3286,6 @@ DECLARE
     step       record;
     awaited    record;
     waiting    @extschema@.job_waits;
-    parked_job @extschema@.jobs;
 BEGIN
     PERFORM raquel_internal.rq_require_attempt(rq_wait_job.id, rq_wait_job.attempt, 'park');
     PERFORM raquel_internal.rq_refuse_distributed('rq_wait_job');
@@ -3580,16 +3322,8 @@ BEGIN
             got := jsonb_build_object('job', rq_wait_job.job, 'timed_out', true);
         END IF;
         IF got IS NOT NULL THEN
-            -- the wait ends here: its step recorded, unless the job's end
-            -- recorded it first (then what it recorded)
-            INSERT INTO @extschema@.job_steps (job_id, name, result, attempt, recorded_at, kind)
-            VALUES (rq_wait_job.id, step.instance, got, holder, now_ms, 'job')
-            ON CONFLICT ON CONSTRAINT job_steps_pkey DO NOTHING;
-            IF NOT FOUND THEN
-                SELECT s.result INTO got FROM @extschema@.job_steps s
-                WHERE s.job_id = rq_wait_job.id AND s.name = step.instance;
-            END IF;
-            DELETE FROM @extschema@.job_waits w WHERE w.job_id = rq_wait_job.id;
+            -- the wait ends here (or the job's end recorded it first)
+            got := raquel_internal.rq_end_wait(rq_wait_job.id, step.instance, got, holder, now_ms, 'job');
             DELETE FROM @extschema@.job_dependencies d WHERE d.parent_id = rq_wait_job.job AND d.child_id = rq_wait_job.id;
         END IF;
     END IF;
@@ -3610,19 +3344,13 @@ BEGIN
         waiting.since := now_ms;
         waiting.until := now_ms + timeout_ms;
     END IF;
-    parked_job := raquel_internal.rq_reschedule(rq_wait_job.id,
-        at => raquel_internal.rq_ms_to_timestamptz(coalesce(waiting.until, raquel_internal.rq_forever_ms())),
-        attempt => holder);
-    -- one wait a job: a wait left by another step gives way, and so does
-    -- its edge to a job it awaited
+    -- a wait left by another step gives way (rq_park), and so does its
+    -- edge to a job it awaited
     DELETE FROM @extschema@.job_dependencies d
     USING @extschema@.job_waits w
     WHERE w.job_id = rq_wait_job.id AND w.event <> awaited_event AND starts_with(w.event, 'raquel:job:')
       AND d.child_id = rq_wait_job.id AND d.parent_id = substr(w.event, 12)::uuid;
-    INSERT INTO @extschema@.job_waits AS w (job_id, queue, name, event, since, until)
-    VALUES (rq_wait_job.id, parked_job.queue, step.instance, awaited_event, waiting.since, waiting.until)
-    ON CONFLICT ON CONSTRAINT job_waits_pkey DO UPDATE
-    SET queue = excluded.queue, name = excluded.name, event = excluded.event, since = excluded.since, until = excluded.until;
+    PERFORM raquel_internal.rq_park(rq_wait_job.id, holder, step.instance, awaited_event, waiting.since, waiting.until);
     -- the awaited job's end sets the wait off, in the ending transaction:
     -- the ending statements look for its edges (src/finish.rs sets_off)
     INSERT INTO @extschema@.job_dependencies (parent_id, child_id) VALUES (rq_wait_job.job, rq_wait_job.id)
@@ -4066,310 +3794,296 @@ FROM jobs j;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- requires:
---   schema
---   flow
---   history
---   schedules
---   workflows
---   steps
---   waits
---   metrics
---   observe
-
--- The comment of every column a user reads, shown by \d+ in psql; the
--- reference pages say more (docs/src/reference/jobs-table.md and the guides
--- it links to). One block per table or view, in the order of the reference.
--- Instants stored as bigint are ms since the Unix epoch (UTC); durations are
--- ms, as in the Python library's table.
-
--- jobs
-COMMENT ON COLUMN jobs.id IS
-    'The job''s id, a time-ordered UUIDv7 (rq_uuid7()) unless the enqueue gives one; every verb names a job by it.';
-COMMENT ON COLUMN jobs.queue IS
-    'The name of the job''s queue, which rq_claim names; ''default'' when an INSERT gives none.';
-COMMENT ON COLUMN jobs.payload IS
-    'The job''s data as text, set by rq_enqueue (a jsonb payload is stored as its text); NULL: none.';
-COMMENT ON COLUMN jobs.status IS
-    'queued, claimed, success, failed (waiting for a retry at scheduled_at), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
-COMMENT ON COLUMN jobs.max_age IS
-    'How long (ms) after scheduled_at the job may wait unclaimed before the expire duty expires it (rq_enqueue''s max_age); NULL: never expires.';
-COMMENT ON COLUMN jobs.max_retry_count IS
-    'How many retries after the first attempt (rq_enqueue''s max_retry_count); NULL: retry for ever. Attempts handed back (requeues) use up none.';
-COMMENT ON COLUMN jobs.min_retry_delay IS
-    'The shortest backoff after a failure, in ms (default 1000); rq_reschedule without at or delay waits this long too.';
-COMMENT ON COLUMN jobs.max_retry_delay IS
-    'The longest backoff after a failure, in ms (default 43200000, 12 hours).';
-COMMENT ON COLUMN jobs.backoff_base IS
-    'The first backoff after a failure, in ms (default 1000), doubled at each further failure and clamped to the retry delays (rq_backoff).';
-COMMENT ON COLUMN jobs.enqueued_at IS
-    'When the job was enqueued, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN jobs.scheduled_at IS
-    'When the job is due, ms since the Unix epoch, UTC: rq_enqueue''s at plus delay; after a failure, its time plus the backoff; rq_reschedule and rq_retry move it.';
-COMMENT ON COLUMN jobs.attempts IS
-    'Claims so far (rq_claim, rq_take), each an attempt: the fencing token that rq_complete, rq_fail and the other worker verbs require.';
-COMMENT ON COLUMN jobs.error IS
-    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; kept after a later success. NULL: none.';
-COMMENT ON COLUMN jobs.error_trace IS
-    'The trace (say a stack trace) given with the last failure to rq_fail; NULL: none.';
-COMMENT ON COLUMN jobs.claimed_by IS
-    'The name of the worker that last claimed the job (rq_claim''s worker); kept after the job ends, cleared by rq_reject.';
-COMMENT ON COLUMN jobs.claimed_at IS
-    'When the job was last claimed, ms since the Unix epoch, UTC; kept after the job ends, cleared by rq_reject. NULL: never claimed.';
-COMMENT ON COLUMN jobs.finished_at IS
-    'When the job reached a final status (success, exhausted, cancelled, expired), ms since the Unix epoch, UTC; NULL while it has not.';
-COMMENT ON COLUMN jobs.priority IS
-    'rq_enqueue''s priority: higher runs first (default 0).';
-COMMENT ON COLUMN jobs.lease_expires_at IS
-    'When the current claim''s lease runs out, ms since the Unix epoch, UTC (rq_claim, rq_extend). NULL on a claimed job: claimed by hand, with a lease of a minute from claimed_at.';
-COMMENT ON COLUMN jobs.requeues IS
-    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait for an event), which use up no retry: retries used are attempts - requeues.';
-COMMENT ON COLUMN jobs.key IS
-    'rq_enqueue''s deduplication key: while a job of the same queue and key is unfinished, enqueueing that key again returns that job. NULL: none.';
-COMMENT ON COLUMN jobs.group_key IS
-    'rq_enqueue''s group_key: the job''s fair group in its queue (a tenant, say); claims take turns from group to group. NULL: no group.';
-COMMENT ON COLUMN jobs.turn IS
-    'A grouped job''s turn within its queue, set as it is inserted, which claims follow to let groups take turns; NULL without a group_key.';
-COMMENT ON COLUMN jobs.blocked_by IS
-    'For a blocked job, how many of the jobs it runs after (rq_enqueue''s after) have not ended yet; 0 otherwise. Only raquel''s functions write it.';
-COMMENT ON COLUMN jobs.key_period IS
-    'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
-COMMENT ON COLUMN jobs.result IS
-    'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
-
--- queue_limits
-COMMENT ON COLUMN queue_limits.queue IS
-    'The queue these settings are for; one row per queue that is paused, limited or grouped.';
-COMMENT ON COLUMN queue_limits.paused IS
-    'true: no claim takes the queue''s jobs (rq_pause) until rq_resume; enqueues go on.';
-COMMENT ON COLUMN queue_limits.max_claimed IS
-    'At most this many of the queue''s jobs claimed at once (rq_set_limits); NULL: no limit.';
-COMMENT ON COLUMN queue_limits.rate IS
-    'At most this many claims per `per`, as a token bucket that starts full (rq_set_limits); NULL: no rate limit.';
-COMMENT ON COLUMN queue_limits.per IS
-    'The interval of rate (rq_set_limits); NULL without a rate.';
-COMMENT ON COLUMN queue_limits.group_max_claimed IS
-    'At most this many claimed jobs of one group_key at once (rq_set_limits); NULL: no limit.';
-COMMENT ON COLUMN queue_limits.grouped IS
-    'true once the queue has had a job with a group_key (set by the first one): its claims take turns among its groups.';
-COMMENT ON COLUMN queue_limits.claimed IS
-    'State written by rq_claim alone: the jobs claimed under max_claimed, when the count is kept in the row rather than in shared memory.';
-COMMENT ON COLUMN queue_limits.tokens IS
-    'State written by rq_claim alone: the rate''s tokens left at tokens_at, when the bucket is kept in the row rather than in shared memory.';
-COMMENT ON COLUMN queue_limits.tokens_at IS
-    'State written by rq_claim alone: when tokens was counted, ms since the Unix epoch, UTC.';
-
--- queues_without_history
-COMMENT ON COLUMN queues_without_history.queue IS
-    'A queue whose jobs are deleted as they succeed through raquel''s verbs, instead of kept (rq_set_history(queue, false)).';
-
--- schedules
-COMMENT ON COLUMN schedules.name IS
-    'The schedule''s name, given to rq_schedule and the other schedule verbs.';
-COMMENT ON COLUMN schedules.cron IS
-    'The cron pattern whose slots enqueue a job each (rq_schedule).';
-COMMENT ON COLUMN schedules.timezone IS
-    'The time zone the cron pattern is read in (default UTC).';
-COMMENT ON COLUMN schedules.queue IS
-    'The queue the schedule''s jobs are enqueued into.';
-COMMENT ON COLUMN schedules.payload IS
-    'The payload of each job, as text (a jsonb payload is stored as its text); NULL: none.';
-COMMENT ON COLUMN schedules.catch_up IS
-    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
-COMMENT ON COLUMN schedules.enabled IS
-    'false: paused (rq_pause_schedule), or disabled when its next slot could not be enqueued or computed; rq_resume_schedule sets it true.';
-COMMENT ON COLUMN schedules.max_age IS
-    'The max_age of each job, in ms; NULL: its jobs never expire.';
-COMMENT ON COLUMN schedules.max_retry_count IS
-    'The max_retry_count of each job; NULL: retry for ever.';
-COMMENT ON COLUMN schedules.min_retry_delay IS
-    'The min_retry_delay of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.max_retry_delay IS
-    'The max_retry_delay of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.backoff_base IS
-    'The backoff_base of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.priority IS
-    'The priority of each job: higher runs first (default 0).';
-COMMENT ON COLUMN schedules.next_run_at IS
-    'The next slot not yet enqueued, ms since the Unix epoch, UTC; the duty rq_fire_schedules enqueues it when due and moves it on.';
-COMMENT ON COLUMN schedules.last_run_at IS
-    'The last slot enqueued, ms since the Unix epoch, UTC; NULL: none yet.';
-COMMENT ON COLUMN schedules.last_job_id IS
-    'The job enqueued for the last slot (jobs.id); NULL: none yet.';
-COMMENT ON COLUMN schedules.last_error IS
-    'Why the last due slot could not be enqueued (it was skipped, and the schedule goes on at its next slot); NULL once a slot is enqueued.';
-
--- job_dependencies
-COMMENT ON COLUMN job_dependencies.parent_id IS
-    'The job waited for (jobs.id); the row is deleted when it ends.';
-COMMENT ON COLUMN job_dependencies.child_id IS
-    'The job still waiting for parent_id (jobs.id), enqueued with it in rq_enqueue''s after.';
-
--- job_parents
-COMMENT ON COLUMN job_parents.child_id IS
-    'The job (jobs.id) enqueued to run after parent_id; its rows are deleted with it.';
-COMMENT ON COLUMN job_parents.parent_id IS
-    'A job named in the child''s rq_enqueue after, kept after it ends so that rq_parents can read its status and result.';
-
--- job_steps
-COMMENT ON COLUMN job_steps.job_id IS
-    'The job (jobs.id) that recorded the step; its steps are deleted with it.';
-COMMENT ON COLUMN job_steps.name IS
-    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
-COMMENT ON COLUMN job_steps.result IS
-    'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
-COMMENT ON COLUMN job_steps.attempt IS
-    'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
-COMMENT ON COLUMN job_steps.recorded_at IS
-    'When the step was recorded, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN job_steps.kind IS
-    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
-COMMENT ON COLUMN job_steps.passed_by IS
-    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
-
--- job_waits
-COMMENT ON COLUMN job_waits.job_id IS
-    'The job parked for an event (jobs.id), one wait a job; the row goes when the event is emitted or the wait ends.';
-COMMENT ON COLUMN job_waits.queue IS
-    'The parked job''s queue, for rq_stats.';
-COMMENT ON COLUMN job_waits.name IS
-    'The name of the step the wait is (rq_wait_event''s name), under which the event''s payload is recorded.';
-COMMENT ON COLUMN job_waits.event IS
-    'The name of the event waited for (rq_wait_event''s event).';
-COMMENT ON COLUMN job_waits.since IS
-    'When the wait began, ms since the Unix epoch, UTC: an emit kept until then or later reaches it.';
-COMMENT ON COLUMN job_waits.until IS
-    'When the wait times out, ms since the Unix epoch, UTC (rq_wait_event''s timeout); NULL: never.';
-
--- emitted_events
-COMMENT ON COLUMN emitted_events.id IS
-    'The emit''s number, rising in the order of the emits.';
-COMMENT ON COLUMN emitted_events.name IS
-    'The event''s name (rq_emit''s event).';
-COMMENT ON COLUMN emitted_events.payload IS
-    'rq_emit''s payload, recorded as the step of every job that waited for the event; NULL: none.';
-COMMENT ON COLUMN emitted_events.emitted_at IS
-    'When the event was emitted, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN emitted_events.kept_until IS
-    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
-COMMENT ON COLUMN emitted_events.until_read IS
-    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
-
--- event_emitters
-COMMENT ON COLUMN event_emitters.role IS
-    'The role (pg_roles.oid) that may emit events whose name begins with prefix (rq_grant_emitter).';
-COMMENT ON COLUMN event_emitters.prefix IS
-    'A prefix of the event names the role may emit; a role may emit an event that begins with any of its prefixes.';
-
--- metrics
-COMMENT ON COLUMN metrics.queue IS
-    'The queue the minute''s figures are for.';
-COMMENT ON COLUMN metrics.minute IS
-    'The minute''s start, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN metrics.enqueued IS
-    'Jobs enqueued in the minute, by any path (a plain INSERT too).';
-COMMENT ON COLUMN metrics.claimed IS
-    'Jobs claimed in the minute.';
-COMMENT ON COLUMN metrics.succeeded IS
-    'Attempts that succeeded in the minute.';
-COMMENT ON COLUMN metrics.failed IS
-    'Attempts that failed in the minute, the rescued ones included.';
-COMMENT ON COLUMN metrics.rescued IS
-    'Attempts the rescue duty failed in the minute because their lease ran out.';
-COMMENT ON COLUMN metrics.expired IS
-    'Jobs the expire duty expired in the minute.';
-COMMENT ON COLUMN metrics.wait_histogram IS
-    'Times from due (scheduled_at) to claim, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
-COMMENT ON COLUMN metrics.run_histogram IS
-    'Times from claim to the attempt''s end, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
-COMMENT ON COLUMN metrics.backlog IS
-    'Ready jobs (due, not claimed) when the minute was recorded; NULL: not recorded for this queue (kept for active queues and the 100 longest backlogs).';
-
--- key_holds
-COMMENT ON COLUMN key_holds.queue IS
-    'The queue of the job that held the key.';
-COMMENT ON COLUMN key_holds.key IS
-    'The key held after its job ended: enqueueing it again in the queue returns that job until `until`.';
-COMMENT ON COLUMN key_holds.job_id IS
-    'The ended job (jobs.id) that an enqueue of the key returns.';
-COMMENT ON COLUMN key_holds.until IS
-    'When the hold ends, ms since the Unix epoch, UTC: the job''s end plus its key_period; the prune duty then deletes the row.';
-
--- rq_jobs
-COMMENT ON COLUMN rq_jobs.id IS
-    'The job''s id, a time-ordered UUIDv7 (jobs.id).';
-COMMENT ON COLUMN rq_jobs.queue IS
-    'The name of the job''s queue.';
-COMMENT ON COLUMN rq_jobs.status IS
-    'queued, claimed, success, failed (waiting for a retry), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
-COMMENT ON COLUMN rq_jobs.priority IS
-    'Higher runs first (default 0).';
-COMMENT ON COLUMN rq_jobs.attempts IS
-    'Claims so far, each an attempt: the fencing token the worker verbs require.';
-COMMENT ON COLUMN rq_jobs.requeues IS
-    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait), which use up no retry: retries used are attempts - requeues.';
-COMMENT ON COLUMN rq_jobs.max_retry_count IS
-    'How many retries after the first attempt; NULL: retry for ever.';
-COMMENT ON COLUMN rq_jobs.payload IS
-    'The job''s data as text; NULL: none.';
-COMMENT ON COLUMN rq_jobs.error IS
-    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; NULL: none.';
-COMMENT ON COLUMN rq_jobs.claimed_by IS
-    'The name of the worker that last claimed the job (rq_claim''s worker).';
-COMMENT ON COLUMN rq_jobs.enqueued_at IS
-    'When the job was enqueued (timestamptz).';
-COMMENT ON COLUMN rq_jobs.scheduled_at IS
-    'When the job is due (timestamptz): at enqueue, at plus delay; after a failure, its time plus the backoff.';
-COMMENT ON COLUMN rq_jobs.claimed_at IS
-    'When the job was last claimed (timestamptz); NULL: never claimed, or handed back by rq_reject.';
-COMMENT ON COLUMN rq_jobs.lease_expires_at IS
-    'When the current claim''s lease runs out (timestamptz); NULL when not claimed, or claimed by hand (a lease of a minute from claimed_at).';
-COMMENT ON COLUMN rq_jobs.finished_at IS
-    'When the job reached a final status (timestamptz); NULL while it has not.';
-COMMENT ON COLUMN rq_jobs.max_age IS
-    'How long (interval) after scheduled_at the job may wait unclaimed before it expires; NULL: never expires.';
-COMMENT ON COLUMN rq_jobs.min_retry_delay IS
-    'The shortest backoff after a failure (interval).';
-COMMENT ON COLUMN rq_jobs.max_retry_delay IS
-    'The longest backoff after a failure (interval).';
-COMMENT ON COLUMN rq_jobs.backoff_base IS
-    'The first backoff after a failure (interval), doubled at each further failure.';
-COMMENT ON COLUMN rq_jobs.error_trace IS
-    'The trace given with the last failure to rq_fail; NULL: none.';
-COMMENT ON COLUMN rq_jobs.result IS
-    'What the job produced, as given to the verb that completed it; NULL: none given, or not completed.';
-
--- rq_schedules
-COMMENT ON COLUMN rq_schedules.name IS
-    'The schedule''s name.';
-COMMENT ON COLUMN rq_schedules.cron IS
-    'The cron pattern whose slots enqueue a job each.';
-COMMENT ON COLUMN rq_schedules.timezone IS
-    'The time zone the cron pattern is read in.';
-COMMENT ON COLUMN rq_schedules.queue IS
-    'The queue the schedule''s jobs are enqueued into.';
-COMMENT ON COLUMN rq_schedules.enabled IS
-    'false: paused (rq_pause_schedule) or disabled after an error; rq_resume_schedule sets it true.';
-COMMENT ON COLUMN rq_schedules.catch_up IS
-    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
-COMMENT ON COLUMN rq_schedules.next_run IS
-    'The next slot not yet enqueued (timestamptz).';
-COMMENT ON COLUMN rq_schedules.last_run IS
-    'The last slot enqueued (timestamptz); NULL: none yet.';
-COMMENT ON COLUMN rq_schedules.last_job_id IS
-    'The job enqueued for the last slot; NULL: none yet.';
-COMMENT ON COLUMN rq_schedules.last_error IS
-    'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
+-- raquel::cursors::rq_cursor_state
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pg_sys :: Oid */
+	"queue" TEXT /* & str */
+) RETURNS TEXT /* & '_ str */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   clock::rq_ms_to_timestamptz
+--   errors::rq_refuse
+--   metrics::rq_take_metrics
+--   metrics::rq_histogram_add
+--   metrics::rq_histogram_percentile
+--   metrics::rq_note_metric
+--   metrics::rq_metrics_lost
+
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
+);
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
+
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
+
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
+    RETURN out;
+END
+$$;
+
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4667,7 +4381,9 @@ REVOKE EXECUTE ON FUNCTION
     -- the durable verbs write their tables as the owner: for workers
     rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
     rq_wait_event(uuid, integer, text, text, interval), rq_wait_job(uuid, integer, text, uuid, interval),
-    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint)
+    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint),
+    raquel_internal.rq_end_wait(uuid, text, jsonb, integer, bigint, text),
+    raquel_internal.rq_park(uuid, integer, text, text, bigint, bigint)
 FROM PUBLIC;
 
 -- Every claim and every finish reads the flow settings (src/flow.rs), so
@@ -4826,6 +4542,308 @@ BEGIN
     END LOOP;
 END
 $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   flow
+--   history
+--   schedules
+--   workflows
+--   steps
+--   waits
+--   metrics
+--   observe
+
+-- The comment of every column a user reads, shown by \d+ in psql; the
+-- reference pages say more (docs/src/reference/jobs-table.md and the guides
+-- it links to). One block per table or view, in the order of the reference.
+-- Instants stored as bigint are ms since the Unix epoch (UTC); durations are
+-- ms, as in the Python library's table.
+
+-- jobs
+COMMENT ON COLUMN jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (rq_uuid7()) unless the enqueue gives one; every verb names a job by it.';
+COMMENT ON COLUMN jobs.queue IS
+    'The name of the job''s queue, which rq_claim names; ''default'' when an INSERT gives none.';
+COMMENT ON COLUMN jobs.payload IS
+    'The job''s data as text, set by rq_enqueue (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry at scheduled_at), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN jobs.max_age IS
+    'How long (ms) after scheduled_at the job may wait unclaimed before the expire duty expires it (rq_enqueue''s max_age); NULL: never expires.';
+COMMENT ON COLUMN jobs.max_retry_count IS
+    'How many retries after the first attempt (rq_enqueue''s max_retry_count); NULL: retry for ever. Attempts handed back (requeues) use up none.';
+COMMENT ON COLUMN jobs.min_retry_delay IS
+    'The shortest backoff after a failure, in ms (default 1000); rq_reschedule without at or delay waits this long too.';
+COMMENT ON COLUMN jobs.max_retry_delay IS
+    'The longest backoff after a failure, in ms (default 43200000, 12 hours).';
+COMMENT ON COLUMN jobs.backoff_base IS
+    'The first backoff after a failure, in ms (default 1000), doubled at each further failure and clamped to the retry delays (rq_backoff).';
+COMMENT ON COLUMN jobs.enqueued_at IS
+    'When the job was enqueued, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN jobs.scheduled_at IS
+    'When the job is due, ms since the Unix epoch, UTC: rq_enqueue''s at plus delay; after a failure, its time plus the backoff; rq_reschedule and rq_retry move it.';
+COMMENT ON COLUMN jobs.attempts IS
+    'Claims so far (rq_claim, rq_take), each an attempt: the fencing token that rq_complete, rq_fail and the other worker verbs require.';
+COMMENT ON COLUMN jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; kept after a later success. NULL: none.';
+COMMENT ON COLUMN jobs.error_trace IS
+    'The trace (say a stack trace) given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker); kept after the job ends, cleared by rq_reject.';
+COMMENT ON COLUMN jobs.claimed_at IS
+    'When the job was last claimed, ms since the Unix epoch, UTC; kept after the job ends, cleared by rq_reject. NULL: never claimed.';
+COMMENT ON COLUMN jobs.finished_at IS
+    'When the job reached a final status (success, exhausted, cancelled, expired), ms since the Unix epoch, UTC; NULL while it has not.';
+COMMENT ON COLUMN jobs.priority IS
+    'rq_enqueue''s priority: higher runs first (default 0).';
+COMMENT ON COLUMN jobs.lease_expires_at IS
+    'When the current claim''s lease runs out, ms since the Unix epoch, UTC (rq_claim, rq_extend). NULL on a claimed job: claimed by hand, with a lease of a minute from claimed_at.';
+COMMENT ON COLUMN jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait for an event), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN jobs.key IS
+    'rq_enqueue''s deduplication key: while a job of the same queue and key is unfinished, enqueueing that key again returns that job. NULL: none.';
+COMMENT ON COLUMN jobs.group_key IS
+    'rq_enqueue''s group_key: the job''s fair group in its queue (a tenant, say); claims take turns from group to group. NULL: no group.';
+COMMENT ON COLUMN jobs.turn IS
+    'A grouped job''s turn within its queue, set as it is inserted, which claims follow to let groups take turns; NULL without a group_key.';
+COMMENT ON COLUMN jobs.blocked_by IS
+    'For a blocked job, how many of the jobs it runs after (rq_enqueue''s after) have not ended yet; 0 otherwise. Only raquel''s functions write it.';
+COMMENT ON COLUMN jobs.key_period IS
+    'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
+COMMENT ON COLUMN jobs.result IS
+    'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
+
+-- queue_limits
+COMMENT ON COLUMN queue_limits.queue IS
+    'The queue these settings are for; one row per queue that is paused, limited or grouped.';
+COMMENT ON COLUMN queue_limits.paused IS
+    'true: no claim takes the queue''s jobs (rq_pause) until rq_resume; enqueues go on.';
+COMMENT ON COLUMN queue_limits.max_claimed IS
+    'At most this many of the queue''s jobs claimed at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.rate IS
+    'At most this many claims per `per`, as a token bucket that starts full (rq_set_limits); NULL: no rate limit.';
+COMMENT ON COLUMN queue_limits.per IS
+    'The interval of rate (rq_set_limits); NULL without a rate.';
+COMMENT ON COLUMN queue_limits.group_max_claimed IS
+    'At most this many claimed jobs of one group_key at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.grouped IS
+    'true once the queue has had a job with a group_key (set by the first one): its claims take turns among its groups.';
+COMMENT ON COLUMN queue_limits.claimed IS
+    'State written by rq_claim alone: the jobs claimed under max_claimed, when the count is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens IS
+    'State written by rq_claim alone: the rate''s tokens left at tokens_at, when the bucket is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens_at IS
+    'State written by rq_claim alone: when tokens was counted, ms since the Unix epoch, UTC.';
+
+-- queues_without_history
+COMMENT ON COLUMN queues_without_history.queue IS
+    'A queue whose jobs are deleted as they succeed through raquel''s verbs, instead of kept (rq_set_history(queue, false)).';
+
+-- schedules
+COMMENT ON COLUMN schedules.name IS
+    'The schedule''s name, given to rq_schedule and the other schedule verbs.';
+COMMENT ON COLUMN schedules.cron IS
+    'The cron pattern whose slots enqueue a job each (rq_schedule).';
+COMMENT ON COLUMN schedules.timezone IS
+    'The time zone the cron pattern is read in (default UTC).';
+COMMENT ON COLUMN schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN schedules.payload IS
+    'The payload of each job, as text (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN schedules.enabled IS
+    'false: paused (rq_pause_schedule), or disabled when its next slot could not be enqueued or computed; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN schedules.max_age IS
+    'The max_age of each job, in ms; NULL: its jobs never expire.';
+COMMENT ON COLUMN schedules.max_retry_count IS
+    'The max_retry_count of each job; NULL: retry for ever.';
+COMMENT ON COLUMN schedules.min_retry_delay IS
+    'The min_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.max_retry_delay IS
+    'The max_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.backoff_base IS
+    'The backoff_base of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.priority IS
+    'The priority of each job: higher runs first (default 0).';
+COMMENT ON COLUMN schedules.next_run_at IS
+    'The next slot not yet enqueued, ms since the Unix epoch, UTC; the duty rq_fire_schedules enqueues it when due and moves it on.';
+COMMENT ON COLUMN schedules.last_run_at IS
+    'The last slot enqueued, ms since the Unix epoch, UTC; NULL: none yet.';
+COMMENT ON COLUMN schedules.last_job_id IS
+    'The job enqueued for the last slot (jobs.id); NULL: none yet.';
+COMMENT ON COLUMN schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped, and the schedule goes on at its next slot); NULL once a slot is enqueued.';
+
+-- job_dependencies
+COMMENT ON COLUMN job_dependencies.parent_id IS
+    'The job waited for (jobs.id); the row is deleted when it ends.';
+COMMENT ON COLUMN job_dependencies.child_id IS
+    'The job still waiting for parent_id (jobs.id), enqueued with it in rq_enqueue''s after.';
+
+-- job_parents
+COMMENT ON COLUMN job_parents.child_id IS
+    'The job (jobs.id) enqueued to run after parent_id; its rows are deleted with it.';
+COMMENT ON COLUMN job_parents.parent_id IS
+    'A job named in the child''s rq_enqueue after, kept after it ends so that rq_parents can read its status and result.';
+
+-- job_steps
+COMMENT ON COLUMN job_steps.job_id IS
+    'The job (jobs.id) that recorded the step; its steps are deleted with it.';
+COMMENT ON COLUMN job_steps.name IS
+    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
+COMMENT ON COLUMN job_steps.result IS
+    'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
+COMMENT ON COLUMN job_steps.attempt IS
+    'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
+COMMENT ON COLUMN job_steps.recorded_at IS
+    'When the step was recorded, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN job_steps.kind IS
+    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
+COMMENT ON COLUMN job_steps.passed_by IS
+    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
+
+-- job_waits
+COMMENT ON COLUMN job_waits.job_id IS
+    'The job parked for an event (jobs.id), one wait a job; the row goes when the event is emitted or the wait ends.';
+COMMENT ON COLUMN job_waits.queue IS
+    'The parked job''s queue, for rq_stats.';
+COMMENT ON COLUMN job_waits.name IS
+    'The name of the step the wait is (rq_wait_event''s name), under which the event''s payload is recorded.';
+COMMENT ON COLUMN job_waits.event IS
+    'The name of the event waited for (rq_wait_event''s event).';
+COMMENT ON COLUMN job_waits.since IS
+    'When the wait began, ms since the Unix epoch, UTC: an emit kept until then or later reaches it.';
+COMMENT ON COLUMN job_waits.until IS
+    'When the wait times out, ms since the Unix epoch, UTC (rq_wait_event''s timeout); NULL: never.';
+
+-- emitted_events
+COMMENT ON COLUMN emitted_events.id IS
+    'The emit''s number, rising in the order of the emits.';
+COMMENT ON COLUMN emitted_events.name IS
+    'The event''s name (rq_emit''s event).';
+COMMENT ON COLUMN emitted_events.payload IS
+    'rq_emit''s payload, recorded as the step of every job that waited for the event; NULL: none.';
+COMMENT ON COLUMN emitted_events.emitted_at IS
+    'When the event was emitted, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN emitted_events.kept_until IS
+    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
+COMMENT ON COLUMN emitted_events.until_read IS
+    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
+
+-- event_emitters
+COMMENT ON COLUMN event_emitters.role IS
+    'The role (pg_roles.oid) that may emit events whose name begins with prefix (rq_grant_emitter).';
+COMMENT ON COLUMN event_emitters.prefix IS
+    'A prefix of the event names the role may emit; a role may emit an event that begins with any of its prefixes.';
+
+-- metrics
+COMMENT ON COLUMN metrics.queue IS
+    'The queue the minute''s figures are for.';
+COMMENT ON COLUMN metrics.minute IS
+    'The minute''s start, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN metrics.enqueued IS
+    'Jobs enqueued in the minute, by any path (a plain INSERT too).';
+COMMENT ON COLUMN metrics.claimed IS
+    'Jobs claimed in the minute.';
+COMMENT ON COLUMN metrics.succeeded IS
+    'Attempts that succeeded in the minute.';
+COMMENT ON COLUMN metrics.failed IS
+    'Attempts that failed in the minute, the rescued ones included.';
+COMMENT ON COLUMN metrics.rescued IS
+    'Attempts the rescue duty failed in the minute because their lease ran out.';
+COMMENT ON COLUMN metrics.expired IS
+    'Jobs the expire duty expired in the minute.';
+COMMENT ON COLUMN metrics.wait_histogram IS
+    'Times from due (scheduled_at) to claim, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.run_histogram IS
+    'Times from claim to the attempt''s end, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.backlog IS
+    'Ready jobs (due, not claimed) when the minute was recorded; NULL: not recorded for this queue (kept for active queues and the 100 longest backlogs).';
+
+-- key_holds
+COMMENT ON COLUMN key_holds.queue IS
+    'The queue of the job that held the key.';
+COMMENT ON COLUMN key_holds.key IS
+    'The key held after its job ended: enqueueing it again in the queue returns that job until `until`.';
+COMMENT ON COLUMN key_holds.job_id IS
+    'The ended job (jobs.id) that an enqueue of the key returns.';
+COMMENT ON COLUMN key_holds.until IS
+    'When the hold ends, ms since the Unix epoch, UTC: the job''s end plus its key_period; the prune duty then deletes the row.';
+
+-- rq_jobs
+COMMENT ON COLUMN rq_jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (jobs.id).';
+COMMENT ON COLUMN rq_jobs.queue IS
+    'The name of the job''s queue.';
+COMMENT ON COLUMN rq_jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN rq_jobs.priority IS
+    'Higher runs first (default 0).';
+COMMENT ON COLUMN rq_jobs.attempts IS
+    'Claims so far, each an attempt: the fencing token the worker verbs require.';
+COMMENT ON COLUMN rq_jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN rq_jobs.max_retry_count IS
+    'How many retries after the first attempt; NULL: retry for ever.';
+COMMENT ON COLUMN rq_jobs.payload IS
+    'The job''s data as text; NULL: none.';
+COMMENT ON COLUMN rq_jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; NULL: none.';
+COMMENT ON COLUMN rq_jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker).';
+COMMENT ON COLUMN rq_jobs.enqueued_at IS
+    'When the job was enqueued (timestamptz).';
+COMMENT ON COLUMN rq_jobs.scheduled_at IS
+    'When the job is due (timestamptz): at enqueue, at plus delay; after a failure, its time plus the backoff.';
+COMMENT ON COLUMN rq_jobs.claimed_at IS
+    'When the job was last claimed (timestamptz); NULL: never claimed, or handed back by rq_reject.';
+COMMENT ON COLUMN rq_jobs.lease_expires_at IS
+    'When the current claim''s lease runs out (timestamptz); NULL when not claimed, or claimed by hand (a lease of a minute from claimed_at).';
+COMMENT ON COLUMN rq_jobs.finished_at IS
+    'When the job reached a final status (timestamptz); NULL while it has not.';
+COMMENT ON COLUMN rq_jobs.max_age IS
+    'How long (interval) after scheduled_at the job may wait unclaimed before it expires; NULL: never expires.';
+COMMENT ON COLUMN rq_jobs.min_retry_delay IS
+    'The shortest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.max_retry_delay IS
+    'The longest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.backoff_base IS
+    'The first backoff after a failure (interval), doubled at each further failure.';
+COMMENT ON COLUMN rq_jobs.error_trace IS
+    'The trace given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN rq_jobs.result IS
+    'What the job produced, as given to the verb that completed it; NULL: none given, or not completed.';
+
+-- rq_schedules
+COMMENT ON COLUMN rq_schedules.name IS
+    'The schedule''s name.';
+COMMENT ON COLUMN rq_schedules.cron IS
+    'The cron pattern whose slots enqueue a job each.';
+COMMENT ON COLUMN rq_schedules.timezone IS
+    'The time zone the cron pattern is read in.';
+COMMENT ON COLUMN rq_schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN rq_schedules.enabled IS
+    'false: paused (rq_pause_schedule) or disabled after an error; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN rq_schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN rq_schedules.next_run IS
+    'The next slot not yet enqueued (timestamptz).';
+COMMENT ON COLUMN rq_schedules.last_run IS
+    'The last slot enqueued (timestamptz); NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_job_id IS
+    'The job enqueued for the last slot; NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+-- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -1794,6 +1794,8 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_wait_job", "SELECT parked FROM rq_wait_job('00000000-0000-7000-8000-000000000000', 1, 's', '00000000-0000-7000-8000-000000000001')", "P0002"),
         ("rq_deliver_job_end", "SELECT raquel_internal.rq_deliver_job_end('00000000-0000-7000-8000-000000000000')", "00000"),
         ("rq_resume_waiter", "SELECT raquel_internal.rq_resume_waiter(w, '{}', 'event', 0) FROM job_waits w", "00000"),
+        ("rq_end_wait", "SELECT raquel_internal.rq_end_wait(w.job_id, w.name, '{}', 1, 0, 'event') FROM job_waits w", "00000"),
+        ("rq_park", "SELECT raquel_internal.rq_park('00000000-0000-7000-8000-000000000000', 1, 's', 'e', 0, 1)", "P0002"),
         ("rq_require_attempt", "SELECT raquel_internal.rq_require_attempt('00000000-0000-7000-8000-000000000000', 1, 'complete')", "00000"),
         ("rq_require_attempt", "SELECT raquel_internal.rq_require_attempt('00000000-0000-7000-8000-000000000000', NULL, 'complete')", "22004"),
         ("rq_check_event_payload", "SELECT raquel_internal.rq_check_event_payload('e', 10)", "00000"),

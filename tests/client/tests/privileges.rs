@@ -205,6 +205,9 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     ("raquel_internal.rq_deliver_job_end(uuid)",                  No,  No,  Yes, "SELECT raquel_internal.rq_deliver_job_end('00000000-0000-7000-8000-000000000000')"),
     // records a resumed wait's step, as the owner: for its callers alone
     ("raquel_internal.rq_resume_waiter(job_waits,jsonb,text,bigint)", No, No, No, "SELECT raquel_internal.rq_resume_waiter(w, '{}', 'event', 0) FROM job_waits w"),
+    // end and park a wait as the owner, for rq_wait_event and rq_wait_job alone
+    ("raquel_internal.rq_end_wait(uuid,text,jsonb,int,bigint,text)", No, No, No, "SELECT raquel_internal.rq_end_wait(w.job_id, w.name, '{}', 1, 0, 'event') FROM job_waits w"),
+    ("raquel_internal.rq_park(uuid,int,text,text,bigint,bigint)", No, No, No, "SELECT raquel_internal.rq_park('00000000-0000-7000-8000-000000000000', 1, 's', 'e', 0, 1)"),
     ("rq_emit(text,jsonb,interval)",                              No,  No,  No,  "SELECT rq_emit('e')"),
     ("raquel_internal.rq_hold(uuid,int,text)",                    No,  No,  Yes, "SELECT raquel_internal.rq_hold('00000000-0000-7000-8000-000000000000', 1, 'sleep')"),
     ("raquel_internal.rq_require_attempt(uuid,int,text)",         Yes, Yes, Yes, "SELECT raquel_internal.rq_require_attempt(NULL, 1, 'complete')"),
