@@ -11,7 +11,14 @@ waiting claims, each timed from its instant to the moment a claim has it
 (how late it woke), with the jobs lost (never claimed again) and doubled
 (claimed twice); and PARKED jobs parked for an event each (rq_wait_event),
 each timed from just before its emit (which commits on its own) to the
-moment a claim has it. Prints one JSON object."""
+moment a claim has it. And a job's end to its awaiter's claim: JOB_WAITERS
+jobs parked awaiting a child each (rq_wait_job), each timed from just before
+its child's complete (which commits on its own) to the moment a claim has
+the parent. And events emitted before their wait: EARLY events emitted and
+made six days old (the retention is seven), then each read by a claimed
+job's rq_wait_event, timed from send to return, with the waits that did not
+return the payload at once. Prints one JSON object; RAQUEL_LATENCY_ONLY=durable
+measures only the durable rows (sleeps, events, awaited jobs, early events)."""
 
 import json
 import os
@@ -27,6 +34,9 @@ POLL_MS = int(os.environ.get("RAQUEL_POLL_MS", "100"))
 AWAITERS = int(os.environ.get("RAQUEL_AWAITERS", "40"))
 SLEEPERS = int(os.environ.get("RAQUEL_SLEEPERS", "10000"))
 PARKED = int(os.environ.get("RAQUEL_PARKED", "1000"))
+JOB_WAITERS = int(os.environ.get("RAQUEL_JOB_WAITERS", "500"))
+EARLY = int(os.environ.get("RAQUEL_EARLY_EVENTS", "500"))
+ONLY = os.environ.get("RAQUEL_LATENCY_ONLY", "")
 
 
 def percentile(values, p):
@@ -201,25 +211,96 @@ def event_wakeups():
     return late, PARKED - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
 
 
+def job_end_wakeups():
+    """JOB_WAITERS parents, each parked awaiting a child of its own
+    (rq_wait_job) while the children are claimed; the children completed
+    one at a time; four waiting claims take the parents."""
+    conn = psycopg.connect(DSN, autocommit=True)
+    conn.execute("SELECT count(*) FROM rq_enqueue_batch('children', ARRAY(SELECT n::text FROM generate_series(1, %s) n))",
+                 [JOB_WAITERS])
+    children = {}
+    while len(children) < JOB_WAITERS:
+        for job, attempt, number in conn.execute(
+                "SELECT id, attempts, payload::int FROM rq_claim(ARRAY['children'], batch => 1000)").fetchall():
+            children[number] = (job, attempt)
+    park_all(conn, "awaiting", JOB_WAITERS,
+             "SELECT parked FROM rq_wait_job(u.id, u.a, 'child',"
+             " (SELECT c.id FROM jobs c WHERE c.queue = 'children' AND c.payload = u.n::text))")
+    sent = {}
+
+    def complete():
+        worker = psycopg.connect(DSN, autocommit=True)
+        time.sleep(0.5)
+        for n in range(1, JOB_WAITERS + 1):
+            sent[n] = time.time()
+            worker.execute("SELECT rq_complete(%s, %s, '1')", children[n])
+            time.sleep(0.002)
+
+    completer = threading.Thread(target=complete)
+    completer.start()
+    claimed = drain("awaiting", JOB_WAITERS, 30)
+    completer.join()
+    late = [(times[0] - sent[n]) * 1000 for n, times in claimed.items()]
+    early = sum(1 for n, times in claimed.items() if times[0] < sent[n])
+    if early:
+        raise SystemExit(f"{early} awaiting jobs were claimed before their child ended")
+    return late, JOB_WAITERS - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
+
+
+def early_events():
+    """EARLY events emitted, then made six days old (the retention is
+    seven); then EARLY claimed jobs wait for one each: each wait timed, and
+    the waits that did not return the payload at once counted."""
+    conn = psycopg.connect(DSN, autocommit=True)
+    conn.execute("SELECT count(rq_emit('early-' || n, jsonb_build_object('n', n))) FROM generate_series(1, %s) n", [EARLY])
+    conn.execute("UPDATE emitted_events SET emitted_at = emitted_at - 6 * 86400000, kept_until = kept_until - 6 * 86400000"
+                 " WHERE name LIKE 'early-%'")
+    conn.execute("SELECT count(*) FROM rq_enqueue_batch('early', ARRAY(SELECT n::text FROM generate_series(1, %s) n))", [EARLY])
+    jobs = conn.execute("SELECT id, attempts, payload::int FROM rq_claim(ARRAY['early'], batch => %s)", [EARLY]).fetchall()
+    latencies, missed = [], 0
+    for job, attempt, number in jobs:
+        sent = time.perf_counter()
+        parked, payload = conn.execute("SELECT parked, payload FROM rq_wait_event(%s, %s, 'w', %s)",
+                                       [job, attempt, f"early-{number}"]).fetchone()
+        latencies.append((time.perf_counter() - sent) * 1000)
+        if parked or payload != {"n": number}:
+            missed += 1
+        conn.execute("SELECT rq_complete(%s, %s)", [job, attempt])
+    return latencies, EARLY - len(jobs) + missed
+
+
 def main():
-    waited = waiting_claims()
-    polled = polling_worker()
-    awaited = awaiting_results()
+    result = {}
+    if ONLY != "durable":
+        waited = waiting_claims()
+        polled = polling_worker()
+        awaited = awaiting_results()
+        result.update({
+            "trials": TRIALS,
+            "poll_ms": POLL_MS,
+            "awaiters": AWAITERS,
+            "wait_p50": percentile(waited, 50), "wait_p99": percentile(waited, 99),
+            "poll_p50": percentile(polled, 50), "poll_p99": percentile(polled, 99),
+            "await_p50": percentile(awaited, 50), "await_p99": percentile(awaited, 99),
+        })
     slept, sleep_lost, sleep_doubled = sleeping_wakeups()
     woken, event_lost, event_doubled = event_wakeups()
+    ended, job_lost, job_doubled = job_end_wakeups()
+    read, early_missed = early_events()
     print(json.dumps({
-        "trials": TRIALS,
-        "poll_ms": POLL_MS,
-        "awaiters": AWAITERS,
-        "wait_p50": percentile(waited, 50), "wait_p99": percentile(waited, 99),
-        "poll_p50": percentile(polled, 50), "poll_p99": percentile(polled, 99),
-        "await_p50": percentile(awaited, 50), "await_p99": percentile(awaited, 99),
+        **result,
         "sleepers": SLEEPERS,
         "sleep_late_p50": percentile(slept, 50), "sleep_late_p99": percentile(slept, 99),
         "sleep_lost": sleep_lost, "sleep_doubled": sleep_doubled,
         "parked": PARKED,
         "event_p50": percentile(woken, 50), "event_p99": percentile(woken, 99),
         "event_lost": event_lost, "event_doubled": event_doubled,
+        "job_waiters": JOB_WAITERS,
+        "job_p50": percentile(ended, 50), "job_p99": percentile(ended, 99),
+        "job_lost": job_lost, "job_doubled": job_doubled,
+        "early": EARLY,
+        "early_p50": percentile(read, 50), "early_p99": percentile(read, 99),
+        "early_missed": early_missed,
     }))
 
 
