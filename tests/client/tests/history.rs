@@ -86,3 +86,57 @@ fn a_first_attempt_success_writes_no_history() {
     assert!(row.get::<_, bool>(0));
     assert_eq!(row.get::<_, i64>(1), 1);
 }
+
+/// A jobs table without past_attempts (an install of 0.5.0 whose update has
+/// not run, here made by dropping the column): every verb that would append
+/// works as before, writing no history, the failure still directly.
+#[test]
+fn a_table_without_the_column_still_works() {
+    let db = fresh_db("history_without_column");
+    let mut c = connect(&db);
+    c.batch_execute("ALTER TABLE jobs DROP COLUMN past_attempts").unwrap();
+    for direct in [true, false] {
+        if !direct {
+            c.batch_execute("SET raquel.direct_writes = off").unwrap();
+        }
+        let queue = if direct { "old-direct" } else { "old-statement" };
+        let id: String = c
+            .query_one(
+                &format!("SELECT id::text FROM rq_enqueue('{queue}', 'x', max_retry_count => 1, min_retry_delay => '0', backoff_base => '0')"),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let claim = format!("SELECT attempts FROM rq_claim(ARRAY['{queue}'], 'w')");
+        // warm up, then a failure with a retry left
+        let attempt: i32 = c.query_one(&claim, &[]).unwrap().get(0);
+        let (ran, status) = ran_a_statement(&mut c, |c| {
+            c.query_one("SELECT status::text FROM rq_fail($1::text::uuid, $2, 'E1')", &[&id, &attempt]).unwrap().get::<_, String>(0)
+        });
+        assert_eq!(status, "failed");
+        if !direct {
+            assert!(ran, "rq_fail ran no statement");
+        }
+        let mut step = |verb: &str| -> String {
+            let attempt: i32 = c.query_one(&claim, &[]).unwrap().get(0);
+            c.query_one(&format!("SELECT status::text FROM {verb}('{id}', {attempt})"), &[]).unwrap().get(0)
+        };
+        assert_eq!(step("rq_reschedule"), "queued");
+        assert_eq!(step("rq_reject"), "queued");
+        assert_eq!(step("rq_fail"), "exhausted");
+        let status: String = c.query_one("SELECT status::text FROM rq_retry($1::text::uuid)", &[&id]).unwrap().get(0);
+        assert_eq!(status, "queued");
+    }
+    // the direct failure, once the backend's first calls are made
+    c.batch_execute("RESET raquel.direct_writes").unwrap();
+    let id: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('old-direct-2', 'x', min_retry_delay => '0', backoff_base => '0')", &[])
+        .unwrap()
+        .get(0);
+    let attempt: i32 = c.query_one("SELECT attempts FROM rq_claim(ARRAY['old-direct-2'], 'w')", &[]).unwrap().get(0);
+    let (ran, status) = ran_a_statement(&mut c, |c| {
+        c.query_one("SELECT status::text FROM rq_fail($1::text::uuid, $2, 'E1')", &[&id, &attempt]).unwrap().get::<_, String>(0)
+    });
+    assert_eq!(status, "failed");
+    assert!(!ran, "rq_fail ran a statement: the direct path declined a table without past_attempts");
+}
