@@ -64,13 +64,9 @@ impl Mode {
 
     /// A job's history: the attempts before its current one
     /// (past_attempts), appended by the verbs that end an attempt without
-    /// ending the job (src/transitions.rs `past_attempts_set`). Not on
-    /// Citus: its router planner refuses an UPDATE whose SET calls a
-    /// function that is not IMMUTABLE on the row's columns (the entry's
-    /// jsonb_build_object is STABLE), so a distributed table keeps none and
-    /// rq_history shows the row's own attempt alone.
+    /// ending the job (src/transitions.rs `past_attempts_set`).
     pub fn history(&self) -> bool {
-        self.generation >= Generation::History060 && !self.distributed
+        self.generation >= Generation::History060
     }
 }
 
