@@ -1,13 +1,7 @@
 //! Every statement the dashboard runs, in one place. Reading is plain
 //! SELECTs of raquel's tables (with raquel's functions that anyone may call
-//! for the metrics' times and percentiles, and rq_history for a job's
-//! attempts, which reads jobs as its caller), so a role with SELECT on them
-//! is enough; the actions call raquel's functions.
-//!
-//! rq_history is in raquel's own schema (there is no raquel_internal
-//! name for it): a role that may create there can make the call ambiguous
-//! with a look-alike (one more defaulted argument), never run it; the
-//! job's page then says so and shows past_attempts as a column instead.
+//! for the metrics' times and percentiles), so a role with SELECT on them is
+//! enough; the actions call raquel's functions.
 //!
 //! Nothing planted can run in them. A role that may create objects in a
 //! schema on the dashboard's search_path (CREATE on `public`, say) could
