@@ -184,17 +184,6 @@ pub const SHOWN_CHARS: i32 = 65_536;
 pub const EDGES_SHOWN: usize = 100;
 /// The steps of a job shown on its page, at most.
 pub const STEPS_SHOWN: usize = 200;
-/// The attempts of a job shown on its page, at most: rq_history returns the
-/// 100 earlier attempts past_attempts keeps and the job's own, and is read
-/// with this LIMIT all the same.
-pub const ATTEMPTS_SHOWN: usize = 101;
-/// The characters of an attempt's error and of its trace shown on the job's
-/// page; of its worker and outcome, ATTEMPT_NAME_CHARS. A job's page stays
-/// under the bound the tests hold (tests/limits.rs) with 101 attempts of
-/// huge values: these take the room the column past_attempts took in the
-/// table of columns, where it is no longer shown.
-pub const ATTEMPT_CHARS: i32 = 250;
-pub const ATTEMPT_NAME_CHARS: i32 = 100;
 
 #[derive(Serialize, Default)]
 pub struct Queue {
@@ -273,8 +262,6 @@ pub struct Job {
     pub steps: Vec<Step>,
     /// The event it is parked for (rq_wait_event), if it is.
     pub wait: Option<Wait>,
-    /// Its attempts (rq_history), oldest first.
-    pub attempts: Vec<Attempt>,
     /// What the page leaves out because the role may not read its table.
     pub notes: Vec<String>,
 }
@@ -286,18 +273,6 @@ pub struct Step {
     pub result: Option<String>,
     pub attempt: i32,
     pub recorded: String,
-}
-
-#[derive(Serialize)]
-pub struct Attempt {
-    pub attempt: Option<i32>,
-    pub worker: Option<String>,
-    pub claimed: String,
-    pub ended: String,
-    pub outcome: Option<String>,
-    /// its error and trace, each cut to ATTEMPT_CHARS characters
-    pub error: Option<Field>,
-    pub trace: Option<Field>,
 }
 
 #[derive(Serialize)]
@@ -615,57 +590,6 @@ impl Conn {
                 None
             }
         };
-        // its history: every attempt, oldest first (rq_history, from
-        // 0.6.0 on; reads jobs as the dashboard's role, which has read the
-        // row already). When it cannot be read, the column past_attempts
-        // stays in the table of columns.
-        let attempts = match self
-            .client
-            .query(
-                &format!(
-                    "SELECT h.attempt, pg_catalog.left(h.worker, $3::integer),
-                            (pg_catalog.date_part('epoch'::text, h.claimed_at) * 1000::double precision)::bigint,
-                            (pg_catalog.date_part('epoch'::text, h.ended_at) * 1000::double precision)::bigint,
-                            pg_catalog.left(h.outcome, $3::integer),
-                            pg_catalog.left(h.error, $2::integer), pg_catalog.octet_length(h.error),
-                            pg_catalog.left(h.trace, $2::integer), pg_catalog.octet_length(h.trace)
-                     FROM {}.rq_history($1::text::uuid) WITH ORDINALITY
-                          AS h (attempt, worker, claimed_at, ended_at, outcome, error, trace, n)
-                     ORDER BY h.n LIMIT $4::bigint",
-                    self.s
-                ),
-                &[&id, &ATTEMPT_CHARS, &ATTEMPT_NAME_CHARS, &(ATTEMPTS_SHOWN as i64)],
-            )
-            .await
-        {
-            Ok(rows) => {
-                let cut = |value: Option<String>, bytes: Option<i32>| {
-                    value.map(|v| {
-                        let cut_bytes = bytes.filter(|b| (v.len() as i64) < *b as i64);
-                        Field { name: String::new(), value: Some(v), cut_bytes, when: None }
-                    })
-                };
-                fields.retain(|f| f.name != "past_attempts");
-                rows.iter()
-                    .map(|r| Attempt {
-                        attempt: r.get(0),
-                        worker: r.get(1),
-                        claimed: utc(r.get(2)),
-                        ended: utc(r.get(3)),
-                        outcome: r.get(4),
-                        error: cut(r.get(5), r.get(6)),
-                        trace: cut(r.get(7), r.get(8)),
-                    })
-                    .collect()
-            }
-            // an install older than 0.6.0: no history to show
-            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_FUNCTION) => Vec::new(),
-            Err(e) => {
-                let f = Failure::from(e);
-                notes.push(format!("Attempts not shown: rq_history said {} (SQLSTATE {}).", f.message, f.sqlstate));
-                Vec::new()
-            }
-        };
         Ok(Some(Job {
             id,
             queue,
@@ -680,7 +604,6 @@ impl Conn {
             more_children,
             steps,
             wait,
-            attempts,
             notes,
         }))
     }
