@@ -58,12 +58,6 @@ SELECT status FROM rq_retry(:'moved');
 SELECT status, attempts FROM rq_claim(ARRAY['hist-moves'], 'w4');
 SELECT * FROM pg_temp.story(:'moved');
 
--- A sleep parks its job through rq_reschedule: 'rescheduled'.
-SELECT id AS slept FROM rq_enqueue('hist-sleep', 'x') \gset
-SELECT rq_sleep(c.id, c.attempts, 'nap', delay => '1 hour') AS sleeps FROM rq_claim(ARRAY['hist-sleep'], 'w1') c;
-SELECT * FROM pg_temp.story(:'slept');
-DELETE FROM job_steps WHERE job_id = :'slept';   -- (bad_input counts them)
-
 -- Cancelled while claimed: its attempt's end. Cancelled while it waited
 -- after a reschedule, then retried: the cancel has no worker or claim.
 SELECT id AS cancelled FROM rq_enqueue('hist-cancel', 'x') \gset
