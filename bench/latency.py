@@ -190,25 +190,35 @@ def sleeping_wakeups():
     return late, SLEEPERS - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
 
 
+def fire_and_drain(queue, n, fire):
+    """Calls fire(conn, k) for k = 1 … n on a connection of its own, one
+    every 2 ms, while four waiting claims take queue's n parked jobs: how
+    late each was claimed after its fire was sent (ms), the jobs lost and
+    doubled, and those claimed before it was sent."""
+    sent = {}
+
+    def send():
+        sender = psycopg.connect(DSN, autocommit=True)
+        time.sleep(0.5)
+        for k in range(1, n + 1):
+            sent[k] = time.time()
+            fire(sender, k)
+            time.sleep(0.002)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    claimed = drain(queue, n, 30)
+    sender.join()
+    late = [(times[0] - sent[k]) * 1000 for k, times in claimed.items()]
+    early = sum(1 for k, times in claimed.items() if times[0] < sent[k])
+    return late, n - len(claimed), sum(1 for times in claimed.values() if len(times) > 1), early
+
+
 def event_wakeups():
     conn = psycopg.connect(DSN, autocommit=True)
     park_all(conn, "parked", PARKED, "SELECT parked FROM rq_wait_event(u.id, u.a, 'w', 'ev-' || u.n)")
-    sent = {}
-
-    def emit():
-        emitter = psycopg.connect(DSN, autocommit=True)
-        time.sleep(0.5)
-        for n in range(1, PARKED + 1):
-            sent[n] = time.time()
-            emitter.execute("SELECT rq_emit(%s)", [f"ev-{n}"])
-            time.sleep(0.002)
-
-    emitter = threading.Thread(target=emit)
-    emitter.start()
-    claimed = drain("parked", PARKED, 30)
-    emitter.join()
-    late = [(times[0] - sent[n]) * 1000 for n, times in claimed.items()]
-    return late, PARKED - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
+    late, lost, doubled, _ = fire_and_drain("parked", PARKED, lambda c, k: c.execute("SELECT rq_emit(%s)", [f"ev-{k}"]))
+    return late, lost, doubled
 
 
 def job_end_wakeups():
@@ -226,25 +236,11 @@ def job_end_wakeups():
     park_all(conn, "awaiting", JOB_WAITERS,
              "SELECT parked FROM rq_wait_job(u.id, u.a, 'child',"
              " (SELECT c.id FROM jobs c WHERE c.queue = 'children' AND c.payload = u.n::text))")
-    sent = {}
-
-    def complete():
-        worker = psycopg.connect(DSN, autocommit=True)
-        time.sleep(0.5)
-        for n in range(1, JOB_WAITERS + 1):
-            sent[n] = time.time()
-            worker.execute("SELECT rq_complete(%s, %s, '1')", children[n])
-            time.sleep(0.002)
-
-    completer = threading.Thread(target=complete)
-    completer.start()
-    claimed = drain("awaiting", JOB_WAITERS, 30)
-    completer.join()
-    late = [(times[0] - sent[n]) * 1000 for n, times in claimed.items()]
-    early = sum(1 for n, times in claimed.items() if times[0] < sent[n])
+    late, lost, doubled, early = fire_and_drain(
+        "awaiting", JOB_WAITERS, lambda c, k: c.execute("SELECT rq_complete(%s, %s, '1')", children[k]))
     if early:
         raise SystemExit(f"{early} awaiting jobs were claimed before their child ended")
-    return late, JOB_WAITERS - len(claimed), sum(1 for times in claimed.values() if len(times) > 1)
+    return late, lost, doubled
 
 
 def early_events():
