@@ -246,6 +246,13 @@ fn next_visit(databases: &HashMap<pg_sys::Oid, Database>) -> Option<i64> {
 /// start a round. False on SIGTERM or postmaster death.
 fn sleep_until_next_round(next_visit_ms: Option<i64>, last_round: std::time::Instant, last_visits: std::time::Instant) -> bool {
     loop {
+        // A SIGTERM that came during the round: the round stopped early, so
+        // a visit may still be due and the wait below be zero, and the latch
+        // (whose wait would say so) never waited on. Without this the
+        // launcher spun, never exiting (seen in CI after pg_terminate_backend).
+        if shutdown_requested() {
+            return false;
+        }
         let (interval, elapsed) = (settings::worker_interval(), last_round.elapsed());
         // no round starts sooner than MIN_ROUND_GAP after the last one when
         // a CREATE EXTENSION asks, nor a planned visit sooner than

@@ -78,11 +78,14 @@ fn the_worker_comes_back_after_pg_terminate_backend() {
     c.batch_execute(&format!("SELECT pg_terminate_backend({first})")).unwrap();
     let came_back = eventually(30, || launcher_pid(&mut c).is_some_and(|pid| pid != first));
     if !came_back {
-        // Seen once in CI on PostgreSQL 18: say what the server saw, so
-        // that the next time leaves the cause behind.
+        // Seen in CI on PostgreSQL 18 and 15, until the launcher stopped
+        // spinning after a SIGTERM that cut a round short (see
+        // sleep_until_next_round): say what the server saw, so that a next
+        // time leaves its cause behind.
         let processes: Vec<String> = c
             .query(
-                "SELECT pid::text || ' ' || coalesce(backend_type, '?') || ' ' || coalesce(state, '') FROM pg_stat_activity
+                "SELECT pid::text || ' ' || coalesce(backend_type, '?') || ' ' || coalesce(state, '') || ' ' \
+                 || coalesce(wait_event_type || ':' || wait_event, 'running') FROM pg_stat_activity
                  WHERE backend_type NOT IN ('client backend') ORDER BY pid",
                 &[],
             )
