@@ -57,6 +57,8 @@ COMMENT ON COLUMN jobs.key_period IS
     'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
 COMMENT ON COLUMN jobs.result IS
     'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
+COMMENT ON COLUMN jobs.past_attempts IS
+    'The attempts before the current one, oldest first (the last 100): {attempt, worker, claimed_at, ended_at, outcome, error, trace}, times in ms; rq_history reads them. NULL: no earlier attempt.';
 
 -- queue_limits
 COMMENT ON COLUMN queue_limits.queue IS

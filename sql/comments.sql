@@ -80,6 +80,8 @@ COMMENT ON FUNCTION rq_help(text) IS
     'raquel: the functions a user calls, one line each (name, arguments, this comment); those whose names hold name_contains when given.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS
     'raquel: how many jobs a queue (NULL: every queue) has in the given statuses (NULL: any status).';
+COMMENT ON FUNCTION rq_history(uuid) IS
+    'raquel: every attempt of a job, oldest first: its worker, claim time, end, outcome (failed, rescheduled, rejected, running, success, exhausted, cancelled, expired), error and trace; kept with the job (past_attempts).';
 COMMENT ON VIEW rq_jobs IS
     'raquel: the jobs table for people: instants as timestamptz and durations as intervals.';
 

@@ -2237,6 +2237,75 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM raquel_internal.rq_warnings() $$;
 
 
+-- A job's history (issue 38): the attempts before the current one, kept
+-- in the row (sql/schema.sql), and rq_history to read them.
+ALTER TABLE @extschema@.jobs ADD COLUMN past_attempts jsonb;
+
+-- new: rq_history(uuid). A job's history (issue 38): every attempt of job `id`, oldest first, as
+-- the operator asks at 3 a.m. what happened to it. The attempts before the
+-- current one are the row's past_attempts (sql/schema.sql), appended by
+-- the verbs that end an attempt without ending the job: 'failed' (rq_fail
+-- with a retry left, and a lapsed lease's rescue, its error 'lease
+-- expired…'), 'rescheduled' (rq_reschedule, rq_sleep, rq_wait_event,
+-- rq_wait_job), 'rejected' (rq_reject), and the end rq_retry reset
+-- ('exhausted', 'cancelled', 'expired'). Then the row's own attempt, read
+-- from the row: 'running' while claimed (no ended_at), or how the job
+-- ended: 'success', 'exhausted' (with its error), 'cancelled' or
+-- 'expired'. A job cancelled or expired while it waited, its attempt
+-- already listed or never made, shows that end with no worker and no
+-- claim time (src/transitions.rs OWN_ATTEMPT decides the same way). A
+-- job queued or failed shows only its past attempts, except one failed by
+-- hand or by the Python library (an UPDATE of its own, which appends
+-- nothing): its row's failure is shown when no entry holds its attempt.
+-- An unknown id is an error (P0002), as for rq_parents: a job pruned after
+-- the retention is gone with its history. Reads the jobs table as its
+-- caller (SECURITY INVOKER): whoever may read jobs may read histories.
+CREATE FUNCTION rq_history(id uuid)
+RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
+               outcome text, error text, trace text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    job record;
+    last_listed integer;
+    own boolean;
+BEGIN
+    IF rq_history.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('history_of_null', '{}');
+    END IF;
+    SELECT j.status::text AS status, j.attempts, j.claimed_by, j.claimed_at, j.finished_at,
+           j.error, j.error_trace, j.past_attempts
+    INTO job FROM @extschema@.jobs j WHERE j.id = rq_history.id;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('history_of_unknown', ARRAY[rq_history.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT (e.entry ->> 'attempt')::integer, e.entry ->> 'worker',
+               raquel_internal.rq_ms_to_timestamptz((e.entry ->> 'claimed_at')::bigint),
+               raquel_internal.rq_ms_to_timestamptz((e.entry ->> 'ended_at')::bigint),
+               e.entry ->> 'outcome', e.entry ->> 'error', e.entry ->> 'trace'
+        FROM pg_catalog.jsonb_array_elements(coalesce(job.past_attempts, '[]'::jsonb)) WITH ORDINALITY e (entry, n)
+        ORDER BY e.n;
+    last_listed := coalesce((job.past_attempts -> -1 ->> 'attempt')::integer, 0);
+    own := job.claimed_at IS NOT NULL AND job.attempts > last_listed;
+    IF job.status IN ('claimed', 'success', 'exhausted')
+       OR job.status IN ('cancelled', 'expired')
+       OR job.status = 'failed' AND own THEN
+        attempt := job.attempts;
+        worker := CASE WHEN own OR job.status IN ('claimed', 'success', 'exhausted') THEN job.claimed_by END;
+        claimed_at := CASE WHEN own OR job.status IN ('claimed', 'success', 'exhausted')
+                           THEN raquel_internal.rq_ms_to_timestamptz(job.claimed_at) END;
+        ended_at := raquel_internal.rq_ms_to_timestamptz(job.finished_at);
+        outcome := CASE job.status WHEN 'claimed' THEN 'running' ELSE job.status END;
+        error := CASE WHEN job.status IN ('exhausted', 'failed') THEN job.error END;
+        trace := CASE WHEN job.status IN ('exhausted', 'failed') THEN job.error_trace END;
+        RETURN NEXT;
+    END IF;
+END
+$$;
+
+
 -- The jobs table's defaults and the views, by the twins' names.
 ALTER TABLE @extschema@.jobs
     ALTER COLUMN id SET DEFAULT raquel_internal.rq_uuid7(),
@@ -2770,6 +2839,8 @@ COMMENT ON FUNCTION rq_help(text) IS
     'raquel: the functions a user calls, one line each (name, arguments, this comment); those whose names hold name_contains when given.';
 COMMENT ON FUNCTION rq_warnings() IS
     'raquel: what an operator should fix, with a hint each (roles other than raquel''s owner that may create in its schema); no rows when nothing.';
+COMMENT ON FUNCTION rq_history(uuid) IS
+    'raquel: every attempt of a job, oldest first: its worker, claim time, end, outcome (failed, rescheduled, rejected, running, success, exhausted, cancelled, expired), error and trace; kept with the job (past_attempts).';
 
 -- new: the comment of every column a user reads (sql/column_comments.sql)
 -- jobs
@@ -2825,6 +2896,8 @@ COMMENT ON COLUMN jobs.key_period IS
     'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
 COMMENT ON COLUMN jobs.result IS
     'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
+COMMENT ON COLUMN jobs.past_attempts IS
+    'The attempts before the current one, oldest first (the last 100): {attempt, worker, claimed_at, ended_at, outcome, error, trace}, times in ms; rq_history reads them. NULL: no earlier attempt.';
 
 -- queue_limits
 COMMENT ON COLUMN queue_limits.queue IS

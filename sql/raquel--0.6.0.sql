@@ -11,150 +11,49 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
 ) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_nonnegative
-CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
-	"value" INT /* i32 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_status
-CREATE  FUNCTION raquel_internal."rq_check_status"(
-	"value" TEXT /* & str */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_delay_ms
-CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
-	"value" INT /* i32 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
 STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::rate_buckets::rq_rate_bucket_counts
-CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"buckets" INT,  /* i32 */
-	"max_buckets" INT  /* i32 */
-)
+-- raquel::ids::rq_uuid7
+CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
 STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::cursors::rq_cursor_counts
-CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
-	"claims_with_cursors" bigint,  /* i64 */
-	"claims_without_cursors" bigint,  /* i64 */
-	"long_names" bigint,  /* i64 */
-	"too_many_priorities" bigint,  /* i64 */
-	"places_given_up" bigint,  /* i64 */
-	"places" INT,  /* i32 */
-	"max_name_bytes" INT,  /* i32 */
-	"max_priorities" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -171,110 +70,18 @@ AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_event_retention_ms
-CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
-STRICT STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::events::rq_job_ready_again
-CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
-	"queue" TEXT, /* Option < & str > */
-	"scheduled_at" bigint, /* Option < i64 > */
-	"max_age" bigint, /* Option < i64 > */
-	"priority" INT DEFAULT NULL, /* Option < i32 > */
-	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE  
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_max_age_ms
-CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
-	"value" bigint /* i64 */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
 ) RETURNS void
 VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -296,119 +103,45 @@ AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
 ) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_slots
-CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"next_ms" bigint, /* Option < i64 > */
-	"now_ms" bigint, /* Option < i64 > */
-	"catch_up" TEXT /* Option < & str > */
-) RETURNS bigint[] /* Vec < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
 STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::limits::rq_max_event_wait_ms
+CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
+STRICT STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::durations::rq_due_within_ms
-CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS bigint /* Option < i64 > */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
 VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_retention_ms
-CREATE  FUNCTION raquel_internal."rq_retention_ms"(
-	"retention" interval /* Option < Interval > */
-) RETURNS bigint /* i64 */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ids::rq_uuid7
-CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
--- Skipped due to `#[pgrx(sql = false)]`
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -428,6 +161,18 @@ AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- raquel::clock::rq_now_ms
 CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE 
@@ -436,42 +181,167 @@ AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+-- raquel::limits::rq_lease_ms
+-- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_max_event_wait_ms
-CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
+-- raquel::distributed::rq_shard_queue
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_rate_bucket_counts
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::cursors::rq_cursor_state
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pg_sys :: Oid */
+	"queue" TEXT /* & str */
+) RETURNS TEXT /* & '_ str */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_nonnegative
+CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_retention_ms
+CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
 STRICT STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
-IMMUTABLE STRICT PARALLEL SAFE 
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -480,6 +350,289 @@ CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_status
+CREATE  FUNCTION raquel_internal."rq_check_status"(
+	"value" TEXT /* & str */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::events::rq_job_ready_again
+CREATE  FUNCTION raquel_internal."rq_job_ready_again"(
+	"queue" TEXT, /* Option < & str > */
+	"scheduled_at" bigint, /* Option < i64 > */
+	"max_age" bigint, /* Option < i64 > */
+	"priority" INT DEFAULT NULL, /* Option < i32 > */
+	"id" uuid DEFAULT NULL /* Option < pgrx :: Uuid > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE  
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queues
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::enqueue::rq_job_options
+CREATE  FUNCTION raquel_internal."rq_job_options"(
+	"queue" TEXT, /* Option < & str > */
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"max_age" interval, /* Option < Interval > */
+	"max_retry_count" INT, /* Option < i32 > */
+	"min_retry_delay" interval, /* Option < Interval > */
+	"max_retry_delay" interval, /* Option < Interval > */
+	"backoff_base" interval /* Option < Interval > */
+) RETURNS TABLE (
+	"now_ms" bigint,  /* i64 */
+	"due_ms" bigint,  /* i64 */
+	"max_age_ms" bigint,  /* Option < i64 > */
+	"min_retry_delay_ms" bigint,  /* i64 */
+	"max_retry_delay_ms" bigint,  /* i64 */
+	"backoff_base_ms" bigint  /* i64 */
+)
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_retention_ms
+CREATE  FUNCTION raquel_internal."rq_retention_ms"(
+	"retention" interval /* Option < Interval > */
+) RETURNS bigint /* i64 */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_statements
+CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
+	"function" TEXT,  /* String */
+	"statement" TEXT,  /* & '_ str */
+	"variant" bigint,  /* i64 */
+	"argument_types" TEXT[],  /* Vec < String > */
+	"sql" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_slots
+CREATE  FUNCTION raquel_internal."rq_schedule_slots"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"next_ms" bigint, /* Option < i64 > */
+	"now_ms" bigint, /* Option < i64 > */
+	"catch_up" TEXT /* Option < & str > */
+) RETURNS bigint[] /* Vec < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_slots_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_delay_ms
+CREATE  FUNCTION raquel_internal."rq_check_delay_ms"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::cursors::rq_cursor_counts
+CREATE  FUNCTION raquel_internal."rq_cursor_counts"() RETURNS TABLE (
+	"claims_with_cursors" bigint,  /* i64 */
+	"claims_without_cursors" bigint,  /* i64 */
+	"long_names" bigint,  /* i64 */
+	"too_many_priorities" bigint,  /* i64 */
+	"places_given_up" bigint,  /* i64 */
+	"places" INT,  /* i32 */
+	"max_name_bytes" INT,  /* i32 */
+	"max_priorities" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_max_age_ms
+CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
+	"value" bigint /* i64 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -595,6 +748,15 @@ CREATE TABLE jobs (
     -- What the job produced (sql/results.sql): set by the verb that
     -- completes it, in the same UPDATE; kept with the job for the retention.
     result           jsonb,
+    -- A job's history (rq_history, sql/observe.sql): the attempts before
+    -- the row's current one, oldest first, as {attempt, worker, claimed_at,
+    -- ended_at, outcome, error, trace} (times in ms), appended by the verbs
+    -- that end an attempt without ending the job (a failure with a retry
+    -- left, a lapsed lease's rescue, rq_reschedule and the sleeps and waits
+    -- that park through it, rq_reject) and by rq_retry of an ended job (its
+    -- end). NULL until the first such end, so a job that succeeds on its
+    -- first attempt writes nothing more; the last 100 kept.
+    past_attempts    jsonb,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id)
 );
@@ -708,152 +870,6 @@ CREATE TABLE key_holds (
     CONSTRAINT key_holds_pkey PRIMARY KEY (queue, key)
 );
 SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Results: a job completed with a result (rq_complete's `result`, and the
--- batch and one-call verbs' `results` / `result`) keeps it in the jobs
--- table's `result` column, written by the UPDATE that completes it. A job
--- completed with a result is kept for the retention even in a queue
--- without history, so that the result can be read. Whoever may read jobs
--- may read results.
-
--- Waits until job `id` has ended (success, exhausted, cancelled, expired)
--- or `timeout` passes, and returns its row as it then is: the caller reads
--- status, result and error. Woken at the commit that ends the job when a
--- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
--- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
--- the job was deleted while it waited. Needs READ COMMITTED (each look has
--- a new snapshot). In C (src/results.rs).
-CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
-LANGUAGE c VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_await_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   limits::rq_default_lease
-
--- Handing jobs to workers. A claim is an attempt and a lease: the job's
--- attempts go up by one, and the job is the worker's until lease_expires_at
--- (then the rescue duty counts the attempt as failed). The attempts value the
--- claim returns is the fencing token for rq_complete / rq_fail.
---
--- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
--- wait up to a day (0: return at once, maybe with nothing), in READ
--- COMMITTED only. Jobs come in claim order: priority (higher first),
--- scheduled time, id.
---
--- Every worker calls this for every job, so it is written in Rust
--- (src/claim.rs): the arguments are checked there, and the claim statement
--- (sql/claim.ready.sql) is prepared once per backend for each queue filter
--- and batch size, each plan walking a ready index in claim order. A waiting
--- claim sleeps on its latch between claims; a commit that enqueues jobs
--- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
--- preloaded library there are no wake-ups, and it looks every 100 ms.
-CREATE FUNCTION rq_claim(
-    queues text[]   DEFAULT NULL,
-    worker text     DEFAULT NULL,
-    batch  integer  DEFAULT 1,
-    lease  interval DEFAULT raquel_internal.rq_default_lease(),
-    wait   interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_claim_c';
-
--- A claim that only locks, for work done inside this transaction
--- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
--- and written nothing; each comes back as a claim would make it (claimed,
--- its attempts + 1 the fencing token, no lease). This transaction finishes
--- them with rq_complete or rq_fail, in one write each; its commit lets go
--- of those it did not finish, and its rollback (a crash) leaves every one
--- ready at once with no attempt counted. With `complete`, each is completed
--- in the same write as it is taken: the transaction's commit is their
--- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
--- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
-CREATE FUNCTION rq_take(
-    queues   text[]   DEFAULT NULL,
-    worker   text     DEFAULT NULL,
-    batch    integer  DEFAULT 1,
-    complete boolean  DEFAULT false,
-    wait     interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_take_c';
-
--- A worker's loop in one round trip: completes the job in hand (as
--- rq_complete, the attempt its fencing token, with its result) and claims
--- the next (as rq_claim), in one statement, so one transaction and one commit where the
--- two-call loop has two. A NULL id only claims (the loop's first call); an
--- id needs its attempt (22004 without). An id that cannot be completed is
--- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
-CREATE FUNCTION rq_complete_and_claim(
-    id      uuid     DEFAULT NULL,
-    attempt integer  DEFAULT NULL,
-    queues  text[]   DEFAULT NULL,
-    worker  text     DEFAULT NULL,
-    batch   integer  DEFAULT 1,
-    lease   interval DEFAULT raquel_internal.rq_default_lease(),
-    wait    interval DEFAULT '0',
-    result  jsonb    DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
-
--- A worker's loop in batches: completes the jobs in hand (as
--- rq_complete_batch: all or nothing, attempts[i] the fencing token of
--- ids[i], one for every id) and claims the next `batch` (as rq_claim),
--- in one statement: one round trip and one commit serve a whole batch. NULL
--- or empty ids only claim (the loop's first call). In C (src/claim.rs).
-CREATE FUNCTION rq_complete_batch_and_claim(
-    ids      uuid[]    DEFAULT NULL,
-    attempts integer[] DEFAULT NULL,
-    queues   text[]    DEFAULT NULL,
-    worker   text      DEFAULT NULL,
-    batch    integer   DEFAULT 1,
-    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
-    wait     interval  DEFAULT '0',
-    results  jsonb[]   DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
-
--- The same for a job whose work failed: rq_fail, then rq_claim.
-CREATE FUNCTION rq_fail_and_claim(
-    id          uuid     DEFAULT NULL,
-    attempt     integer  DEFAULT NULL,
-    error       text     DEFAULT NULL,
-    error_trace text     DEFAULT NULL,
-    queues      text[]   DEFAULT NULL,
-    worker      text     DEFAULT NULL,
-    batch       integer  DEFAULT 1,
-    lease       interval DEFAULT raquel_internal.rq_default_lease(),
-    wait        interval DEFAULT '0'
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE ROWS 1
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
-
--- A waiting claim holds locks on the jobs table while it sleeps, and DROP
--- EXTENSION would wait behind it for as long as the wait lasts: before any
--- DROP EXTENSION starts, every waiting claim in the database is woken and
--- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
--- no search_path to pin.
-CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_drop_started';
-CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION raquel_internal.rq_drop_started();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1039,346 +1055,6 @@ BEGIN
     RETURN changed;
 END
 $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
-
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
-    -- 'event' (rq_wait_event); a call of one kind never reads a step of
-    -- another (sql/waits.sql rq_step_instance)
-    kind        text    NOT NULL DEFAULT 'step',
-    -- the last attempt that went past this sleep or wait, so that its
-    -- name called again in that attempt (a loop) is the next one, name#2
-    -- … (0.6.0, sql/waits.sql rq_step_instance)
-    passed_by   integer,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
-);
-
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
-
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
-
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::statements::rq_kept_statements
-CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
-	"function" TEXT,  /* String */
-	"statement" TEXT,  /* & '_ str */
-	"variant" bigint,  /* i64 */
-	"argument_types" TEXT[],  /* Vec < String > */
-	"sql" TEXT  /* String */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   events::rq_job_ready_in_lane
---   errors::rq_refuse
---   limits::rq_check_arrays
---   limits::rq_check_batch
---   workflows::rq_check_parents
-
--- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
--- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
--- `after` has succeeded; the last parent's completion queues them in its own
--- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
--- cancels its blocked descendants, each with an error naming it. A job's
--- parents exist before it does, so no cycle can be made. `blocked` is not a
--- status any claim takes, the Python library's included.
-
--- The edges still pending: child_id waits for parent_id. An edge goes when
--- its parent ends, so the table holds only the dependencies of unfinished
--- jobs.
-CREATE TABLE job_dependencies (
-    parent_id uuid NOT NULL,
-    child_id  uuid NOT NULL,
-    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
-);
-
-COMMENT ON TABLE job_dependencies IS
-    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
-
-SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
-
--- Every parent a job was enqueued to run after, kept while the child is
--- (job_dependencies forgets an edge when its parent ends): what rq_parents
--- reads, so that a child reads its parents' results. A child's rows go
--- with it: deleted by the prune duty (rq_prune) and by a complete that
--- deletes the child (a queue without history, src/finish.rs).
-CREATE TABLE job_parents (
-    child_id  uuid NOT NULL,
-    parent_id uuid NOT NULL,
-    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
-);
-
-COMMENT ON TABLE job_parents IS
-    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
-
-SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
-
--- Whether some job waits for job `parent` (an edge of job_dependencies):
--- what the verbs that end a job ask, to see to its children.
-CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
-$$;
-
--- The background worker's duty for parents that ended without raquel's
--- verbs (the Python library's own complete, an UPDATE by hand): what
--- rq_parent_ended would have done, for up to `batch` of them. The table of
--- pending edges is small (edges go when their parent ends), so a round that
--- finds nothing costs a scan of it.
-CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    parent  uuid;
-    settled bigint := 0;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR parent IN
-        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
-        JOIN @extschema@.jobs p ON p.id = d.parent_id
-        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
-        LIMIT batch
-    LOOP
-        -- (the jobs that await it first, as rq_job_ended does)
-        PERFORM raquel_internal.rq_deliver_job_end(parent);
-        PERFORM raquel_internal.rq_parent_ended(parent);
-        settled := settled + 1;
-    END LOOP;
-    RETURN settled;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
-
--- The jobs job `id` was enqueued to run after, as they are now (their
--- status, result and error): a child reads what its parents produced. A
--- parent pruned after the retention is not there any more. Reads the jobs
--- table as its caller.
-CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF rq_parents.id IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
-    END IF;
-    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
-        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
-    END IF;
-    RETURN QUERY
-        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
-        WHERE e.child_id = rq_parents.id
-        ORDER BY p.id;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::enqueue::rq_job_options
-CREATE  FUNCTION raquel_internal."rq_job_options"(
-	"queue" TEXT, /* Option < & str > */
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"max_age" interval, /* Option < Interval > */
-	"max_retry_count" INT, /* Option < i32 > */
-	"min_retry_delay" interval, /* Option < Interval > */
-	"max_retry_delay" interval, /* Option < Interval > */
-	"backoff_base" interval /* Option < Interval > */
-) RETURNS TABLE (
-	"now_ms" bigint,  /* i64 */
-	"due_ms" bigint,  /* i64 */
-	"max_age_ms" bigint,  /* Option < i64 > */
-	"min_retry_delay_ms" bigint,  /* i64 */
-	"max_retry_delay_ms" bigint,  /* i64 */
-	"backoff_base_ms" bigint  /* i64 */
-)
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1893,31 +1569,48 @@ AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
-/* </end connected objects> */
+-- requires:
+--   schema
 
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
+
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
+
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2017,14 +1710,338 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
+-- requires:
+--   schema
+
+-- Results: a job completed with a result (rq_complete's `result`, and the
+-- batch and one-call verbs' `results` / `result`) keeps it in the jobs
+-- table's `result` column, written by the UPDATE that completes it. A job
+-- completed with a result is kept for the retention even in a queue
+-- without history, so that the result can be read. Whoever may read jobs
+-- may read results.
+
+-- Waits until job `id` has ended (success, exhausted, cancelled, expired)
+-- or `timeout` passes, and returns its row as it then is: the caller reads
+-- status, result and error. Woken at the commit that ends the job when a
+-- verb of raquel's ends it (rq_complete, rq_fail, rq_cancel, the expire
+-- duty, …); an end written by other SQL is seen within 5 seconds. NULL when
+-- the job was deleted while it waited. Needs READ COMMITTED (each look has
+-- a new snapshot). In C (src/results.rs).
+CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS jobs
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_await_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   events::rq_job_ready_in_lane
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   limits::rq_check_batch
+--   workflows::rq_check_parents
+
+-- Workflows: a job that waits for others. rq_enqueue(…, after => ids) (and
+-- rq_enqueue_batch) makes jobs that stay `blocked` until every job in
+-- `after` has succeeded; the last parent's completion queues them in its own
+-- transaction. A parent that ends otherwise (exhausted, expired, cancelled)
+-- cancels its blocked descendants, each with an error naming it. A job's
+-- parents exist before it does, so no cycle can be made. `blocked` is not a
+-- status any claim takes, the Python library's included.
+
+-- The edges still pending: child_id waits for parent_id. An edge goes when
+-- its parent ends, so the table holds only the dependencies of unfinished
+-- jobs.
+CREATE TABLE job_dependencies (
+    parent_id uuid NOT NULL,
+    child_id  uuid NOT NULL,
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (parent_id, child_id)
+);
+
+COMMENT ON TABLE job_dependencies IS
+    'raquel workflows: the jobs (child_id) still waiting for a job (parent_id) to end.';
+
+SELECT pg_catalog.pg_extension_config_dump('job_dependencies', '');
+
+-- Every parent a job was enqueued to run after, kept while the child is
+-- (job_dependencies forgets an edge when its parent ends): what rq_parents
+-- reads, so that a child reads its parents' results. A child's rows go
+-- with it: deleted by the prune duty (rq_prune) and by a complete that
+-- deletes the child (a queue without history, src/finish.rs).
+CREATE TABLE job_parents (
+    child_id  uuid NOT NULL,
+    parent_id uuid NOT NULL,
+    CONSTRAINT job_parents_pkey PRIMARY KEY (child_id, parent_id)
+);
+
+COMMENT ON TABLE job_parents IS
+    'raquel workflows: every job (parent_id) a job (child_id) was enqueued to run after (rq_parents).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_parents', '');
+
+-- Whether some job waits for job `parent` (an edge of job_dependencies):
+-- what the verbs that end a job ask, to see to its children.
+CREATE FUNCTION raquel_internal.rq_has_children(parent uuid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM @extschema@.job_dependencies d WHERE d.parent_id = $1)
+$$;
+
+-- The background worker's duty for parents that ended without raquel's
+-- verbs (the Python library's own complete, an UPDATE by hand): what
+-- rq_parent_ended would have done, for up to `batch` of them. The table of
+-- pending edges is small (edges go when their parent ends), so a round that
+-- finds nothing costs a scan of it.
+CREATE FUNCTION raquel_internal.rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    parent  uuid;
+    settled bigint := 0;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR parent IN
+        SELECT DISTINCT d.parent_id FROM @extschema@.job_dependencies d
+        JOIN @extschema@.jobs p ON p.id = d.parent_id
+        WHERE p.status IN ('success', 'exhausted', 'expired', 'cancelled')
+        LIMIT batch
+    LOOP
+        -- (the jobs that await it first, as rq_job_ended does)
+        PERFORM raquel_internal.rq_deliver_job_end(parent);
+        PERFORM raquel_internal.rq_parent_ended(parent);
+        settled := settled + 1;
+    END LOOP;
+    RETURN settled;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_settle_workflows
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_settle_workflows(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_settle_workflows($1) $$;
+
+-- The jobs job `id` was enqueued to run after, as they are now (their
+-- status, result and error): a child reads what its parents produced. A
+-- parent pruned after the retention is not there any more. Reads the jobs
+-- table as its caller.
+CREATE FUNCTION rq_parents(id uuid) RETURNS SETOF jobs
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF rq_parents.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_null', '{}');
+    END IF;
+    IF NOT EXISTS (SELECT FROM @extschema@.jobs j WHERE j.id = rq_parents.id) THEN
+        PERFORM raquel_internal.rq_refuse('parents_of_unknown', ARRAY[rq_parents.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT p.* FROM @extschema@.job_parents e JOIN @extschema@.jobs p ON p.id = e.parent_id
+        WHERE e.child_id = rq_parents.id
+        ORDER BY p.id;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
+    -- 'event' (rq_wait_event); a call of one kind never reads a step of
+    -- another (sql/waits.sql rq_step_instance)
+    kind        text    NOT NULL DEFAULT 'step',
+    -- the last attempt that went past this sleep or wait, so that its
+    -- name called again in that attempt (a loop) is the next one, name#2
+    -- … (0.6.0, sql/waits.sql rq_step_instance)
+    passed_by   integer,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   limits::rq_default_lease
+
+-- Handing jobs to workers. A claim is an attempt and a lease: the job's
+-- attempts go up by one, and the job is the worker's until lease_expires_at
+-- (then the rescue duty counts the attempt as failed). The attempts value the
+-- claim returns is the fencing token for rq_complete / rq_fail.
+--
+-- queues NULL means any queue. batch is 1 to 100000; lease 1 ms to 365 days;
+-- wait up to a day (0: return at once, maybe with nothing), in READ
+-- COMMITTED only. Jobs come in claim order: priority (higher first),
+-- scheduled time, id.
+--
+-- Every worker calls this for every job, so it is written in Rust
+-- (src/claim.rs): the arguments are checked there, and the claim statement
+-- (sql/claim.ready.sql) is prepared once per backend for each queue filter
+-- and batch size, each plan walking a ready index in claim order. A waiting
+-- claim sleeps on its latch between claims; a commit that enqueues jobs
+-- for its queues wakes it (sql/events.sql, src/waiters.rs). Without the
+-- preloaded library there are no wake-ups, and it looks every 100 ms.
+CREATE FUNCTION rq_claim(
+    queues text[]   DEFAULT NULL,
+    worker text     DEFAULT NULL,
+    batch  integer  DEFAULT 1,
+    lease  interval DEFAULT raquel_internal.rq_default_lease(),
+    wait   interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_claim_c';
+
+-- A claim that only locks, for work done inside this transaction
+-- (src/take.rs): up to `batch` ready jobs, locked (FOR UPDATE SKIP LOCKED)
+-- and written nothing; each comes back as a claim would make it (claimed,
+-- its attempts + 1 the fencing token, no lease). This transaction finishes
+-- them with rq_complete or rq_fail, in one write each; its commit lets go
+-- of those it did not finish, and its rollback (a crash) leaves every one
+-- ready at once with no attempt counted. With `complete`, each is completed
+-- in the same write as it is taken: the transaction's commit is their
+-- success, as with a DELETE … RETURNING queue. Refused (0A000) for a queue
+-- with flow settings and on Citus. In C (src/claim.rs), as rq_claim.
+CREATE FUNCTION rq_take(
+    queues   text[]   DEFAULT NULL,
+    worker   text     DEFAULT NULL,
+    batch    integer  DEFAULT 1,
+    complete boolean  DEFAULT false,
+    wait     interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_take_c';
+
+-- A worker's loop in one round trip: completes the job in hand (as
+-- rq_complete, the attempt its fencing token, with its result) and claims
+-- the next (as rq_claim), in one statement, so one transaction and one commit where the
+-- two-call loop has two. A NULL id only claims (the loop's first call); an
+-- id needs its attempt (22004 without). An id that cannot be completed is
+-- rq_complete's error, and nothing is claimed. In C (src/claim.rs): the two verbs' own code, one after the other.
+CREATE FUNCTION rq_complete_and_claim(
+    id      uuid     DEFAULT NULL,
+    attempt integer  DEFAULT NULL,
+    queues  text[]   DEFAULT NULL,
+    worker  text     DEFAULT NULL,
+    batch   integer  DEFAULT 1,
+    lease   interval DEFAULT raquel_internal.rq_default_lease(),
+    wait    interval DEFAULT '0',
+    result  jsonb    DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_and_claim_fenced_c';
+
+-- A worker's loop in batches: completes the jobs in hand (as
+-- rq_complete_batch: all or nothing, attempts[i] the fencing token of
+-- ids[i], one for every id) and claims the next `batch` (as rq_claim),
+-- in one statement: one round trip and one commit serve a whole batch. NULL
+-- or empty ids only claim (the loop's first call). In C (src/claim.rs).
+CREATE FUNCTION rq_complete_batch_and_claim(
+    ids      uuid[]    DEFAULT NULL,
+    attempts integer[] DEFAULT NULL,
+    queues   text[]    DEFAULT NULL,
+    worker   text      DEFAULT NULL,
+    batch    integer   DEFAULT 1,
+    lease    interval  DEFAULT raquel_internal.rq_default_lease(),
+    wait     interval  DEFAULT '0',
+    results  jsonb[]   DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_complete_batch_and_claim_fenced_c';
+
+-- The same for a job whose work failed: rq_fail, then rq_claim.
+CREATE FUNCTION rq_fail_and_claim(
+    id          uuid     DEFAULT NULL,
+    attempt     integer  DEFAULT NULL,
+    error       text     DEFAULT NULL,
+    error_trace text     DEFAULT NULL,
+    queues      text[]   DEFAULT NULL,
+    worker      text     DEFAULT NULL,
+    batch       integer  DEFAULT 1,
+    lease       interval DEFAULT raquel_internal.rq_default_lease(),
+    wait        interval DEFAULT '0'
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE ROWS 1
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_fail_and_claim_fenced_c';
+
+-- A waiting claim holds locks on the jobs table while it sleeps, and DROP
+-- EXTENSION would wait behind it for as long as the wait lasts: before any
+-- DROP EXTENSION starts, every waiting claim in the database is woken and
+-- returns what it has, nothing (src/waiters.rs). It runs no SQL, so it has
+-- no search_path to pin.
+CREATE FUNCTION raquel_internal.rq_drop_started() RETURNS event_trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_drop_started';
+CREATE EVENT TRIGGER rq_drop_started ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION raquel_internal.rq_drop_started();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -3791,46 +3808,95 @@ SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.requeues, j.max_retry_
        raquel_internal.rq_ms_to_interval(j.backoff_base::bigint)     AS backoff_base,
        j.error_trace, j.result
 FROM jobs j;
+
+-- A job's history (issue 38): every attempt of job `id`, oldest first, as
+-- the operator asks at 3 a.m. what happened to it. The attempts before the
+-- current one are the row's past_attempts (sql/schema.sql), appended by
+-- the verbs that end an attempt without ending the job: 'failed' (rq_fail
+-- with a retry left, and a lapsed lease's rescue, its error 'lease
+-- expired…'), 'rescheduled' (rq_reschedule, rq_sleep, rq_wait_event,
+-- rq_wait_job), 'rejected' (rq_reject), and the end rq_retry reset
+-- ('exhausted', 'cancelled', 'expired'). Then the row's own attempt, read
+-- from the row: 'running' while claimed (no ended_at), or how the job
+-- ended: 'success', 'exhausted' (with its error), 'cancelled' or
+-- 'expired'. A job cancelled or expired while it waited, its attempt
+-- already listed or never made, shows that end with no worker and no
+-- claim time (src/transitions.rs OWN_ATTEMPT decides the same way). A
+-- job queued or failed shows only its past attempts, except one failed by
+-- hand or by the Python library (an UPDATE of its own, which appends
+-- nothing): its row's failure is shown when no entry holds its attempt.
+-- An unknown id is an error (P0002), as for rq_parents: a job pruned after
+-- the retention is gone with its history. Reads the jobs table as its
+-- caller (SECURITY INVOKER): whoever may read jobs may read histories.
+CREATE FUNCTION rq_history(id uuid)
+RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
+               outcome text, error text, trace text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    job record;
+    last_listed integer;
+    own boolean;
+BEGIN
+    IF rq_history.id IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('history_of_null', '{}');
+    END IF;
+    SELECT j.status::text AS status, j.attempts, j.claimed_by, j.claimed_at, j.finished_at,
+           j.error, j.error_trace, j.past_attempts
+    INTO job FROM @extschema@.jobs j WHERE j.id = rq_history.id;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('history_of_unknown', ARRAY[rq_history.id::text]);
+    END IF;
+    RETURN QUERY
+        SELECT (e.entry ->> 'attempt')::integer, e.entry ->> 'worker',
+               raquel_internal.rq_ms_to_timestamptz((e.entry ->> 'claimed_at')::bigint),
+               raquel_internal.rq_ms_to_timestamptz((e.entry ->> 'ended_at')::bigint),
+               e.entry ->> 'outcome', e.entry ->> 'error', e.entry ->> 'trace'
+        FROM pg_catalog.jsonb_array_elements(coalesce(job.past_attempts, '[]'::jsonb)) WITH ORDINALITY e (entry, n)
+        ORDER BY e.n;
+    last_listed := coalesce((job.past_attempts -> -1 ->> 'attempt')::integer, 0);
+    own := job.claimed_at IS NOT NULL AND job.attempts > last_listed;
+    IF job.status IN ('claimed', 'success', 'exhausted')
+       OR job.status IN ('cancelled', 'expired')
+       OR job.status = 'failed' AND own THEN
+        attempt := job.attempts;
+        worker := CASE WHEN own OR job.status IN ('claimed', 'success', 'exhausted') THEN job.claimed_by END;
+        claimed_at := CASE WHEN own OR job.status IN ('claimed', 'success', 'exhausted')
+                           THEN raquel_internal.rq_ms_to_timestamptz(job.claimed_at) END;
+        ended_at := raquel_internal.rq_ms_to_timestamptz(job.finished_at);
+        outcome := CASE job.status WHEN 'claimed' THEN 'running' ELSE job.status END;
+        error := CASE WHEN job.status IN ('exhausted', 'failed') THEN job.error END;
+        trace := CASE WHEN job.status IN ('exhausted', 'failed') THEN job.error_trace END;
+        RETURN NEXT;
+    END IF;
+END
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+-- raquel::durations::rq_due_ms
+-- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::cursors::rq_cursor_state
-CREATE  FUNCTION raquel_internal."rq_cursor_state"(
-	"jobs" oid, /* pg_sys :: Oid */
-	"queue" TEXT /* & str */
-) RETURNS TEXT /* & '_ str */
-STRICT VOLATILE PARALLEL SAFE 
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4084,6 +4150,305 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
 $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+--   flow
+--   history
+--   schedules
+--   workflows
+--   steps
+--   waits
+--   metrics
+--   observe
+
+-- The comment of every column a user reads, shown by \d+ in psql; the
+-- reference pages say more (docs/src/reference/jobs-table.md and the guides
+-- it links to). One block per table or view, in the order of the reference.
+-- Instants stored as bigint are ms since the Unix epoch (UTC); durations are
+-- ms, as in the Python library's table.
+
+-- jobs
+COMMENT ON COLUMN jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (rq_uuid7()) unless the enqueue gives one; every verb names a job by it.';
+COMMENT ON COLUMN jobs.queue IS
+    'The name of the job''s queue, which rq_claim names; ''default'' when an INSERT gives none.';
+COMMENT ON COLUMN jobs.payload IS
+    'The job''s data as text, set by rq_enqueue (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry at scheduled_at), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN jobs.max_age IS
+    'How long (ms) after scheduled_at the job may wait unclaimed before the expire duty expires it (rq_enqueue''s max_age); NULL: never expires.';
+COMMENT ON COLUMN jobs.max_retry_count IS
+    'How many retries after the first attempt (rq_enqueue''s max_retry_count); NULL: retry for ever. Attempts handed back (requeues) use up none.';
+COMMENT ON COLUMN jobs.min_retry_delay IS
+    'The shortest backoff after a failure, in ms (default 1000); rq_reschedule without at or delay waits this long too.';
+COMMENT ON COLUMN jobs.max_retry_delay IS
+    'The longest backoff after a failure, in ms (default 43200000, 12 hours).';
+COMMENT ON COLUMN jobs.backoff_base IS
+    'The first backoff after a failure, in ms (default 1000), doubled at each further failure and clamped to the retry delays (rq_backoff).';
+COMMENT ON COLUMN jobs.enqueued_at IS
+    'When the job was enqueued, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN jobs.scheduled_at IS
+    'When the job is due, ms since the Unix epoch, UTC: rq_enqueue''s at plus delay; after a failure, its time plus the backoff; rq_reschedule and rq_retry move it.';
+COMMENT ON COLUMN jobs.attempts IS
+    'Claims so far (rq_claim, rq_take), each an attempt: the fencing token that rq_complete, rq_fail and the other worker verbs require.';
+COMMENT ON COLUMN jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; kept after a later success. NULL: none.';
+COMMENT ON COLUMN jobs.error_trace IS
+    'The trace (say a stack trace) given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker); kept after the job ends, cleared by rq_reject.';
+COMMENT ON COLUMN jobs.claimed_at IS
+    'When the job was last claimed, ms since the Unix epoch, UTC; kept after the job ends, cleared by rq_reject. NULL: never claimed.';
+COMMENT ON COLUMN jobs.finished_at IS
+    'When the job reached a final status (success, exhausted, cancelled, expired), ms since the Unix epoch, UTC; NULL while it has not.';
+COMMENT ON COLUMN jobs.priority IS
+    'rq_enqueue''s priority: higher runs first (default 0).';
+COMMENT ON COLUMN jobs.lease_expires_at IS
+    'When the current claim''s lease runs out, ms since the Unix epoch, UTC (rq_claim, rq_extend). NULL on a claimed job: claimed by hand, with a lease of a minute from claimed_at.';
+COMMENT ON COLUMN jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait for an event), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN jobs.key IS
+    'rq_enqueue''s deduplication key: while a job of the same queue and key is unfinished, enqueueing that key again returns that job. NULL: none.';
+COMMENT ON COLUMN jobs.group_key IS
+    'rq_enqueue''s group_key: the job''s fair group in its queue (a tenant, say); claims take turns from group to group. NULL: no group.';
+COMMENT ON COLUMN jobs.turn IS
+    'A grouped job''s turn within its queue, set as it is inserted, which claims follow to let groups take turns; NULL without a group_key.';
+COMMENT ON COLUMN jobs.blocked_by IS
+    'For a blocked job, how many of the jobs it runs after (rq_enqueue''s after) have not ended yet; 0 otherwise. Only raquel''s functions write it.';
+COMMENT ON COLUMN jobs.key_period IS
+    'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
+COMMENT ON COLUMN jobs.result IS
+    'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
+COMMENT ON COLUMN jobs.past_attempts IS
+    'The attempts before the current one, oldest first (the last 100): {attempt, worker, claimed_at, ended_at, outcome, error, trace}, times in ms; rq_history reads them. NULL: no earlier attempt.';
+
+-- queue_limits
+COMMENT ON COLUMN queue_limits.queue IS
+    'The queue these settings are for; one row per queue that is paused, limited or grouped.';
+COMMENT ON COLUMN queue_limits.paused IS
+    'true: no claim takes the queue''s jobs (rq_pause) until rq_resume; enqueues go on.';
+COMMENT ON COLUMN queue_limits.max_claimed IS
+    'At most this many of the queue''s jobs claimed at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.rate IS
+    'At most this many claims per `per`, as a token bucket that starts full (rq_set_limits); NULL: no rate limit.';
+COMMENT ON COLUMN queue_limits.per IS
+    'The interval of rate (rq_set_limits); NULL without a rate.';
+COMMENT ON COLUMN queue_limits.group_max_claimed IS
+    'At most this many claimed jobs of one group_key at once (rq_set_limits); NULL: no limit.';
+COMMENT ON COLUMN queue_limits.grouped IS
+    'true once the queue has had a job with a group_key (set by the first one): its claims take turns among its groups.';
+COMMENT ON COLUMN queue_limits.claimed IS
+    'State written by rq_claim alone: the jobs claimed under max_claimed, when the count is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens IS
+    'State written by rq_claim alone: the rate''s tokens left at tokens_at, when the bucket is kept in the row rather than in shared memory.';
+COMMENT ON COLUMN queue_limits.tokens_at IS
+    'State written by rq_claim alone: when tokens was counted, ms since the Unix epoch, UTC.';
+
+-- queues_without_history
+COMMENT ON COLUMN queues_without_history.queue IS
+    'A queue whose jobs are deleted as they succeed through raquel''s verbs, instead of kept (rq_set_history(queue, false)).';
+
+-- schedules
+COMMENT ON COLUMN schedules.name IS
+    'The schedule''s name, given to rq_schedule and the other schedule verbs.';
+COMMENT ON COLUMN schedules.cron IS
+    'The cron pattern whose slots enqueue a job each (rq_schedule).';
+COMMENT ON COLUMN schedules.timezone IS
+    'The time zone the cron pattern is read in (default UTC).';
+COMMENT ON COLUMN schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN schedules.payload IS
+    'The payload of each job, as text (a jsonb payload is stored as its text); NULL: none.';
+COMMENT ON COLUMN schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN schedules.enabled IS
+    'false: paused (rq_pause_schedule), or disabled when its next slot could not be enqueued or computed; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN schedules.max_age IS
+    'The max_age of each job, in ms; NULL: its jobs never expire.';
+COMMENT ON COLUMN schedules.max_retry_count IS
+    'The max_retry_count of each job; NULL: retry for ever.';
+COMMENT ON COLUMN schedules.min_retry_delay IS
+    'The min_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.max_retry_delay IS
+    'The max_retry_delay of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.backoff_base IS
+    'The backoff_base of each job, in ms; NULL: the jobs table''s default.';
+COMMENT ON COLUMN schedules.priority IS
+    'The priority of each job: higher runs first (default 0).';
+COMMENT ON COLUMN schedules.next_run_at IS
+    'The next slot not yet enqueued, ms since the Unix epoch, UTC; the duty rq_fire_schedules enqueues it when due and moves it on.';
+COMMENT ON COLUMN schedules.last_run_at IS
+    'The last slot enqueued, ms since the Unix epoch, UTC; NULL: none yet.';
+COMMENT ON COLUMN schedules.last_job_id IS
+    'The job enqueued for the last slot (jobs.id); NULL: none yet.';
+COMMENT ON COLUMN schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped, and the schedule goes on at its next slot); NULL once a slot is enqueued.';
+
+-- job_dependencies
+COMMENT ON COLUMN job_dependencies.parent_id IS
+    'The job waited for (jobs.id); the row is deleted when it ends.';
+COMMENT ON COLUMN job_dependencies.child_id IS
+    'The job still waiting for parent_id (jobs.id), enqueued with it in rq_enqueue''s after.';
+
+-- job_parents
+COMMENT ON COLUMN job_parents.child_id IS
+    'The job (jobs.id) enqueued to run after parent_id; its rows are deleted with it.';
+COMMENT ON COLUMN job_parents.parent_id IS
+    'A job named in the child''s rq_enqueue after, kept after it ends so that rq_parents can read its status and result.';
+
+-- job_steps
+COMMENT ON COLUMN job_steps.job_id IS
+    'The job (jobs.id) that recorded the step; its steps are deleted with it.';
+COMMENT ON COLUMN job_steps.name IS
+    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
+COMMENT ON COLUMN job_steps.result IS
+    'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
+COMMENT ON COLUMN job_steps.attempt IS
+    'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
+COMMENT ON COLUMN job_steps.recorded_at IS
+    'When the step was recorded, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN job_steps.kind IS
+    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
+COMMENT ON COLUMN job_steps.passed_by IS
+    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
+
+-- job_waits
+COMMENT ON COLUMN job_waits.job_id IS
+    'The job parked for an event (jobs.id), one wait a job; the row goes when the event is emitted or the wait ends.';
+COMMENT ON COLUMN job_waits.queue IS
+    'The parked job''s queue, for rq_stats.';
+COMMENT ON COLUMN job_waits.name IS
+    'The name of the step the wait is (rq_wait_event''s name), under which the event''s payload is recorded.';
+COMMENT ON COLUMN job_waits.event IS
+    'The name of the event waited for (rq_wait_event''s event).';
+COMMENT ON COLUMN job_waits.since IS
+    'When the wait began, ms since the Unix epoch, UTC: an emit kept until then or later reaches it.';
+COMMENT ON COLUMN job_waits.until IS
+    'When the wait times out, ms since the Unix epoch, UTC (rq_wait_event''s timeout); NULL: never.';
+
+-- emitted_events
+COMMENT ON COLUMN emitted_events.id IS
+    'The emit''s number, rising in the order of the emits.';
+COMMENT ON COLUMN emitted_events.name IS
+    'The event''s name (rq_emit''s event).';
+COMMENT ON COLUMN emitted_events.payload IS
+    'rq_emit''s payload, recorded as the step of every job that waited for the event; NULL: none.';
+COMMENT ON COLUMN emitted_events.emitted_at IS
+    'When the event was emitted, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN emitted_events.kept_until IS
+    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
+COMMENT ON COLUMN emitted_events.until_read IS
+    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
+
+-- event_emitters
+COMMENT ON COLUMN event_emitters.role IS
+    'The role (pg_roles.oid) that may emit events whose name begins with prefix (rq_grant_emitter).';
+COMMENT ON COLUMN event_emitters.prefix IS
+    'A prefix of the event names the role may emit; a role may emit an event that begins with any of its prefixes.';
+
+-- metrics
+COMMENT ON COLUMN metrics.queue IS
+    'The queue the minute''s figures are for.';
+COMMENT ON COLUMN metrics.minute IS
+    'The minute''s start, ms since the Unix epoch, UTC.';
+COMMENT ON COLUMN metrics.enqueued IS
+    'Jobs enqueued in the minute, by any path (a plain INSERT too).';
+COMMENT ON COLUMN metrics.claimed IS
+    'Jobs claimed in the minute.';
+COMMENT ON COLUMN metrics.succeeded IS
+    'Attempts that succeeded in the minute.';
+COMMENT ON COLUMN metrics.failed IS
+    'Attempts that failed in the minute, the rescued ones included.';
+COMMENT ON COLUMN metrics.rescued IS
+    'Attempts the rescue duty failed in the minute because their lease ran out.';
+COMMENT ON COLUMN metrics.expired IS
+    'Jobs the expire duty expired in the minute.';
+COMMENT ON COLUMN metrics.wait_histogram IS
+    'Times from due (scheduled_at) to claim, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.run_histogram IS
+    'Times from claim to the attempt''s end, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
+COMMENT ON COLUMN metrics.backlog IS
+    'Ready jobs (due, not claimed) when the minute was recorded; NULL: not recorded for this queue (kept for active queues and the 100 longest backlogs).';
+
+-- key_holds
+COMMENT ON COLUMN key_holds.queue IS
+    'The queue of the job that held the key.';
+COMMENT ON COLUMN key_holds.key IS
+    'The key held after its job ended: enqueueing it again in the queue returns that job until `until`.';
+COMMENT ON COLUMN key_holds.job_id IS
+    'The ended job (jobs.id) that an enqueue of the key returns.';
+COMMENT ON COLUMN key_holds.until IS
+    'When the hold ends, ms since the Unix epoch, UTC: the job''s end plus its key_period; the prune duty then deletes the row.';
+
+-- rq_jobs
+COMMENT ON COLUMN rq_jobs.id IS
+    'The job''s id, a time-ordered UUIDv7 (jobs.id).';
+COMMENT ON COLUMN rq_jobs.queue IS
+    'The name of the job''s queue.';
+COMMENT ON COLUMN rq_jobs.status IS
+    'queued, claimed, success, failed (waiting for a retry), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
+COMMENT ON COLUMN rq_jobs.priority IS
+    'Higher runs first (default 0).';
+COMMENT ON COLUMN rq_jobs.attempts IS
+    'Claims so far, each an attempt: the fencing token the worker verbs require.';
+COMMENT ON COLUMN rq_jobs.requeues IS
+    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait), which use up no retry: retries used are attempts - requeues.';
+COMMENT ON COLUMN rq_jobs.max_retry_count IS
+    'How many retries after the first attempt; NULL: retry for ever.';
+COMMENT ON COLUMN rq_jobs.payload IS
+    'The job''s data as text; NULL: none.';
+COMMENT ON COLUMN rq_jobs.error IS
+    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; NULL: none.';
+COMMENT ON COLUMN rq_jobs.claimed_by IS
+    'The name of the worker that last claimed the job (rq_claim''s worker).';
+COMMENT ON COLUMN rq_jobs.enqueued_at IS
+    'When the job was enqueued (timestamptz).';
+COMMENT ON COLUMN rq_jobs.scheduled_at IS
+    'When the job is due (timestamptz): at enqueue, at plus delay; after a failure, its time plus the backoff.';
+COMMENT ON COLUMN rq_jobs.claimed_at IS
+    'When the job was last claimed (timestamptz); NULL: never claimed, or handed back by rq_reject.';
+COMMENT ON COLUMN rq_jobs.lease_expires_at IS
+    'When the current claim''s lease runs out (timestamptz); NULL when not claimed, or claimed by hand (a lease of a minute from claimed_at).';
+COMMENT ON COLUMN rq_jobs.finished_at IS
+    'When the job reached a final status (timestamptz); NULL while it has not.';
+COMMENT ON COLUMN rq_jobs.max_age IS
+    'How long (interval) after scheduled_at the job may wait unclaimed before it expires; NULL: never expires.';
+COMMENT ON COLUMN rq_jobs.min_retry_delay IS
+    'The shortest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.max_retry_delay IS
+    'The longest backoff after a failure (interval).';
+COMMENT ON COLUMN rq_jobs.backoff_base IS
+    'The first backoff after a failure (interval), doubled at each further failure.';
+COMMENT ON COLUMN rq_jobs.error_trace IS
+    'The trace given with the last failure to rq_fail; NULL: none.';
+COMMENT ON COLUMN rq_jobs.result IS
+    'What the job produced, as given to the verb that completed it; NULL: none given, or not completed.';
+
+-- rq_schedules
+COMMENT ON COLUMN rq_schedules.name IS
+    'The schedule''s name.';
+COMMENT ON COLUMN rq_schedules.cron IS
+    'The cron pattern whose slots enqueue a job each.';
+COMMENT ON COLUMN rq_schedules.timezone IS
+    'The time zone the cron pattern is read in.';
+COMMENT ON COLUMN rq_schedules.queue IS
+    'The queue the schedule''s jobs are enqueued into.';
+COMMENT ON COLUMN rq_schedules.enabled IS
+    'false: paused (rq_pause_schedule) or disabled after an error; rq_resume_schedule sets it true.';
+COMMENT ON COLUMN rq_schedules.catch_up IS
+    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
+COMMENT ON COLUMN rq_schedules.next_run IS
+    'The next slot not yet enqueued (timestamptz).';
+COMMENT ON COLUMN rq_schedules.last_run IS
+    'The last slot enqueued (timestamptz); NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_job_id IS
+    'The job enqueued for the last slot; NULL: none yet.';
+COMMENT ON COLUMN rq_schedules.last_error IS
+    'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4545,305 +4910,15 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- requires:
---   schema
---   flow
---   history
---   schedules
---   workflows
---   steps
---   waits
---   metrics
---   observe
-
--- The comment of every column a user reads, shown by \d+ in psql; the
--- reference pages say more (docs/src/reference/jobs-table.md and the guides
--- it links to). One block per table or view, in the order of the reference.
--- Instants stored as bigint are ms since the Unix epoch (UTC); durations are
--- ms, as in the Python library's table.
-
--- jobs
-COMMENT ON COLUMN jobs.id IS
-    'The job''s id, a time-ordered UUIDv7 (rq_uuid7()) unless the enqueue gives one; every verb names a job by it.';
-COMMENT ON COLUMN jobs.queue IS
-    'The name of the job''s queue, which rq_claim names; ''default'' when an INSERT gives none.';
-COMMENT ON COLUMN jobs.payload IS
-    'The job''s data as text, set by rq_enqueue (a jsonb payload is stored as its text); NULL: none.';
-COMMENT ON COLUMN jobs.status IS
-    'queued, claimed, success, failed (waiting for a retry at scheduled_at), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
-COMMENT ON COLUMN jobs.max_age IS
-    'How long (ms) after scheduled_at the job may wait unclaimed before the expire duty expires it (rq_enqueue''s max_age); NULL: never expires.';
-COMMENT ON COLUMN jobs.max_retry_count IS
-    'How many retries after the first attempt (rq_enqueue''s max_retry_count); NULL: retry for ever. Attempts handed back (requeues) use up none.';
-COMMENT ON COLUMN jobs.min_retry_delay IS
-    'The shortest backoff after a failure, in ms (default 1000); rq_reschedule without at or delay waits this long too.';
-COMMENT ON COLUMN jobs.max_retry_delay IS
-    'The longest backoff after a failure, in ms (default 43200000, 12 hours).';
-COMMENT ON COLUMN jobs.backoff_base IS
-    'The first backoff after a failure, in ms (default 1000), doubled at each further failure and clamped to the retry delays (rq_backoff).';
-COMMENT ON COLUMN jobs.enqueued_at IS
-    'When the job was enqueued, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN jobs.scheduled_at IS
-    'When the job is due, ms since the Unix epoch, UTC: rq_enqueue''s at plus delay; after a failure, its time plus the backoff; rq_reschedule and rq_retry move it.';
-COMMENT ON COLUMN jobs.attempts IS
-    'Claims so far (rq_claim, rq_take), each an attempt: the fencing token that rq_complete, rq_fail and the other worker verbs require.';
-COMMENT ON COLUMN jobs.error IS
-    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; kept after a later success. NULL: none.';
-COMMENT ON COLUMN jobs.error_trace IS
-    'The trace (say a stack trace) given with the last failure to rq_fail; NULL: none.';
-COMMENT ON COLUMN jobs.claimed_by IS
-    'The name of the worker that last claimed the job (rq_claim''s worker); kept after the job ends, cleared by rq_reject.';
-COMMENT ON COLUMN jobs.claimed_at IS
-    'When the job was last claimed, ms since the Unix epoch, UTC; kept after the job ends, cleared by rq_reject. NULL: never claimed.';
-COMMENT ON COLUMN jobs.finished_at IS
-    'When the job reached a final status (success, exhausted, cancelled, expired), ms since the Unix epoch, UTC; NULL while it has not.';
-COMMENT ON COLUMN jobs.priority IS
-    'rq_enqueue''s priority: higher runs first (default 0).';
-COMMENT ON COLUMN jobs.lease_expires_at IS
-    'When the current claim''s lease runs out, ms since the Unix epoch, UTC (rq_claim, rq_extend). NULL on a claimed job: claimed by hand, with a lease of a minute from claimed_at.';
-COMMENT ON COLUMN jobs.requeues IS
-    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait for an event), which use up no retry: retries used are attempts - requeues.';
-COMMENT ON COLUMN jobs.key IS
-    'rq_enqueue''s deduplication key: while a job of the same queue and key is unfinished, enqueueing that key again returns that job. NULL: none.';
-COMMENT ON COLUMN jobs.group_key IS
-    'rq_enqueue''s group_key: the job''s fair group in its queue (a tenant, say); claims take turns from group to group. NULL: no group.';
-COMMENT ON COLUMN jobs.turn IS
-    'A grouped job''s turn within its queue, set as it is inserted, which claims follow to let groups take turns; NULL without a group_key.';
-COMMENT ON COLUMN jobs.blocked_by IS
-    'For a blocked job, how many of the jobs it runs after (rq_enqueue''s after) have not ended yet; 0 otherwise. Only raquel''s functions write it.';
-COMMENT ON COLUMN jobs.key_period IS
-    'With a key: how long (ms) after the job ends its key still returns it (rq_enqueue''s key_period; held in key_holds). NULL: not held.';
-COMMENT ON COLUMN jobs.result IS
-    'What the job produced, as given to the verb that completed it (rq_complete and its siblings); rq_await returns it. NULL: none given, or not completed.';
-
--- queue_limits
-COMMENT ON COLUMN queue_limits.queue IS
-    'The queue these settings are for; one row per queue that is paused, limited or grouped.';
-COMMENT ON COLUMN queue_limits.paused IS
-    'true: no claim takes the queue''s jobs (rq_pause) until rq_resume; enqueues go on.';
-COMMENT ON COLUMN queue_limits.max_claimed IS
-    'At most this many of the queue''s jobs claimed at once (rq_set_limits); NULL: no limit.';
-COMMENT ON COLUMN queue_limits.rate IS
-    'At most this many claims per `per`, as a token bucket that starts full (rq_set_limits); NULL: no rate limit.';
-COMMENT ON COLUMN queue_limits.per IS
-    'The interval of rate (rq_set_limits); NULL without a rate.';
-COMMENT ON COLUMN queue_limits.group_max_claimed IS
-    'At most this many claimed jobs of one group_key at once (rq_set_limits); NULL: no limit.';
-COMMENT ON COLUMN queue_limits.grouped IS
-    'true once the queue has had a job with a group_key (set by the first one): its claims take turns among its groups.';
-COMMENT ON COLUMN queue_limits.claimed IS
-    'State written by rq_claim alone: the jobs claimed under max_claimed, when the count is kept in the row rather than in shared memory.';
-COMMENT ON COLUMN queue_limits.tokens IS
-    'State written by rq_claim alone: the rate''s tokens left at tokens_at, when the bucket is kept in the row rather than in shared memory.';
-COMMENT ON COLUMN queue_limits.tokens_at IS
-    'State written by rq_claim alone: when tokens was counted, ms since the Unix epoch, UTC.';
-
--- queues_without_history
-COMMENT ON COLUMN queues_without_history.queue IS
-    'A queue whose jobs are deleted as they succeed through raquel''s verbs, instead of kept (rq_set_history(queue, false)).';
-
--- schedules
-COMMENT ON COLUMN schedules.name IS
-    'The schedule''s name, given to rq_schedule and the other schedule verbs.';
-COMMENT ON COLUMN schedules.cron IS
-    'The cron pattern whose slots enqueue a job each (rq_schedule).';
-COMMENT ON COLUMN schedules.timezone IS
-    'The time zone the cron pattern is read in (default UTC).';
-COMMENT ON COLUMN schedules.queue IS
-    'The queue the schedule''s jobs are enqueued into.';
-COMMENT ON COLUMN schedules.payload IS
-    'The payload of each job, as text (a jsonb payload is stored as its text); NULL: none.';
-COMMENT ON COLUMN schedules.catch_up IS
-    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
-COMMENT ON COLUMN schedules.enabled IS
-    'false: paused (rq_pause_schedule), or disabled when its next slot could not be enqueued or computed; rq_resume_schedule sets it true.';
-COMMENT ON COLUMN schedules.max_age IS
-    'The max_age of each job, in ms; NULL: its jobs never expire.';
-COMMENT ON COLUMN schedules.max_retry_count IS
-    'The max_retry_count of each job; NULL: retry for ever.';
-COMMENT ON COLUMN schedules.min_retry_delay IS
-    'The min_retry_delay of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.max_retry_delay IS
-    'The max_retry_delay of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.backoff_base IS
-    'The backoff_base of each job, in ms; NULL: the jobs table''s default.';
-COMMENT ON COLUMN schedules.priority IS
-    'The priority of each job: higher runs first (default 0).';
-COMMENT ON COLUMN schedules.next_run_at IS
-    'The next slot not yet enqueued, ms since the Unix epoch, UTC; the duty rq_fire_schedules enqueues it when due and moves it on.';
-COMMENT ON COLUMN schedules.last_run_at IS
-    'The last slot enqueued, ms since the Unix epoch, UTC; NULL: none yet.';
-COMMENT ON COLUMN schedules.last_job_id IS
-    'The job enqueued for the last slot (jobs.id); NULL: none yet.';
-COMMENT ON COLUMN schedules.last_error IS
-    'Why the last due slot could not be enqueued (it was skipped, and the schedule goes on at its next slot); NULL once a slot is enqueued.';
-
--- job_dependencies
-COMMENT ON COLUMN job_dependencies.parent_id IS
-    'The job waited for (jobs.id); the row is deleted when it ends.';
-COMMENT ON COLUMN job_dependencies.child_id IS
-    'The job still waiting for parent_id (jobs.id), enqueued with it in rq_enqueue''s after.';
-
--- job_parents
-COMMENT ON COLUMN job_parents.child_id IS
-    'The job (jobs.id) enqueued to run after parent_id; its rows are deleted with it.';
-COMMENT ON COLUMN job_parents.parent_id IS
-    'A job named in the child''s rq_enqueue after, kept after it ends so that rq_parents can read its status and result.';
-
--- job_steps
-COMMENT ON COLUMN job_steps.job_id IS
-    'The job (jobs.id) that recorded the step; its steps are deleted with it.';
-COMMENT ON COLUMN job_steps.name IS
-    'The step''s name, unique within its job (rq_step, rq_sleep, rq_wait_event); a sleep or wait whose name is called again in one attempt is name#2, name#3 ….';
-COMMENT ON COLUMN job_steps.result IS
-    'The step''s result as given to rq_step, or what a sleep or a wait for an event recorded (its instant, the event''s payload); NULL: none given.';
-COMMENT ON COLUMN job_steps.attempt IS
-    'The attempt (the claim''s fencing token, jobs.attempts) that recorded the step.';
-COMMENT ON COLUMN job_steps.recorded_at IS
-    'When the step was recorded, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN job_steps.kind IS
-    'What recorded the step: step (rq_step), sleep (rq_sleep) or event (rq_wait_event); a call of another kind under its name is refused.';
-COMMENT ON COLUMN job_steps.passed_by IS
-    'The last attempt that went past this sleep or wait (its name called again in that attempt is the next one); NULL: none yet, or a step of rq_step.';
-
--- job_waits
-COMMENT ON COLUMN job_waits.job_id IS
-    'The job parked for an event (jobs.id), one wait a job; the row goes when the event is emitted or the wait ends.';
-COMMENT ON COLUMN job_waits.queue IS
-    'The parked job''s queue, for rq_stats.';
-COMMENT ON COLUMN job_waits.name IS
-    'The name of the step the wait is (rq_wait_event''s name), under which the event''s payload is recorded.';
-COMMENT ON COLUMN job_waits.event IS
-    'The name of the event waited for (rq_wait_event''s event).';
-COMMENT ON COLUMN job_waits.since IS
-    'When the wait began, ms since the Unix epoch, UTC: an emit kept until then or later reaches it.';
-COMMENT ON COLUMN job_waits.until IS
-    'When the wait times out, ms since the Unix epoch, UTC (rq_wait_event''s timeout); NULL: never.';
-
--- emitted_events
-COMMENT ON COLUMN emitted_events.id IS
-    'The emit''s number, rising in the order of the emits.';
-COMMENT ON COLUMN emitted_events.name IS
-    'The event''s name (rq_emit''s event).';
-COMMENT ON COLUMN emitted_events.payload IS
-    'rq_emit''s payload, recorded as the step of every job that waited for the event; NULL: none.';
-COMMENT ON COLUMN emitted_events.emitted_at IS
-    'When the event was emitted, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN emitted_events.kept_until IS
-    'Until when a job that starts waiting still gets the event, ms since the Unix epoch, UTC (emitted_at plus rq_emit''s keep, or raquel.event_retention for one that waits for its reader); deleted an hour later.';
-COMMENT ON COLUMN emitted_events.until_read IS
-    'Emitted without a keep: the event waits for its reader, and goes once a wait has read it (or the jobs parked for it when it came).';
-
--- event_emitters
-COMMENT ON COLUMN event_emitters.role IS
-    'The role (pg_roles.oid) that may emit events whose name begins with prefix (rq_grant_emitter).';
-COMMENT ON COLUMN event_emitters.prefix IS
-    'A prefix of the event names the role may emit; a role may emit an event that begins with any of its prefixes.';
-
--- metrics
-COMMENT ON COLUMN metrics.queue IS
-    'The queue the minute''s figures are for.';
-COMMENT ON COLUMN metrics.minute IS
-    'The minute''s start, ms since the Unix epoch, UTC.';
-COMMENT ON COLUMN metrics.enqueued IS
-    'Jobs enqueued in the minute, by any path (a plain INSERT too).';
-COMMENT ON COLUMN metrics.claimed IS
-    'Jobs claimed in the minute.';
-COMMENT ON COLUMN metrics.succeeded IS
-    'Attempts that succeeded in the minute.';
-COMMENT ON COLUMN metrics.failed IS
-    'Attempts that failed in the minute, the rescued ones included.';
-COMMENT ON COLUMN metrics.rescued IS
-    'Attempts the rescue duty failed in the minute because their lease ran out.';
-COMMENT ON COLUMN metrics.expired IS
-    'Jobs the expire duty expired in the minute.';
-COMMENT ON COLUMN metrics.wait_histogram IS
-    'Times from due (scheduled_at) to claim, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
-COMMENT ON COLUMN metrics.run_histogram IS
-    'Times from claim to the attempt''s end, as counts in 161 buckets, four per doubling of ms; rq_metrics gives its percentiles.';
-COMMENT ON COLUMN metrics.backlog IS
-    'Ready jobs (due, not claimed) when the minute was recorded; NULL: not recorded for this queue (kept for active queues and the 100 longest backlogs).';
-
--- key_holds
-COMMENT ON COLUMN key_holds.queue IS
-    'The queue of the job that held the key.';
-COMMENT ON COLUMN key_holds.key IS
-    'The key held after its job ended: enqueueing it again in the queue returns that job until `until`.';
-COMMENT ON COLUMN key_holds.job_id IS
-    'The ended job (jobs.id) that an enqueue of the key returns.';
-COMMENT ON COLUMN key_holds.until IS
-    'When the hold ends, ms since the Unix epoch, UTC: the job''s end plus its key_period; the prune duty then deletes the row.';
-
--- rq_jobs
-COMMENT ON COLUMN rq_jobs.id IS
-    'The job''s id, a time-ordered UUIDv7 (jobs.id).';
-COMMENT ON COLUMN rq_jobs.queue IS
-    'The name of the job''s queue.';
-COMMENT ON COLUMN rq_jobs.status IS
-    'queued, claimed, success, failed (waiting for a retry), exhausted (no retry left), cancelled, expired or blocked (waiting for the jobs it runs after).';
-COMMENT ON COLUMN rq_jobs.priority IS
-    'Higher runs first (default 0).';
-COMMENT ON COLUMN rq_jobs.attempts IS
-    'Claims so far, each an attempt: the fencing token the worker verbs require.';
-COMMENT ON COLUMN rq_jobs.requeues IS
-    'Claims handed back (rq_reject, rq_reschedule, a sleep or a wait), which use up no retry: retries used are attempts - requeues.';
-COMMENT ON COLUMN rq_jobs.max_retry_count IS
-    'How many retries after the first attempt; NULL: retry for ever.';
-COMMENT ON COLUMN rq_jobs.payload IS
-    'The job''s data as text; NULL: none.';
-COMMENT ON COLUMN rq_jobs.error IS
-    'The error of the last failed attempt (rq_fail), or why a workflow cancelled the job; NULL: none.';
-COMMENT ON COLUMN rq_jobs.claimed_by IS
-    'The name of the worker that last claimed the job (rq_claim''s worker).';
-COMMENT ON COLUMN rq_jobs.enqueued_at IS
-    'When the job was enqueued (timestamptz).';
-COMMENT ON COLUMN rq_jobs.scheduled_at IS
-    'When the job is due (timestamptz): at enqueue, at plus delay; after a failure, its time plus the backoff.';
-COMMENT ON COLUMN rq_jobs.claimed_at IS
-    'When the job was last claimed (timestamptz); NULL: never claimed, or handed back by rq_reject.';
-COMMENT ON COLUMN rq_jobs.lease_expires_at IS
-    'When the current claim''s lease runs out (timestamptz); NULL when not claimed, or claimed by hand (a lease of a minute from claimed_at).';
-COMMENT ON COLUMN rq_jobs.finished_at IS
-    'When the job reached a final status (timestamptz); NULL while it has not.';
-COMMENT ON COLUMN rq_jobs.max_age IS
-    'How long (interval) after scheduled_at the job may wait unclaimed before it expires; NULL: never expires.';
-COMMENT ON COLUMN rq_jobs.min_retry_delay IS
-    'The shortest backoff after a failure (interval).';
-COMMENT ON COLUMN rq_jobs.max_retry_delay IS
-    'The longest backoff after a failure (interval).';
-COMMENT ON COLUMN rq_jobs.backoff_base IS
-    'The first backoff after a failure (interval), doubled at each further failure.';
-COMMENT ON COLUMN rq_jobs.error_trace IS
-    'The trace given with the last failure to rq_fail; NULL: none.';
-COMMENT ON COLUMN rq_jobs.result IS
-    'What the job produced, as given to the verb that completed it; NULL: none given, or not completed.';
-
--- rq_schedules
-COMMENT ON COLUMN rq_schedules.name IS
-    'The schedule''s name.';
-COMMENT ON COLUMN rq_schedules.cron IS
-    'The cron pattern whose slots enqueue a job each.';
-COMMENT ON COLUMN rq_schedules.timezone IS
-    'The time zone the cron pattern is read in.';
-COMMENT ON COLUMN rq_schedules.queue IS
-    'The queue the schedule''s jobs are enqueued into.';
-COMMENT ON COLUMN rq_schedules.enabled IS
-    'false: paused (rq_pause_schedule) or disabled after an error; rq_resume_schedule sets it true.';
-COMMENT ON COLUMN rq_schedules.catch_up IS
-    'What becomes of slots missed by over a minute: ''none'' skips them, ''last'' runs one job for them, ''all'' runs each (the latest 1000).';
-COMMENT ON COLUMN rq_schedules.next_run IS
-    'The next slot not yet enqueued (timestamptz).';
-COMMENT ON COLUMN rq_schedules.last_run IS
-    'The last slot enqueued (timestamptz); NULL: none yet.';
-COMMENT ON COLUMN rq_schedules.last_job_id IS
-    'The job enqueued for the last slot; NULL: none yet.';
-COMMENT ON COLUMN rq_schedules.last_error IS
-    'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_ms
--- Skipped due to `#[pgrx(sql = false)]`
+-- raquel::durations::rq_due_within_ms
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -4930,6 +5005,8 @@ COMMENT ON FUNCTION rq_help(text) IS
     'raquel: the functions a user calls, one line each (name, arguments, this comment); those whose names hold name_contains when given.';
 COMMENT ON FUNCTION rq_count(text, text[]) IS
     'raquel: how many jobs a queue (NULL: every queue) has in the given statuses (NULL: any status).';
+COMMENT ON FUNCTION rq_history(uuid) IS
+    'raquel: every attempt of a job, oldest first: its worker, claim time, end, outcome (failed, rescheduled, rejected, running, success, exhausted, cancelled, expired), error and trace; kept with the job (past_attempts).';
 COMMENT ON VIEW rq_jobs IS
     'raquel: the jobs table for people: instants as timestamptz and durations as intervals.';
 

@@ -98,6 +98,15 @@ CREATE TABLE jobs (
     -- What the job produced (sql/results.sql): set by the verb that
     -- completes it, in the same UPDATE; kept with the job for the retention.
     result           jsonb,
+    -- A job's history (rq_history, sql/observe.sql): the attempts before
+    -- the row's current one, oldest first, as {attempt, worker, claimed_at,
+    -- ended_at, outcome, error, trace} (times in ms), appended by the verbs
+    -- that end an attempt without ending the job (a failure with a retry
+    -- left, a lapsed lease's rescue, rq_reschedule and the sleeps and waits
+    -- that park through it, rq_reject) and by rq_retry of an ended job (its
+    -- end). NULL until the first such end, so a job that succeeds on its
+    -- first attempt writes nothing more; the last 100 kept.
+    past_attempts    jsonb,
 
     CONSTRAINT jobs_pkey PRIMARY KEY (id)
 );

@@ -4,6 +4,11 @@
 --   @attempt@  the attempt that failed: j.attempts, or a taken job's $4
 --   @backoff@  raquel's rq_backoff, schema-qualified, and @default_*@ the
 --              retry delays of a row that has none (src/limits.rs)
+--   @history_set@  a failure with a retry left appends the attempt (its
+--              worker, claim, now, 'failed', the error and trace given) to
+--              the job's history, past_attempts (src/transitions.rs
+--              past_attempts_set; nothing on a table older than 0.6.0);
+--              an exhausted job's end stays in the row
 -- A failed attempt is retried after rq_backoff(n, …) ms, or, with no retry
 -- left (n > max_retry_count), exhausted for good; n = attempt - requeues,
 -- the attempts that were not handed back. The row comes back whole, with
@@ -18,7 +23,7 @@ SET status = CASE WHEN @attempt@ - j.requeues > j.max_retry_count THEN 'exhauste
                                             coalesce(j.min_retry_delay, @default_min_retry_delay@),
                                             coalesce(j.max_retry_delay, @default_max_retry_delay@))
                    END,
-    error = $7, error_trace = $8, lease_expires_at = NULL@taken_set@
+    error = $7, error_trace = $8, lease_expires_at = NULL@taken_set@@history_set@
 WHERE j.id = $1 @same_queue@
   AND @was@
 RETURNING @row@, j.queue, j.claimed_at, j.status, j.scheduled_at, j.max_age, j.priority@sets_off@

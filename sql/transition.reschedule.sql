@@ -10,6 +10,10 @@
 --   @row@   the row whole: `j`, or `ROW(j.*)::jobs` on Citus
 --   @same_queue@  on Citus, `AND j.queue = $5`, so that the UPDATE runs in
 --           one shard (src/distributed.rs); otherwise nothing
+--   @history_set@  the attempt this verb ends appended to the job's
+--           history, past_attempts (src/transitions.rs past_attempts_set;
+--           nothing on a table older than 0.6.0): here as 'rescheduled',
+--           by rq_reject as 'rejected', by rq_retry the end it resets
 -- A claimed job goes back to queued, due at $4 (the call's at plus delay)
 -- or, without them, after its min_retry_delay; claimed_by and claimed_at
 -- stay, as in the Python library, so that rescheduled jobs can be found.
@@ -20,7 +24,7 @@ SET status = 'queued',
     scheduled_at = coalesce($4, $3 + coalesce(j.min_retry_delay, @default_min_retry_delay@)),
     requeues = j.requeues + 1,
     lease_expires_at = NULL,
-    finished_at = NULL
+    finished_at = NULL@history_set@
 WHERE j.id = $1 @same_queue@
   AND j.status = 'claimed'
   AND j.attempts = $2

@@ -44,7 +44,7 @@ use std::cell::{Cell, RefCell};
 pub mod step;
 
 /// The jobs table's columns that raquel made, with their base types.
-const COLUMNS: [(&str, pg_sys::Oid); 26] = [
+const COLUMNS: [(&str, pg_sys::Oid); 27] = [
     ("id", pg_sys::UUIDOID),
     ("queue", pg_sys::TEXTOID),
     ("payload", pg_sys::TEXTOID),
@@ -71,6 +71,8 @@ const COLUMNS: [(&str, pg_sys::Oid); 26] = [
     ("blocked_by", pg_sys::INT4OID),
     ("key_period", pg_sys::INT8OID),
     ("result", pg_sys::JSONBOID),
+    // 0.6.0 on; a table not yet updated has none (OPTIONAL)
+    ("past_attempts", pg_sys::JSONBOID),
 ];
 
 /// Column indexes into COLUMNS.
@@ -102,7 +104,12 @@ enum Col {
     BlockedBy = 23,
     KeyPeriod = 24,
     Result = 25,
+    PastAttempts = 26,
 }
+
+/// The columns a table of an older version (its update not run yet) may
+/// lack: a direct write leaves out what it would write there.
+const OPTIONAL: [Col; 1] = [Col::PastAttempts];
 
 /// The columns NOT NULL in raquel's table: a direct write sets each.
 const NOT_NULL: [Col; 9] =
@@ -351,7 +358,7 @@ unsafe fn read_layout(rel: pg_sys::Relation) -> Option<Layout> {
             }
             at[c] = i;
         }
-        if at.contains(&usize::MAX) {
+        if at.iter().enumerate().any(|(c, &i)| i == usize::MAX && !OPTIONAL.iter().any(|&o| o as usize == c)) {
             return None;
         }
         // the triggers: raquel's three, enabled as made
@@ -1018,6 +1025,15 @@ impl Writer {
             let set: &[Col] = match end {
                 End::Complete { result: Some(_) } => &[Col::Status, Col::FinishedAt, Col::LeaseExpiresAt, Col::Result],
                 End::Complete { result: None } => &[Col::Status, Col::FinishedAt, Col::LeaseExpiresAt],
+                End::Fail { .. } if self.layout.at[Col::PastAttempts as usize] != usize::MAX => &[
+                    Col::Status,
+                    Col::FinishedAt,
+                    Col::ScheduledAt,
+                    Col::Error,
+                    Col::ErrorTrace,
+                    Col::LeaseExpiresAt,
+                    Col::PastAttempts,
+                ],
                 End::Fail { .. } => {
                     &[Col::Status, Col::FinishedAt, Col::ScheduledAt, Col::Error, Col::ErrorTrace, Col::LeaseExpiresAt]
                 }
@@ -1042,6 +1058,25 @@ impl Writer {
             let (requeues, max_retry_count, max_age, priority) =
                 (int4(Col::Requeues), int4(Col::MaxRetryCount), int8(Col::MaxAge), int4(Col::Priority));
             let delays = [Col::BackoffBase, Col::MinRetryDelay, Col::MaxRetryDelay].map(int4);
+            // a failure's attempt for the job's history (past_attempts,
+            // when the table has it), appended below if a retry is left
+            let past_at = at(Col::PastAttempts);
+            let history = match end {
+                End::Fail { error, trace } if past_at != usize::MAX => {
+                    let string = |d: Option<pg_sys::Datum>| d.and_then(|d| String::from_datum(d, false));
+                    let entry = PastAttempt {
+                        attempt,
+                        worker: text(Col::ClaimedBy),
+                        claimed_at,
+                        ended_at: now_ms,
+                        outcome: "failed",
+                        error: string(error),
+                        trace: string(trace),
+                    };
+                    Some(((!nulls[past_at]).then(|| values[past_at]), entry))
+                }
+                _ => None,
+            };
             let mut put = |c: Col, value: Option<pg_sys::Datum>| {
                 (values[at(c)], nulls[at(c)]) = match value {
                     Some(v) => (v, false),
@@ -1079,6 +1114,9 @@ impl Writer {
                         put(Col::Status, Some(FAILED.with(|s| *s)));
                         put(Col::FinishedAt, None);
                         put(Col::ScheduledAt, Some(pg_sys::Datum::from(due)));
+                        if let Some((past, entry)) = &history {
+                            put(Col::PastAttempts, Some(entry.appended_to(*past)));
+                        }
                         retry = Some(Retry { due, max_age, priority });
                     }
                     put(Col::Error, error);
@@ -1096,6 +1134,70 @@ impl Writer {
             let row = pg_sys::heap_copy_tuple_as_datum(tuple, desc);
             pg_sys::MemoryContextSwitchTo(old);
             Some(EndedRow { row, queue, claimed_at, sets_off: key_period, retry })
+        }
+    }
+}
+
+/// An attempt a direct fail appends to a job's history (past_attempts),
+/// as the statements do (src/transitions.rs `past_attempts_set`).
+struct PastAttempt {
+    attempt: i32,
+    worker: Option<String>,
+    claimed_at: Option<i64>,
+    ended_at: i64,
+    outcome: &'static str,
+    error: Option<String>,
+    trace: Option<String>,
+}
+
+impl PastAttempt {
+    /// The entry as JSON text, its strings escaped as JSON requires.
+    fn json(&self) -> String {
+        fn string(s: Option<&str>) -> String {
+            let Some(s) = s else { return "null".into() };
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push('"');
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+        let number = |n: Option<i64>| n.map_or("null".to_string(), |n| n.to_string());
+        format!(
+            "[{{\"attempt\": {}, \"worker\": {}, \"claimed_at\": {}, \"ended_at\": {}, \"outcome\": {}, \"error\": {}, \"trace\": {}}}]",
+            self.attempt,
+            string(self.worker.as_deref()),
+            number(self.claimed_at),
+            self.ended_at,
+            string(Some(self.outcome)),
+            string(self.error.as_deref()),
+            string(self.trace.as_deref()),
+        )
+    }
+
+    /// `past` (a jsonb array, or None) with this entry appended, the oldest
+    /// dropped first when it holds PAST_ATTEMPTS_KEPT: a jsonb datum in the
+    /// current memory context.
+    fn appended_to(&self, past: Option<pg_sys::Datum>) -> pg_sys::Datum {
+        let text = std::ffi::CString::new(self.json()).expect("no NUL in a text value");
+        // SAFETY: jsonb's own input, length, delete and concatenation
+        // functions, called with a cstring and jsonb datums.
+        unsafe {
+            let entry = pgrx::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(pg_sys::Datum::from(text.as_ptr()))])
+                .expect("jsonb_in returns a value");
+            let Some(mut past) = past else { return entry };
+            let kept = pgrx::direct_function_call::<i32>(pg_sys::jsonb_array_length, &[Some(past)]).unwrap_or(0);
+            if kept as usize >= crate::transitions::PAST_ATTEMPTS_KEPT {
+                past = pgrx::direct_function_call_as_datum(pg_sys::jsonb_delete_idx, &[Some(past), 0i32.into_datum()])
+                    .expect("jsonb - integer returns a value");
+            }
+            pgrx::direct_function_call_as_datum(pg_sys::jsonb_concat, &[Some(past), Some(entry)]).expect("jsonb || jsonb returns a value")
         }
     }
 }

@@ -143,6 +143,9 @@ pub fn named(refusal: &str, refused: &[Option<String>]) -> Refusal {
         "event_name_empty" => Refusal::new(invalid, format!("{v0}: event must not be null or empty"))
             .hint("Name the event a job waits for, say 'payment:' || order_id."),
         "event_name_long" => Refusal::new(invalid, format!("event name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),
+        "history_of_null" => Refusal::new(invalid, "rq_history: id must not be null"),
+        "history_of_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("rq_history: there is no job {v0}"))
+            .hint("A job is pruned with its history after the retention (raquel.retention)."),
         "parents_of_null" => Refusal::new(invalid, "rq_parents: id must not be null"),
         "parents_of_unknown" => Refusal::new(PgSqlErrorCode::ERRCODE_NO_DATA_FOUND, format!("rq_parents: there is no job {v0}")),
         "step_name_long" => Refusal::new(invalid, format!("step name must be at most 1000 bytes, got {v0} bytes ('{v1}…')")),

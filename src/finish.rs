@@ -184,9 +184,25 @@ impl Ending {
             End::Complete => transitions::COMPLETE,
             End::Fail => transitions::FAIL,
         };
+        // a failure with a retry left goes to the job's history
+        let (worker, claimed_at) = if taken { ("$5", "$6") } else { ("j.claimed_by", "j.claimed_at") };
+        let history_set = transitions::past_attempts_set(
+            self.install.history(),
+            &format!("({attempt} - j.requeues > j.max_retry_count) IS NOT TRUE"),
+            &transitions::PastAttempt {
+                attempt,
+                worker,
+                claimed_at,
+                ended_at: "$3",
+                outcome: "'failed'",
+                error: "$7",
+                trace: "$8",
+            },
+        );
         statements::fill(
             template,
             &[
+                ("@history_set@", &history_set),
                 ("@taken_set@", if taken { ", attempts = $4, claimed_by = $5, claimed_at = $6" } else { "" }),
                 ("@result_set@", if self.with_result { ", result = $11" } else { "" }),
                 (
@@ -275,7 +291,8 @@ impl Ending {
             + 2 * i64::from(self.taken.is_some())
             + 4 * i64::from(self.end == End::Fail)
             + 8 * i64::from(self.deleting)
-            + 16 * i64::from(self.with_result);
+            + 16 * i64::from(self.with_result)
+            + 32 * i64::from(self.install.history());
         let types = match (self.with_result, self.deleting) {
             (true, _) => &PARAMETER_TYPES[..],
             (false, true) => &PARAMETER_TYPES[..10],

@@ -39,8 +39,10 @@ pub enum Generation {
     /// 0.3.0 and 0.4.0: fair groups (group_key) and workflows (key_period,
     /// and with them what a job's end sets off).
     Groups030,
-    /// 0.5.0 on: results and steps kept with a job (result).
+    /// 0.5.0: results and steps kept with a job (result).
     Results050,
+    /// 0.6.0 on: a job's history (past_attempts, rq_history).
+    History060,
 }
 
 impl Mode {
@@ -59,13 +61,26 @@ impl Mode {
     pub fn results(&self) -> bool {
         self.generation >= Generation::Results050
     }
+
+    /// A job's history: the attempts before its current one
+    /// (past_attempts), appended by the verbs that end an attempt without
+    /// ending the job (src/transitions.rs `past_attempts_set`). Not on
+    /// Citus: its router planner refuses an UPDATE whose SET calls a
+    /// function that is not IMMUTABLE on the row's columns (the entry's
+    /// jsonb_build_object is STABLE), so a distributed table keeps none and
+    /// rq_history shows the row's own attempt alone.
+    pub fn history(&self) -> bool {
+        self.generation >= Generation::History060 && !self.distributed
+    }
 }
 
 /// The mode of a verb of `function`. Connected to SPI, before the verb's
 /// own statements: a backend's first call may run one (is the jobs table
 /// distributed?); later calls look in the kept answers.
 pub fn mode(function: pg_sys::Oid) -> Mode {
-    let generation = if crate::statements::jobs_have(function, c"result") {
+    let generation = if crate::statements::jobs_have(function, c"past_attempts") {
+        Generation::History060
+    } else if crate::statements::jobs_have(function, c"result") {
         Generation::Results050
     } else if crate::statements::jobs_have(function, c"key_period") {
         Generation::Groups030

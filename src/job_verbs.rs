@@ -100,9 +100,40 @@ fn move_job(function: pg_sys::Oid, verb: Verb, id: Option<pgrx::Uuid>, attempt: 
     let found = id.is_some() && (queue.is_some() || !install.distributed);
     let moved = found && {
         let text = || {
+            let history_set = match verb {
+                Verb::Reschedule | Verb::Reject => transitions::past_attempts_set(
+                    install.history(),
+                    "true",
+                    &transitions::PastAttempt {
+                        attempt: "j.attempts",
+                        worker: "j.claimed_by",
+                        claimed_at: "j.claimed_at",
+                        ended_at: "$3",
+                        outcome: if verb == Verb::Reschedule { "'rescheduled'" } else { "'rejected'" },
+                        error: "NULL::text",
+                        trace: "NULL::text",
+                    },
+                ),
+                // the end a retry resets (a failed attempt rq_fail appended)
+                Verb::Retry => transitions::past_attempts_set(
+                    install.history(),
+                    "j.status IN ('exhausted', 'cancelled', 'expired')",
+                    &transitions::PastAttempt {
+                        attempt: "j.attempts",
+                        worker: &format!("CASE WHEN {} THEN j.claimed_by END", transitions::OWN_ATTEMPT),
+                        claimed_at: &format!("CASE WHEN {} THEN j.claimed_at END", transitions::OWN_ATTEMPT),
+                        ended_at: "j.finished_at",
+                        outcome: "j.status::text",
+                        error: "CASE WHEN j.status = 'exhausted' THEN j.error END",
+                        trace: "CASE WHEN j.status = 'exhausted' THEN j.error_trace END",
+                    },
+                ),
+                Verb::Extend | Verb::Cancel => String::new(),
+            };
             statements::fill(
                 verb.template(),
                 &[
+                    ("@history_set@", &history_set),
                     ("@jobs@", &statements::in_schema_of(function, "jobs")),
                     ("@row@", &distributed::whole_row(function)),
                     ("@same_queue@", if install.distributed { "AND j.queue = $5" } else { "" }),
@@ -112,7 +143,7 @@ fn move_job(function: pg_sys::Oid, verb: Verb, id: Option<pgrx::Uuid>, attempt: 
             )
         };
         let statement = Statement {
-            shape: Shape { name: verb.name(), variant: i64::from(install.distributed) },
+            shape: Shape { name: verb.name(), variant: i64::from(install.distributed) + 2 * i64::from(install.history()) },
             text: &text,
             types: &PARAMETER_TYPES,
         };

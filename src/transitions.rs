@@ -26,6 +26,15 @@
 //! | retry | ended → queued | [`RETRY`] | |
 //! | expire | queued, failed → expired | `rq_expire`, `rq_expire_distributed` | |
 //!
+//! A job's history (rq_history): the transitions that end an attempt
+//! without ending the job (fail with a retry left, so a rescue too;
+//! reschedule and the sleeps and parks through it; reject) append the
+//! attempt to the row's past_attempts in the same write, and so does retry
+//! for the end it resets (exhausted, cancelled, expired): the statements by
+//! `past_attempts_set`, the direct fail by `direct::end`. The ends that
+//! stay the job's own (success, exhausted, cancelled, expired) are read
+//! from the row itself.
+//!
 //! (A claim that only locks, `rq_take` without complete, changes no
 //! status: sql/claim.take.sql.)
 //!
@@ -63,6 +72,52 @@ pub(crate) const REJECT: &str = include_str!("../sql/transition.reject.sql");
 pub(crate) const CANCEL: &str = include_str!("../sql/transition.cancel.sql");
 /// rq_retry.
 pub(crate) const RETRY: &str = include_str!("../sql/transition.retry.sql");
+
+/// How many earlier attempts a job keeps in past_attempts: the oldest is
+/// dropped as one more is appended, so that a job retried for ever stays
+/// bounded.
+pub(crate) const PAST_ATTEMPTS_KEPT: usize = 100;
+
+/// One attempt of a job's history as a statement appends it to
+/// past_attempts (sql/schema.sql, read by rq_history): each field a SQL
+/// expression over the row `j` (before the UPDATE) and the parameters.
+pub(crate) struct PastAttempt<'a> {
+    pub attempt: &'a str,
+    pub worker: &'a str,
+    pub claimed_at: &'a str,
+    pub ended_at: &'a str,
+    pub outcome: &'a str,
+    pub error: &'a str,
+    pub trace: &'a str,
+}
+
+/// The statements' `@history_set@`: `, past_attempts = …`, appending
+/// `entry` when `when` holds (a SQL condition), the oldest entry dropped
+/// when PAST_ATTEMPTS_KEPT are kept; nothing on a table older than 0.6.0,
+/// which has no past_attempts (`history` false: install::Mode::history).
+/// Built-in functions schema-qualified (tests/client/tests/hostile.rs).
+pub(crate) fn past_attempts_set(history: bool, when: &str, entry: &PastAttempt) -> String {
+    if !history {
+        return String::new();
+    }
+    let PastAttempt { attempt, worker, claimed_at, ended_at, outcome, error, trace } = entry;
+    format!(
+        ", past_attempts = CASE WHEN {when} THEN \
+         (CASE WHEN pg_catalog.jsonb_array_length(j.past_attempts) >= {PAST_ATTEMPTS_KEPT} THEN j.past_attempts - 0 \
+               ELSE coalesce(j.past_attempts, '[]'::pg_catalog.jsonb) END) \
+         || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(\
+         'attempt', {attempt}, 'worker', {worker}, 'claimed_at', {claimed_at}, 'ended_at', {ended_at}, \
+         'outcome', {outcome}, 'error', {error}, 'trace', {trace})) \
+         ELSE j.past_attempts END"
+    )
+}
+
+/// Whether an ended job's current attempt is its own, not one that
+/// past_attempts already holds (a job cancelled or expired while queued
+/// after a failure or a reschedule, or never claimed): a SQL condition on
+/// the row `j`. rq_history (sql/observe.sql) decides the same way.
+pub(crate) const OWN_ATTEMPT: &str = "(j.claimed_at IS NOT NULL \
+    AND j.attempts > coalesce((j.past_attempts -> -1 ->> 'attempt')::integer, 0))";
 
 #[cfg(test)]
 mod tests {

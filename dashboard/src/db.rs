@@ -1,7 +1,13 @@
 //! Every statement the dashboard runs, in one place. Reading is plain
 //! SELECTs of raquel's tables (with raquel's functions that anyone may call
-//! for the metrics' times and percentiles), so a role with SELECT on them is
-//! enough; the actions call raquel's functions.
+//! for the metrics' times and percentiles, and rq_history for a job's
+//! attempts, which reads jobs as its caller), so a role with SELECT on them
+//! is enough; the actions call raquel's functions.
+//!
+//! rq_history is in raquel's own schema (there is no raquel_internal
+//! name for it): a role that may create there can make the call ambiguous
+//! with a look-alike (one more defaulted argument), never run it; the
+//! job's page then says so and shows past_attempts as a column instead.
 //!
 //! Nothing planted can run in them. A role that may create objects in a
 //! schema on the dashboard's search_path (CREATE on `public`, say) could
@@ -184,6 +190,17 @@ pub const SHOWN_CHARS: i32 = 65_536;
 pub const EDGES_SHOWN: usize = 100;
 /// The steps of a job shown on its page, at most.
 pub const STEPS_SHOWN: usize = 200;
+/// The attempts of a job shown on its page, at most: rq_history returns the
+/// 100 earlier attempts past_attempts keeps and the job's own, and is read
+/// with this LIMIT all the same.
+pub const ATTEMPTS_SHOWN: usize = 101;
+/// The characters of an attempt's error and of its trace shown on the job's
+/// page; of its worker and outcome, ATTEMPT_NAME_CHARS. A job's page stays
+/// under the bound the tests hold (tests/limits.rs) with 101 attempts of
+/// huge values: these take the room the column past_attempts took in the
+/// table of columns, where it is no longer shown.
+pub const ATTEMPT_CHARS: i32 = 250;
+pub const ATTEMPT_NAME_CHARS: i32 = 100;
 
 #[derive(Serialize, Default)]
 pub struct Queue {
@@ -262,6 +279,8 @@ pub struct Job {
     pub steps: Vec<Step>,
     /// The event it is parked for (rq_wait_event), if it is.
     pub wait: Option<Wait>,
+    /// Its attempts (rq_history), oldest first.
+    pub attempts: Vec<Attempt>,
     /// What the page leaves out because the role may not read its table.
     pub notes: Vec<String>,
 }
@@ -273,6 +292,18 @@ pub struct Step {
     pub result: Option<String>,
     pub attempt: i32,
     pub recorded: String,
+}
+
+#[derive(Serialize)]
+pub struct Attempt {
+    pub attempt: Option<i32>,
+    pub worker: Option<String>,
+    pub claimed: String,
+    pub ended: String,
+    pub outcome: Option<String>,
+    /// its error and trace, each cut to ATTEMPT_CHARS characters
+    pub error: Option<Field>,
+    pub trace: Option<Field>,
 }
 
 #[derive(Serialize)]
@@ -590,6 +621,57 @@ impl Conn {
                 None
             }
         };
+        // its history: every attempt, oldest first (rq_history, from
+        // 0.6.0 on; reads jobs as the dashboard's role, which has read the
+        // row already). When it cannot be read, the column past_attempts
+        // stays in the table of columns.
+        let attempts = match self
+            .client
+            .query(
+                &format!(
+                    "SELECT h.attempt, pg_catalog.left(h.worker, $3::integer),
+                            (pg_catalog.date_part('epoch'::text, h.claimed_at) * 1000::double precision)::bigint,
+                            (pg_catalog.date_part('epoch'::text, h.ended_at) * 1000::double precision)::bigint,
+                            pg_catalog.left(h.outcome, $3::integer),
+                            pg_catalog.left(h.error, $2::integer), pg_catalog.octet_length(h.error),
+                            pg_catalog.left(h.trace, $2::integer), pg_catalog.octet_length(h.trace)
+                     FROM {}.rq_history($1::text::uuid) WITH ORDINALITY
+                          AS h (attempt, worker, claimed_at, ended_at, outcome, error, trace, n)
+                     ORDER BY h.n LIMIT $4::bigint",
+                    self.s
+                ),
+                &[&id, &ATTEMPT_CHARS, &ATTEMPT_NAME_CHARS, &(ATTEMPTS_SHOWN as i64)],
+            )
+            .await
+        {
+            Ok(rows) => {
+                let cut = |value: Option<String>, bytes: Option<i32>| {
+                    value.map(|v| {
+                        let cut_bytes = bytes.filter(|b| (v.len() as i64) < *b as i64);
+                        Field { name: String::new(), value: Some(v), cut_bytes, when: None }
+                    })
+                };
+                fields.retain(|f| f.name != "past_attempts");
+                rows.iter()
+                    .map(|r| Attempt {
+                        attempt: r.get(0),
+                        worker: r.get(1),
+                        claimed: utc(r.get(2)),
+                        ended: utc(r.get(3)),
+                        outcome: r.get(4),
+                        error: cut(r.get(5), r.get(6)),
+                        trace: cut(r.get(7), r.get(8)),
+                    })
+                    .collect()
+            }
+            // an install older than 0.6.0: no history to show
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_FUNCTION) => Vec::new(),
+            Err(e) => {
+                let f = Failure::from(e);
+                notes.push(format!("Attempts not shown: rq_history said {} (SQLSTATE {}).", f.message, f.sqlstate));
+                Vec::new()
+            }
+        };
         Ok(Some(Job {
             id,
             queue,
@@ -604,6 +686,7 @@ impl Conn {
             more_children,
             steps,
             wait,
+            attempts,
             notes,
         }))
     }

@@ -5,8 +5,9 @@
 //! Every page is bounded, whatever the database holds: 50 queues a page
 //! (their charts only), 100 jobs, schedules or workflow edges a page, and of
 //! a job's payload, error, trace and other columns the first 65,536
-//! characters each (docs/src/guides/dashboard.md gives the byte bound the tests
-//! hold).
+//! characters each, and its attempts (101 at most) with the first 250
+//! characters of each one's error and trace (docs/src/guides/dashboard.md
+//! gives the byte bound the tests hold).
 
 use crate::charts::{self, Series};
 use crate::csrf::{self, COOKIE};
@@ -294,6 +295,7 @@ async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> 
     Ok(match c.job(uuid).await.map_err(|f| failure(&app, &headers, f))? {
         Some(job) => page(&app, &headers, StatusCode::OK, "job.html", context! {
             title => format!("Job {}", job.id), job, shown => db::SHOWN_CHARS, edges_shown => db::EDGES_SHOWN,
+            attempt_chars => db::ATTEMPT_CHARS,
         }),
         None => not_found(&app),
     })

@@ -223,6 +223,63 @@ fn a_role_with_only_select_sees_every_page() {
     c.batch_execute("DROP OWNED BY rq_dash_viewer, rq_dash_jobs_only; DROP ROLE rq_dash_viewer; DROP ROLE rq_dash_jobs_only").unwrap();
 }
 
+/// A job that failed, was rescued after its lease lapsed, then completed:
+/// its page, served as the documented viewer role, lists its three
+/// attempts, the first error intact and its trace as text.
+#[test]
+fn a_jobs_page_shows_every_attempt() {
+    let db = "rq_dashboard_attempts";
+    let mut c = fresh_db(db);
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS rq_dash_attempts_viewer; CREATE ROLE rq_dash_attempts_viewer LOGIN; {}",
+        documented_viewer_grant("rq_dash_attempts_viewer")
+    ))
+    .unwrap();
+    let id: String = c
+        .query_one("SELECT id::text FROM rq_enqueue('payments', 'order 7', min_retry_delay => '0', backoff_base => '0')", &[])
+        .unwrap()
+        .get(0);
+    let attempt: i32 = c.query_one("SELECT attempts FROM rq_claim(ARRAY['payments'], 'worker-a')", &[]).unwrap().get(0);
+    c.execute("SELECT rq_fail($1::text::uuid, $2, 'card declined', $3)", &[&id, &attempt, &XSS]).unwrap();
+    let attempt: i32 =
+        c.query_one("SELECT attempts FROM rq_claim(ARRAY['payments'], 'worker-b', lease => '10 milliseconds')", &[]).unwrap().get(0);
+    assert_eq!(attempt, 2);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    c.batch_execute("SELECT rq_rescue()").unwrap();
+    let attempt: i32 = c.query_one("SELECT attempts FROM rq_claim(ARRAY['payments'], 'worker-c')", &[]).unwrap().get(0);
+    c.execute("SELECT rq_complete($1::text::uuid, $2)", &[&id, &attempt]).unwrap();
+    let dashboard = Dashboard::on(db).user("rq_dash_attempts_viewer").start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        b.goto(&format!("{base}/jobs/{id}")).await.unwrap();
+        assert_eq!(text(&b, "#status").await, "success");
+        assert!(texts(&b, "p.note").await.is_empty(), "the viewer reads the history");
+        assert_eq!(texts(&b, "#attempts td.attempt").await, ["1", "2", "3"]);
+        assert_eq!(texts(&b, "#attempts td.worker").await, ["worker-a", "worker-b", "worker-c"]);
+        assert_eq!(texts(&b, "#attempts td.outcome").await, ["failed", "failed", "success"]);
+        let errors = texts(&b, "#attempts td.error").await;
+        assert_eq!(errors[0], "card declined", "the first error intact: {errors:?}");
+        assert!(errors[1].starts_with("lease expired: worker worker-b"), "{errors:?}");
+        assert_eq!(errors[2], "");
+        let claimed = texts(&b, "#attempts td.claimed").await;
+        let ended = texts(&b, "#attempts td.ended").await;
+        assert!(claimed.iter().chain(&ended).all(|t| t.ends_with(" UTC")), "{claimed:?} {ended:?}");
+        // the trace, collapsed in a <details>, is the text given: no markup ran
+        let trace = b.execute("return document.querySelector('#attempts td.trace pre').textContent", vec![]).await.unwrap();
+        assert_eq!(trace, serde_json::json!(XSS));
+        assert!(b.find_all(Locator::Css("#attempts img, #attempts script")).await.unwrap().is_empty());
+        let xss = b.execute("return typeof window.__xss", vec![]).await.unwrap();
+        assert_eq!(xss, serde_json::json!("undefined"), "the trace ran as script");
+        // past_attempts is shown as the attempts, not again as a column
+        assert!(!texts(&b, "#fields th").await.iter().any(|t| t == "past_attempts"));
+        b.find(Locator::Css("#attempts td.trace summary")).await.unwrap().click().await.unwrap();
+        screenshot(&b, "job-attempts").await;
+        b.close().await.unwrap();
+    });
+    c.batch_execute("DROP OWNED BY rq_dash_attempts_viewer; DROP ROLE rq_dash_attempts_viewer").unwrap();
+}
+
 /// The job list pages through a queue newest first, each job once. 250 jobs
 /// (three pages) in CI; RAQUEL_DASHBOARD_JOBS=10000 for a release (README).
 #[test]

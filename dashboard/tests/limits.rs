@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 /// The most bytes any page may have. The largest is a job's page whose
 /// payload, error, trace and worker name each hold a megabyte of characters
-/// that HTML escapes six bytes each: 4 × 65,536 characters shown × 6 bytes.
+/// that HTML escapes six bytes each: 4 × 65,536 characters shown × 6 bytes,
+/// and 100 earlier attempts of such characters: 100 × (2 × 250 + 2 × 100)
+/// characters shown × 6 bytes.
 const PAGE_BOUND: usize = 2 << 20;
 
 /// Characters each escaped into the most bytes (`&lt;`, `&#34;`, …).
@@ -73,13 +75,19 @@ fn every_page_stays_bounded_and_the_queues_page_through_once_each() {
          ON CONFLICT DO NOTHING",
     )
     .unwrap();
-    // a job with a megabyte in each unbounded text column
+    // a job with a megabyte in each unbounded text column, and the 100
+    // earlier attempts past_attempts keeps, each with 10,000 characters in
+    // its worker, outcome, error and trace
     let big = WORST.repeat((1 << 20) / WORST.len());
+    let ten_k = WORST.repeat(10_000 / WORST.len());
     let huge: String = c
         .query_one(
-            "UPDATE jobs SET payload = $1, error = $1, error_trace = $1, claimed_by = $1
+            "UPDATE jobs SET payload = $1, error = $1, error_trace = $1, claimed_by = $1,
+                 past_attempts = (SELECT jsonb_agg(jsonb_build_object('attempt', i, 'worker', $2::text, 'claimed_at', 0,
+                                      'ended_at', 0, 'outcome', $2::text, 'error', $2::text, 'trace', $2::text) ORDER BY i)
+                                  FROM generate_series(1, 100) i)
              WHERE id = (SELECT id FROM jobs ORDER BY id LIMIT 1) RETURNING id::text",
-            &[&big],
+            &[&big, &ten_k],
         )
         .unwrap()
         .get(0);
@@ -150,6 +158,7 @@ fn every_page_stays_bounded_and_the_queues_page_through_once_each() {
             if path == format!("/jobs/{huge}") {
                 assert_eq!(body.matches("class=\"note cut\"").count(), 3, "payload, error and trace say they were cut");
                 assert!(body.contains(&format!("of {} bytes", big.len())), "the full size is shown");
+                assert_eq!(body.matches("<td class=\"attempt\">").count(), 100, "every attempt kept");
             }
             if path == format!("/jobs/{parent}") {
                 assert_eq!(body.matches("waits for it</li>").count(), 100, "the first 100 children");

@@ -1785,6 +1785,7 @@ fn no_look_alike_runs_for_any_verb_of_any_role_nor_for_the_background_worker() {
         ("rq_job_turn", "SELECT raquel_internal.rq_job_turn()", "*"),
         ("rq_settle_workflows", "SELECT rq_settle_workflows()", "00000"),
         ("rq_parents", "SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')", "P0002"),
+        ("rq_history", "SELECT attempt FROM rq_history('00000000-0000-7000-8000-000000000000')", "P0002"),
         // durable sleep and events (sql/waits.sql)
         ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, 's', 'park')", "00000"),
         ("rq_check_step_name", "SELECT raquel_internal.rq_check_step_name(NULL, '', 'park')", "22023"),

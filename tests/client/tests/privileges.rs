@@ -198,6 +198,8 @@ const MATRIX: &[(&str, May, May, May, &str)] = &[
     // worker's; emitting runs as the owner, for the roles granted EXECUTE
     // on it alone (the test below); the duty and delivery are the owner's
     ("rq_parents(uuid)",                                          No,  No,  Yes, "SELECT id FROM rq_parents('00000000-0000-7000-8000-000000000000')"),
+    // a job's history reads the jobs table as its caller: whoever may read jobs
+    ("rq_history(uuid)",                                          No,  No,  Yes, "SELECT attempt FROM rq_history('00000000-0000-7000-8000-000000000000')"),
     ("rq_sleep(uuid,int,text,timestamptz,interval)",              No,  No,  Yes, "SELECT rq_sleep('00000000-0000-7000-8000-000000000000', 1, 's', delay => '1 second')"),
     ("rq_wait_event(uuid,int,text,text,interval)",                No,  No,  Yes, "SELECT * FROM rq_wait_event('00000000-0000-7000-8000-000000000000', 1, 's', 'e')"),
     ("rq_wait_job(uuid,int,text,uuid,interval)",                  No,  No,  Yes, "SELECT * FROM rq_wait_job('00000000-0000-7000-8000-000000000000', 1, 's', '00000000-0000-7000-8000-000000000001')"),

@@ -14,7 +14,7 @@ fn catalog(client: &mut postgres::Client) -> Vec<String> {
 /// Every job, every column an older version has, as JSON text, in id order.
 fn jobs(client: &mut postgres::Client) -> Vec<(String, String)> {
     client
-        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn' - 'blocked_by' - 'has_children' - 'key_period' - 'result')::text FROM jobs j ORDER BY id", &[])
+        .query("SELECT id::text, (to_jsonb(j) - 'group_key' - 'turn' - 'blocked_by' - 'has_children' - 'key_period' - 'result' - 'past_attempts')::text FROM jobs j ORDER BY id", &[])
         .unwrap()
         .iter()
         .map(|row| (row.get(0), row.get(1)))
@@ -394,7 +394,7 @@ const PUBLIC_FUNCTIONS: &[&str] = &[
     "rq_complete_batch", "rq_complete_batch_and_claim", "rq_count", "rq_distribute", "rq_distributed", "rq_emit",
     "rq_enqueue", "rq_enqueue", "rq_enqueue_batch", "rq_enqueue_batch", "rq_enqueue_trigger", "rq_expire",
     "rq_extend", "rq_fail", "rq_fail_and_claim", "rq_fire_schedules", "rq_grant_emitter", "rq_grant_producer", "rq_grant_worker",
-    "rq_help", "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
+    "rq_help", "rq_history", "rq_metrics", "rq_metrics_lost", "rq_ms_to_interval", "rq_ms_to_timestamptz", "rq_now_ms", "rq_parents", "rq_pause",
     "rq_pause_schedule", "rq_prometheus", "rq_prune", "rq_queues", "rq_reject", "rq_reschedule", "rq_rescue",
     "rq_resume", "rq_resume_schedule", "rq_retry", "rq_schedule", "rq_schedule", "rq_set_history",
     "rq_set_limits", "rq_settle_workflows", "rq_sleep", "rq_stats", "rq_step", "rq_take", "rq_unschedule", "rq_uuid7",
