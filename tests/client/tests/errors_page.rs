@@ -146,6 +146,9 @@ fn every_promise_of_the_errors_page_holds() {
             .context("rq_grant_worker(regrole)")
             .context("ep_grant()"),
         Case::new("P0002", format!("SELECT * FROM rq_complete('{unknown}', 1)")).message(unknown),
+        // a job's history: the page names rq_history under both codes
+        Case::new("P0002", format!("SELECT * FROM rq_history('{unknown}')")).message(unknown),
+        Case::new("22023", "SELECT * FROM rq_history(NULL)").message("id"),
         // "The DETAIL gives its status and attempt."
         Case::new("55000", format!("SELECT * FROM rq_complete('{queued}', 1)"))
             .message(&queued)
