@@ -184,7 +184,9 @@ pub async fn enqueue<C: GenericClient + Sync>(
 /// Enqueues one job per payload with rq_enqueue_batch, in one statement,
 /// all with the same options (`keys`, one per payload, deduplicate each;
 /// `key_period` is not a batch option). JSON payloads go as jsonb[] when
-/// every payload is JSON, otherwise every payload goes as text.
+/// every payload is JSON, otherwise every payload goes as text. A key
+/// repeated inside the batch makes one job: the rows returned are the
+/// jobs, so fewer than the payloads then.
 pub async fn enqueue_batch<C: GenericClient + Sync>(
     client: &C,
     queue: &str,
