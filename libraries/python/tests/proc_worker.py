@@ -7,6 +7,7 @@ starts and "done ID" when it returns, flushed at once.
 A payload "hang" sleeps an hour, "slow" 30 s, "fast" 1 s, others not at all."""
 
 import logging
+import os
 import sys
 import time
 
@@ -17,14 +18,18 @@ SLEEP = {"hang": 3600, "slow": 30, "fast": 1}
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 
 
+def say(line):
+    os.write(1, f"{line}\n".encode())  # one write a line: handler threads' lines never interleave
+
+
 def handle(job):
-    print(f"started {job.id} {job.attempt} {job.payload}", flush=True)
+    say(f"started {job.id} {job.attempt} {job.payload}")
     time.sleep(SLEEP.get(job.payload, 0))
-    print(f"done {job.id}", flush=True)
+    say(f"done {job.id}")
 
 
 worker = raquel_pg.Worker(conninfo, {queue: handle}, lease=float(lease), concurrency=int(concurrency),
                           shutdown_timeout=float(shutdown_timeout), name=f"proc-{queue}")
-print("ready", flush=True)
+say("ready")
 worker.run()
-print("exited", flush=True)
+say("exited")
