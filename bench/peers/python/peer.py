@@ -3,8 +3,9 @@
     PEER_URL=postgresql://postgres@127.0.0.1:54330/peer_x \
         python bench/peers/python/peer.py SYSTEM COMMAND [OPTIONS]
 
-SYSTEM: pgqueuer, procrastinate, raquel-py (the PyPI library raquel) or
-raquel-example (the repository's examples/worker.py).
+SYSTEM: pgqueuer, procrastinate, raquel-py (the PyPI library raquel),
+raquel-example (the repository's examples/worker.py) or raquel-pg-py (the
+repository's Python library, libraries/python).
 The protocol (commands, options, output) is bench/peers/README.md's. Each
 system is a class in SYSTEMS below; a new system is one more class and entry:
   describe() -> {"version", "settings"}; run(coro) runs main_async's
@@ -340,12 +341,87 @@ class RaquelPy:
             p.join()
 
 
+class RaquelPg:
+    """raquel's own Python library (libraries/python, `raquel-pg`, import
+    raquel_pg), installed into the peers venv from this repository: W
+    processes, each a raquel_pg.Worker (sync, threads) with CONCURRENCY
+    handler slots."""
+
+    CONCURRENCY = 10  # handler slots per worker process (the issue's "4 workers x 10 concurrency")
+
+    def __init__(self):
+        self.url = URL
+
+    def describe(self):
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'raquel'").fetchone()
+        return {
+            "version": f"{version('raquel-pg')} on raquel {row[0] if row else 'not installed'} (psycopg {version('psycopg')})",
+            "settings": f"W processes, each a raquel_pg.Worker (sync) with concurrency {self.CONCURRENCY} (handler "
+            "threads): one connection's waiting claim (rq_claim, wait => 5 s, woken at the enqueue's commit) for "
+            "free slots, one connection sending the finished jobs' completions together with the claim of as many "
+            "next jobs (rq_complete_batch_and_claim, one round trip a batch; a completion waits at most 10 ms), "
+            "leases of 30 s extended every 10 s; a finished job stays as a row with status success",
+        }
+
+    def run(self, coro):
+        return asyncio.run(coro)
+
+    def setup(self):
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS raquel")
+
+    def producer(self):
+        import psycopg
+        import raquel_pg
+
+        conn = psycopg.connect(self.url, autocommit=True)
+        return (lambda seq: raquel_pg.enqueue(conn, QUEUE, str(seq))), \
+            (lambda seqs: raquel_pg.enqueue_batch(conn, QUEUE, [str(s) for s in seqs]))
+
+    @staticmethod
+    def worker(url, index, stats):
+        import raquel_pg
+
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the driver's handler
+
+        def handle(job):
+            stats.start(int(job.payload))
+            stats.done()
+
+        raquel_pg.Worker(url, {QUEUE: handle}, concurrency=RaquelPg.CONCURRENCY, name=f"bench-{index}",
+                         connect_kwargs={"application_name": "raquel-pg-bench"}).run()
+
+    def work(self, args, stats):
+        import psycopg
+
+        ctx = multiprocessing.get_context("fork")
+        procs = [ctx.Process(target=self.worker, args=(self.url, i, stats), daemon=True) for i in range(args.workers)]
+        stats.on_exit = lambda: [p.kill() for p in procs]
+        for p in procs:
+            p.start()
+        # Started once every process's claiming connection has sent its first claim.
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'raquel-pg-bench'"
+                               " AND query LIKE '%%rq_claim(%%'").fetchone()[0] < args.workers:
+                time.sleep(0.02)
+        stats.ready()
+        for p in procs:
+            p.join()
+
+
 SYSTEMS = {
     "pgqueuer": Pgqueuer,
     "procrastinate": Procrastinate,
     "raquel-py": RaquelPy,
     # The repository's examples/worker.py (raquel_example.py, beside this file).
     "raquel-example": RaquelExample,
+    # The repository's Python library (libraries/python), as its README shows.
+    "raquel-pg-py": RaquelPg,
 }
 
 
