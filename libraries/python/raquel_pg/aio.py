@@ -162,6 +162,15 @@ class Worker:
     async def _connect(self):
         return await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, **self.connect_kwargs)
 
+    async def _claim_connection(self):
+        conn = await self._connect()
+        # As the sync worker's: a dead worker's waiting claim is cut short by the server.
+        try:
+            await conn.execute("SET client_connection_check_interval = '1s'")
+        except psycopg.Error:
+            pass
+        return conn
+
     def stop(self):
         """Stops claiming and shuts down gracefully (as SIGTERM does)."""
         self._stopping.set()
@@ -202,7 +211,7 @@ class Worker:
                     loop.add_signal_handler(signum, self.stop)
                 except (NotImplementedError, RuntimeError):
                     pass
-        self._claim_conn, self._complete_conn = await self._connect(), await self._connect()
+        self._claim_conn, self._complete_conn = await self._claim_connection(), await self._connect()
         log.info("worker %s: queues %s, concurrency %d, lease %ss", self.name, self._queues, self.concurrency, self.lease)
         tasks = [asyncio.create_task(self._claimer()), asyncio.create_task(self._completer()),
                  asyncio.create_task(self._extender())]
@@ -295,7 +304,7 @@ class Worker:
                 log.error("worker %s: claim failed: %s", self.name, error)
                 if self._claim_conn.closed or self._claim_conn.broken:
                     try:
-                        self._claim_conn = await self._connect()
+                        self._claim_conn = await self._claim_connection()
                     except psycopg.Error:
                         pass
                 await asyncio.sleep(0.5)

@@ -183,6 +183,17 @@ class Worker:
     def _connect(self) -> psycopg.Connection:
         return psycopg.connect(self.conninfo, autocommit=True, **self.connect_kwargs)
 
+    def _claim_connection(self) -> psycopg.Connection:
+        conn = self._connect()
+        # A waiting claim whose worker died would otherwise go on waiting in
+        # the server and claim a job for nobody (its lease must lapse first):
+        # the server checks every second that the client is still there.
+        try:
+            conn.execute("SET client_connection_check_interval = '1s'")
+        except psycopg.Error:
+            pass  # before PostgreSQL 14, or not on this platform
+        return conn
+
     # -- running ------------------------------------------------------------
 
     def run(self, install_signal_handlers: bool = True) -> None:
@@ -195,7 +206,7 @@ class Worker:
                 signal.signal(signum, lambda s, f: self.stop())
         self._queues = list(self.handlers)
         self._lease = datetime.timedelta(seconds=self.lease)
-        self._claim_conn, self._complete_conn = self._connect(), self._connect()
+        self._claim_conn, self._complete_conn = self._claim_connection(), self._connect()
         log.info("worker %s: queues %s, concurrency %d, lease %ss", self.name, self._queues, self.concurrency, self.lease)
         targets = [self._claimer, self._completer, self._extender] + [self._handle_loop] * self.concurrency
         self._threads = [threading.Thread(target=t, name=f"raquel_pg-{i}", daemon=True) for i, t in enumerate(targets)]
@@ -338,7 +349,7 @@ class Worker:
                     return  # the claim cancelled by stop(): it claimed nothing
                 log.error("worker %s: claim failed: %s", self.name, error)
                 if conn.closed or conn.broken:
-                    conn = self._claim_conn = self._reconnect(conn)
+                    conn = self._claim_conn = self._reconnect(conn, self._claim_connection)
                 time.sleep(0.5)
             finally:
                 with self._cond:
@@ -349,10 +360,10 @@ class Worker:
             if jobs:
                 self._dispatch(jobs)
 
-    def _reconnect(self, old):
+    def _reconnect(self, old, connect):
         while not self._stopping.is_set():
             try:
-                return self._connect()
+                return connect()
             except psycopg.Error as error:
                 log.error("worker %s: cannot connect: %s", self.name, error)
                 time.sleep(1)
@@ -387,7 +398,7 @@ class Worker:
             except psycopg.Error as error:
                 log.error("worker %s: completion failed (the jobs' leases will lapse): %s", self.name, error)
                 if conn.closed or conn.broken:
-                    conn = self._complete_conn = self._reconnect(conn)
+                    conn = self._complete_conn = self._reconnect(conn, self._connect)
             except Exception:  # never lose the thread that completes
                 log.exception("worker %s: completion failed (the jobs' leases will lapse)", self.name)
             finally:
