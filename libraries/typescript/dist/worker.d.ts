@@ -12,7 +12,7 @@ export type Handler = (job: Job) => unknown | Promise<unknown>;
 export interface WorkerOptions {
     /** Handlers by queue: the worker claims from these queues only. */
     handlers: Record<string, Handler>;
-    /** A pool to use (not ended by the worker). Needs room for concurrency + 2 connections. */
+    /** A pool to use (not ended by the worker). Needs room for concurrency + claimConnections + 1 connections. */
     pool?: pg.Pool;
     /** Otherwise the worker makes its own pool from this (a connection string or pg's config; default: libpq's PG* variables). */
     connection?: string | pg.PoolConfig;
@@ -24,6 +24,12 @@ export interface WorkerOptions {
     leaseMs?: number;
     /** How often the leases of running jobs are extended, in ms (default a third of the lease). */
     extendEveryMs?: number;
+    /**
+     * Claim connections (default min(concurrency, 2)): the slots are split
+     * among them, and each sends its slots' completions with its next claim;
+     * more keep more statements in flight, fewer batch more jobs a statement.
+     */
+    claimConnections?: number;
     /** How long a claim waits in the server for a job when none is ready, in ms (default 1000). */
     claimWaitMs?: number;
     /** The longest a finished job's completion waits to be sent with others, in ms (default 10). */
@@ -106,6 +112,7 @@ export declare class Worker {
     private readonly handlers;
     private readonly queues;
     private readonly concurrency;
+    private readonly lanes;
     private readonly leaseMs;
     private readonly extendEveryMs;
     private readonly claimWaitMs;
@@ -115,14 +122,8 @@ export declare class Worker {
     private readonly log;
     private readonly onJob?;
     private readonly inHand;
-    private pending;
-    private flushTimer;
     private flushes;
-    private waker;
-    private claimClient;
-    private claimPid;
-    private claimWaiting;
-    private loop;
+    private started;
     private extendTimer;
     private stopping;
     private stopped;
@@ -134,17 +135,15 @@ export declare class Worker {
     start(): Promise<void>;
     /** Starts and resolves when the worker has stopped (stop() or a signal). */
     run(): Promise<void>;
-    private connectClaimer;
-    private wake;
-    private nap;
-    /** Waits until a claim round is due: a free slot, and the completions in hand sent together unless one has waited its bound. */
+    private connect;
+    /** Waits until the lane's claim round is due: a free slot, and its completions sent together unless one has waited its bound. */
     private roundDue;
     private claimLoop;
     private startJob;
     private runJob;
     private fail;
     private reject;
-    /** Completions that waited their bound while the claim connection is busy waiting go through the pool. */
+    /** Completions that waited their bound while the lane's connection is held by a waiting claim go through the pool. */
     private scheduleFlush;
     private flushAside;
     /** After a batch was refused (all or nothing): each completion on its own, so one stale token refuses only its job. */

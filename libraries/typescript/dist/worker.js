@@ -1,6 +1,6 @@
-// The worker runtime: one connection claims (a waiting claim, the SQL's own
-// wait), completions of every handler are sent together with the next claim
-// (rq_complete_batch_and_claim), and the rest (failures, lease extensions,
+// The worker runtime: a connection or a few claim (a waiting claim, the
+// SQL's own wait), completions of every handler are sent together with the
+// next claim (rq_complete_batch_and_claim), and the rest (failures, lease extensions,
 // durable steps, completions that cannot wait for the claim) go through the
 // pool.
 import os from "node:os";
@@ -145,98 +145,23 @@ export class Job {
         return this.step(name, async (client) => (await enqueue(client, queue, payload, options)).id);
     }
 }
-const CLAIM = "SELECT id, queue, attempts, payload FROM rq_complete_batch_and_claim($1::uuid[], $2::int[], $3::text[], $4::text, " +
-    "batch => $5::int, lease => $6::interval, wait => $7::interval, results => $8::jsonb[])";
-const COMPLETE_BATCH = "SELECT count(*) FROM rq_complete_batch($1::uuid[], $2::int[], $3::jsonb[])";
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-export class Worker {
-    name;
-    pool;
-    ownPool;
-    handlers;
-    queues;
-    concurrency;
-    leaseMs;
-    extendEveryMs;
-    claimWaitMs;
-    completionDelayMs;
-    shutdownDeadlineMs;
-    handleSignals;
-    log;
-    onJob;
-    inHand = new Map();
+/**
+ * One claim connection and the slots it fills. A worker has one lane or a
+ * few: each lane's statement carries its slots' completions and claims,
+ * and several lanes keep several statements in flight.
+ */
+class Lane {
+    slots;
+    client = null;
+    pid = null;
+    inHand = 0;
     pending = [];
-    flushTimer = null;
-    flushes = new Set();
     waker = null;
-    claimClient = null;
-    claimPid = null;
-    claimWaiting = false;
+    waiting = false; // in a waiting claim (the server holds the statement)
+    flushTimer = null;
     loop = null;
-    extendTimer = null;
-    stopping = false;
-    stopped = null;
-    signalHandler = null;
-    /** Jobs handled (completed, failed or parked) since start. */
-    handled = 0;
-    constructor(options) {
-        this.handlers = options.handlers;
-        this.queues = Object.keys(options.handlers);
-        if (this.queues.length === 0)
-            throw new TypeError("raquel-pg: a worker needs at least one handler");
-        this.concurrency = options.concurrency ?? 10;
-        if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
-            throw new RangeError("raquel-pg: concurrency must be an integer ≥ 1");
-        this.name = options.name ?? `${os.hostname()}:${process.pid}`;
-        this.leaseMs = options.leaseMs ?? 60_000;
-        this.extendEveryMs = options.extendEveryMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
-        this.claimWaitMs = options.claimWaitMs ?? 1000;
-        this.completionDelayMs = options.completionDelayMs ?? 10;
-        this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 10_000;
-        this.handleSignals = options.handleSignals ?? true;
-        this.log = options.logger ?? defaultLogger;
-        this.onJob = options.onJob;
-        if (options.pool) {
-            this.pool = options.pool;
-            this.ownPool = false;
-        }
-        else {
-            const config = typeof options.connection === "string" ? { connectionString: options.connection } : (options.connection ?? {});
-            this.pool = new pg.Pool({ max: this.concurrency + 2, ...config });
-            this.ownPool = true;
-        }
-        // An idle pooled client's error (say, the server restarting) must not crash the process.
-        this.pool.on("error", (error) => this.log.warn("idle connection error", { error: error.message }));
-    }
-    /** Connects and starts claiming; resolves once the worker runs. */
-    async start() {
-        if (this.loop)
-            return;
-        await this.connectClaimer();
-        this.loop = this.claimLoop();
-        this.extendTimer = setInterval(() => this.extendLeases(), Math.max(1, Math.floor(this.extendEveryMs / 2)));
-        if (this.handleSignals) {
-            this.signalHandler = (signal) => {
-                this.log.info("signal: stopping", { signal });
-                this.stop().finally(() => {
-                    process.kill(process.pid, signal); // the default action, now that our listener is gone
-                });
-            };
-            process.once("SIGTERM", this.signalHandler);
-            process.once("SIGINT", this.signalHandler);
-        }
-        this.log.info("worker started", { name: this.name, queues: this.queues, concurrency: this.concurrency });
-    }
-    /** Starts and resolves when the worker has stopped (stop() or a signal). */
-    async run() {
-        await this.start();
-        await this.loop;
-        if (this.stopped)
-            await this.stopped;
-    }
-    async connectClaimer() {
-        this.claimClient = await this.pool.connect();
-        this.claimPid = this.claimClient.processID ?? null;
+    constructor(slots) {
+        this.slots = slots;
     }
     wake() {
         const waker = this.waker;
@@ -253,40 +178,137 @@ export class Worker {
             };
         });
     }
-    /** Waits until a claim round is due: a free slot, and the completions in hand sent together unless one has waited its bound. */
-    async roundDue() {
+}
+const CLAIM = "SELECT id, queue, attempts, payload FROM rq_complete_batch_and_claim($1::uuid[], $2::int[], $3::text[], $4::text, " +
+    "batch => $5::int, lease => $6::interval, wait => $7::interval, results => $8::jsonb[])";
+const COMPLETE_BATCH = "SELECT count(*) FROM rq_complete_batch($1::uuid[], $2::int[], $3::jsonb[])";
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export class Worker {
+    name;
+    pool;
+    ownPool;
+    handlers;
+    queues;
+    concurrency;
+    lanes;
+    leaseMs;
+    extendEveryMs;
+    claimWaitMs;
+    completionDelayMs;
+    shutdownDeadlineMs;
+    handleSignals;
+    log;
+    onJob;
+    inHand = new Map();
+    flushes = new Set();
+    started = false;
+    extendTimer = null;
+    stopping = false;
+    stopped = null;
+    signalHandler = null;
+    /** Jobs handled (completed, failed or parked) since start. */
+    handled = 0;
+    constructor(options) {
+        this.handlers = options.handlers;
+        this.queues = Object.keys(options.handlers);
+        if (this.queues.length === 0)
+            throw new TypeError("raquel-pg: a worker needs at least one handler");
+        this.concurrency = options.concurrency ?? 10;
+        if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
+            throw new RangeError("raquel-pg: concurrency must be an integer ≥ 1");
+        const lanes = options.claimConnections ?? Math.min(this.concurrency, 2);
+        if (!Number.isInteger(lanes) || lanes < 1 || lanes > this.concurrency) {
+            throw new RangeError("raquel-pg: claimConnections must be an integer from 1 to concurrency");
+        }
+        // The slots split as evenly as they go: 10 over 4 lanes is 3, 3, 2, 2.
+        this.lanes = Array.from({ length: lanes }, (_, i) => new Lane(Math.floor(this.concurrency / lanes) + (i < this.concurrency % lanes ? 1 : 0)));
+        this.name = options.name ?? `${os.hostname()}:${process.pid}`;
+        this.leaseMs = options.leaseMs ?? 60_000;
+        this.extendEveryMs = options.extendEveryMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
+        this.claimWaitMs = options.claimWaitMs ?? 1000;
+        this.completionDelayMs = options.completionDelayMs ?? 10;
+        this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 10_000;
+        this.handleSignals = options.handleSignals ?? true;
+        this.log = options.logger ?? defaultLogger;
+        this.onJob = options.onJob;
+        if (options.pool) {
+            this.pool = options.pool;
+            this.ownPool = false;
+        }
+        else {
+            const config = typeof options.connection === "string" ? { connectionString: options.connection } : (options.connection ?? {});
+            this.pool = new pg.Pool({ max: this.concurrency + lanes + 1, ...config });
+            this.ownPool = true;
+        }
+        // An idle pooled client's error (say, the server restarting) must not crash the process.
+        this.pool.on("error", (error) => this.log.warn("idle connection error", { error: error.message }));
+    }
+    /** Connects and starts claiming; resolves once the worker runs. */
+    async start() {
+        if (this.started)
+            return;
+        this.started = true;
+        await Promise.all(this.lanes.map((lane) => this.connect(lane)));
+        for (const lane of this.lanes)
+            lane.loop = this.claimLoop(lane);
+        this.extendTimer = setInterval(() => this.extendLeases(), Math.max(1, Math.floor(this.extendEveryMs / 2)));
+        if (this.handleSignals) {
+            this.signalHandler = (signal) => {
+                this.log.info("signal: stopping", { signal });
+                this.stop().finally(() => {
+                    process.kill(process.pid, signal); // the default action, now that our listener is gone
+                });
+            };
+            process.once("SIGTERM", this.signalHandler);
+            process.once("SIGINT", this.signalHandler);
+        }
+        this.log.info("worker started", { name: this.name, queues: this.queues, concurrency: this.concurrency, claimConnections: this.lanes.length });
+    }
+    /** Starts and resolves when the worker has stopped (stop() or a signal). */
+    async run() {
+        await this.start();
+        await Promise.all(this.lanes.map((lane) => lane.loop));
+        if (this.stopped)
+            await this.stopped;
+    }
+    async connect(lane) {
+        lane.client = await this.pool.connect();
+        lane.pid = lane.client.processID ?? null;
+    }
+    /** Waits until the lane's claim round is due: a free slot, and its completions sent together unless one has waited its bound. */
+    async roundDue(lane) {
         for (;;) {
             if (this.stopping)
                 return;
-            const free = this.concurrency - this.inHand.size;
+            const free = lane.slots - lane.inHand;
             if (free <= 0) {
-                await this.nap(Infinity);
+                await lane.nap(Infinity);
                 continue;
             }
-            if (this.pending.length === 0 || free >= this.concurrency)
+            if (lane.pending.length === 0 || free >= lane.slots)
                 return;
-            const age = Date.now() - this.pending[0].at;
+            const age = Date.now() - lane.pending[0].at;
             if (age >= this.completionDelayMs)
                 return;
-            await this.nap(this.completionDelayMs - age);
+            await lane.nap(this.completionDelayMs - age);
         }
     }
-    async claimLoop() {
+    async claimLoop(lane) {
         let failures = 0;
         while (!this.stopping) {
-            await this.roundDue();
+            await this.roundDue(lane);
             if (this.stopping)
                 break;
-            const batch = this.pending.splice(0, this.pending.length);
-            const free = this.concurrency - this.inHand.size;
+            const batch = lane.pending.splice(0, lane.pending.length);
+            const free = lane.slots - lane.inHand;
             // A claim that completes must not wait: the completions commit only when the statement ends.
             const wait = batch.length > 0 ? 0 : this.claimWaitMs;
             let rows;
             try {
-                if (!this.claimClient)
-                    await this.connectClaimer();
-                this.claimWaiting = wait > 0;
-                rows = (await this.claimClient.query(CLAIM, [
+                if (!lane.client)
+                    await this.connect(lane);
+                lane.waiting = wait > 0;
+                rows = (await lane.client.query(CLAIM, [
                     batch.length ? batch.map((c) => c.id) : null,
                     batch.length ? batch.map((c) => c.attempt) : null,
                     this.queues,
@@ -299,44 +321,43 @@ export class Worker {
                 failures = 0;
             }
             catch (error) {
-                this.claimWaiting = false;
+                lane.waiting = false;
                 if (this.stopping && error?.code === "57014")
                     break; // our own cancel at stop(); nothing was claimed
                 if (batch.length)
                     await this.completeOneByOne(batch);
                 if (error?.code === "55000" || error?.code === "22004")
-                    continue; // a stale token: the batch is sent one by one above
+                    continue; // a stale token: the batch was sent one by one above
                 failures++;
                 this.log.error("claim failed", { error: error?.message, code: error?.code });
                 if (!error?.code || error.code.startsWith("08") || error.code.startsWith("57")) {
-                    this.claimClient?.release(error);
-                    this.claimClient = null;
+                    lane.client?.release(error);
+                    lane.client = null;
                 }
                 if (!this.stopping)
                     await sleep(Math.min(5000, 100 * 2 ** failures));
                 continue;
             }
             finally {
-                this.claimWaiting = false;
+                lane.waiting = false;
             }
-            if (batch.length)
-                this.log.debug("completed", { jobs: batch.length });
             if (this.stopping) {
                 // Claimed while stopping: hand them back at once.
                 await Promise.all(rows.map((row) => this.reject(row.id, row.attempts)));
                 break;
             }
             for (const row of rows)
-                this.startJob(row);
+                this.startJob(row, lane);
         }
     }
-    startJob(row) {
+    startJob(row, lane) {
         const job = new Job(this.pool, row);
         const entry = { job, done: Promise.resolve() };
         this.inHand.set(job.id, entry);
-        entry.done = this.runJob(job);
+        lane.inHand++;
+        entry.done = this.runJob(job, lane);
     }
-    async runJob(job) {
+    async runJob(job, lane) {
         const handler = this.handlers[job.queue];
         const started = Date.now();
         try {
@@ -346,8 +367,8 @@ export class Worker {
                 this.log.warn("job finished after losing its claim: not completed", { id: job.id, why: job.lost });
             }
             else {
-                this.pending.push({ id: job.id, attempt: job.attempt, result: result === undefined ? null : JSON.stringify(result), at: Date.now() });
-                this.scheduleFlush();
+                lane.pending.push({ id: job.id, attempt: job.attempt, result: result === undefined ? null : JSON.stringify(result), at: Date.now() });
+                this.scheduleFlush(lane);
             }
         }
         catch (error) {
@@ -364,8 +385,9 @@ export class Worker {
         finally {
             this.handled++;
             this.inHand.delete(job.id);
+            lane.inHand--;
             this.log.debug("job done", { id: job.id, queue: job.queue, ms: Date.now() - started });
-            this.wake();
+            lane.wake();
         }
     }
     async fail(job, error) {
@@ -387,24 +409,24 @@ export class Worker {
             this.log.warn("hand back refused", { id, error: error?.message });
         }
     }
-    /** Completions that waited their bound while the claim connection is busy waiting go through the pool. */
-    scheduleFlush() {
-        if (this.flushTimer)
+    /** Completions that waited their bound while the lane's connection is held by a waiting claim go through the pool. */
+    scheduleFlush(lane) {
+        if (lane.flushTimer)
             return;
-        this.flushTimer = setTimeout(() => {
-            this.flushTimer = null;
-            if (this.pending.length === 0)
+        lane.flushTimer = setTimeout(() => {
+            lane.flushTimer = null;
+            if (lane.pending.length === 0)
                 return;
-            if (this.claimWaiting || this.stopping || !this.loop)
-                this.flushAside();
+            if (lane.waiting || this.stopping)
+                this.flushAside(lane);
             else
-                this.wake();
-            if (this.pending.length)
-                this.scheduleFlush();
+                lane.wake();
+            if (lane.pending.length)
+                this.scheduleFlush(lane);
         }, this.completionDelayMs);
     }
-    flushAside() {
-        const batch = this.pending.splice(0, this.pending.length);
+    flushAside(lane) {
+        const batch = lane.pending.splice(0, lane.pending.length);
         if (batch.length === 0)
             return Promise.resolve();
         const flush = (async () => {
@@ -464,11 +486,10 @@ export class Worker {
                 process.removeListener("SIGTERM", this.signalHandler);
                 process.removeListener("SIGINT", this.signalHandler);
             }
-            this.wake();
+            for (const lane of this.lanes)
+                lane.wake();
             // A claim waiting in the server would hold the stop for its wait: cancel it (a cancelled claim claims nothing).
-            if (this.claimWaiting && this.claimPid !== null) {
-                await this.pool.query("SELECT pg_cancel_backend($1)", [this.claimPid]).catch(() => { });
-            }
+            await Promise.all(this.lanes.filter((lane) => lane.waiting && lane.pid !== null).map((lane) => this.pool.query("SELECT pg_cancel_backend($1)", [lane.pid]).catch(() => { })));
             const deadline = sleep(this.shutdownDeadlineMs).then(() => "deadline");
             const running = [...this.inHand.values()].map((entry) => entry.done);
             const outcome = await Promise.race([Promise.all(running).then(() => "done"), deadline]);
@@ -480,18 +501,21 @@ export class Worker {
                     return this.reject(job.id, job.attempt);
                 }));
             }
-            if (this.loop)
-                await this.loop;
-            if (this.flushTimer)
-                clearTimeout(this.flushTimer);
-            this.flushTimer = null;
-            await this.flushAside();
+            await Promise.all(this.lanes.map((lane) => lane.loop));
+            for (const lane of this.lanes) {
+                if (lane.flushTimer)
+                    clearTimeout(lane.flushTimer);
+                lane.flushTimer = null;
+                await this.flushAside(lane);
+            }
             await Promise.all([...this.flushes]);
             if (this.extendTimer)
                 clearInterval(this.extendTimer);
-            // Destroyed, not returned to the pool: a cancel sent just as its claim ended must not reach another query.
-            this.claimClient?.release(true);
-            this.claimClient = null;
+            for (const lane of this.lanes) {
+                // Destroyed, not returned to the pool: a cancel sent just as its claim ended must not reach another query.
+                lane.client?.release(true);
+                lane.client = null;
+            }
             if (this.ownPool)
                 await this.pool.end();
             this.log.info("worker stopped", { name: this.name, handled: this.handled });

@@ -1,6 +1,6 @@
-// The worker runtime: one connection claims (a waiting claim, the SQL's own
-// wait), completions of every handler are sent together with the next claim
-// (rq_complete_batch_and_claim), and the rest (failures, lease extensions,
+// The worker runtime: a connection or a few claim (a waiting claim, the
+// SQL's own wait), completions of every handler are sent together with the
+// next claim (rq_complete_batch_and_claim), and the rest (failures, lease extensions,
 // durable steps, completions that cannot wait for the claim) go through the
 // pool.
 import os from "node:os";
@@ -29,7 +29,7 @@ export type Handler = (job: Job) => unknown | Promise<unknown>;
 export interface WorkerOptions {
   /** Handlers by queue: the worker claims from these queues only. */
   handlers: Record<string, Handler>;
-  /** A pool to use (not ended by the worker). Needs room for concurrency + 2 connections. */
+  /** A pool to use (not ended by the worker). Needs room for concurrency + claimConnections + 1 connections. */
   pool?: pg.Pool;
   /** Otherwise the worker makes its own pool from this (a connection string or pg's config; default: libpq's PG* variables). */
   connection?: string | pg.PoolConfig;
@@ -41,6 +41,12 @@ export interface WorkerOptions {
   leaseMs?: number;
   /** How often the leases of running jobs are extended, in ms (default a third of the lease). */
   extendEveryMs?: number;
+  /**
+   * Claim connections (default min(concurrency, 2)): the slots are split
+   * among them, and each sends its slots' completions with its next claim;
+   * more keep more statements in flight, fewer batch more jobs a statement.
+   */
+  claimConnections?: number;
   /** How long a claim waits in the server for a job when none is ready, in ms (default 1000). */
   claimWaitMs?: number;
   /** The longest a finished job's completion waits to be sent with others, in ms (default 10). */
@@ -197,6 +203,39 @@ interface Completion {
   at: number;
 }
 
+/**
+ * One claim connection and the slots it fills. A worker has one lane or a
+ * few: each lane's statement carries its slots' completions and claims,
+ * and several lanes keep several statements in flight.
+ */
+class Lane {
+  client: pg.PoolClient | null = null;
+  pid: number | null = null;
+  inHand = 0;
+  pending: Completion[] = [];
+  waker: (() => void) | null = null;
+  waiting = false; // in a waiting claim (the server holds the statement)
+  flushTimer: NodeJS.Timeout | null = null;
+  loop: Promise<void> | null = null;
+  constructor(readonly slots: number) {}
+
+  wake(): void {
+    const waker = this.waker;
+    this.waker = null;
+    waker?.();
+  }
+
+  nap(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = Number.isFinite(ms) ? setTimeout(() => this.wake(), ms) : null;
+      this.waker = () => {
+        if (timer) clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
 const CLAIM =
   "SELECT id, queue, attempts, payload FROM rq_complete_batch_and_claim($1::uuid[], $2::int[], $3::text[], $4::text, " +
   "batch => $5::int, lease => $6::interval, wait => $7::interval, results => $8::jsonb[])";
@@ -211,6 +250,7 @@ export class Worker {
   private readonly handlers: Record<string, Handler>;
   private readonly queues: string[];
   private readonly concurrency: number;
+  private readonly lanes: Lane[];
   private readonly leaseMs: number;
   private readonly extendEveryMs: number;
   private readonly claimWaitMs: number;
@@ -221,14 +261,8 @@ export class Worker {
   private readonly onJob?: WorkerOptions["onJob"];
 
   private readonly inHand = new Map<string, { job: Job; done: Promise<void> }>();
-  private pending: Completion[] = [];
-  private flushTimer: NodeJS.Timeout | null = null;
   private flushes = new Set<Promise<void>>();
-  private waker: (() => void) | null = null;
-  private claimClient: pg.PoolClient | null = null;
-  private claimPid: number | null = null;
-  private claimWaiting = false;
-  private loop: Promise<void> | null = null;
+  private started = false;
   private extendTimer: NodeJS.Timeout | null = null;
   private stopping = false;
   private stopped: Promise<void> | null = null;
@@ -242,6 +276,12 @@ export class Worker {
     if (this.queues.length === 0) throw new TypeError("raquel-pg: a worker needs at least one handler");
     this.concurrency = options.concurrency ?? 10;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new RangeError("raquel-pg: concurrency must be an integer ≥ 1");
+    const lanes = options.claimConnections ?? Math.min(this.concurrency, 2);
+    if (!Number.isInteger(lanes) || lanes < 1 || lanes > this.concurrency) {
+      throw new RangeError("raquel-pg: claimConnections must be an integer from 1 to concurrency");
+    }
+    // The slots split as evenly as they go: 10 over 4 lanes is 3, 3, 2, 2.
+    this.lanes = Array.from({ length: lanes }, (_, i) => new Lane(Math.floor(this.concurrency / lanes) + (i < this.concurrency % lanes ? 1 : 0)));
     this.name = options.name ?? `${os.hostname()}:${process.pid}`;
     this.leaseMs = options.leaseMs ?? 60_000;
     this.extendEveryMs = options.extendEveryMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
@@ -256,7 +296,7 @@ export class Worker {
       this.ownPool = false;
     } else {
       const config = typeof options.connection === "string" ? { connectionString: options.connection } : (options.connection ?? {});
-      this.pool = new pg.Pool({ max: this.concurrency + 2, ...config });
+      this.pool = new pg.Pool({ max: this.concurrency + lanes + 1, ...config });
       this.ownPool = true;
     }
     // An idle pooled client's error (say, the server restarting) must not crash the process.
@@ -265,9 +305,10 @@ export class Worker {
 
   /** Connects and starts claiming; resolves once the worker runs. */
   async start(): Promise<void> {
-    if (this.loop) return;
-    await this.connectClaimer();
-    this.loop = this.claimLoop();
+    if (this.started) return;
+    this.started = true;
+    await Promise.all(this.lanes.map((lane) => this.connect(lane)));
+    for (const lane of this.lanes) lane.loop = this.claimLoop(lane);
     this.extendTimer = setInterval(() => this.extendLeases(), Math.max(1, Math.floor(this.extendEveryMs / 2)));
     if (this.handleSignals) {
       this.signalHandler = (signal) => {
@@ -279,67 +320,51 @@ export class Worker {
       process.once("SIGTERM", this.signalHandler);
       process.once("SIGINT", this.signalHandler);
     }
-    this.log.info("worker started", { name: this.name, queues: this.queues, concurrency: this.concurrency });
+    this.log.info("worker started", { name: this.name, queues: this.queues, concurrency: this.concurrency, claimConnections: this.lanes.length });
   }
 
   /** Starts and resolves when the worker has stopped (stop() or a signal). */
   async run(): Promise<void> {
     await this.start();
-    await this.loop;
+    await Promise.all(this.lanes.map((lane) => lane.loop));
     if (this.stopped) await this.stopped;
   }
 
-  private async connectClaimer(): Promise<void> {
-    this.claimClient = await this.pool.connect();
-    this.claimPid = (this.claimClient as any).processID ?? null;
+  private async connect(lane: Lane): Promise<void> {
+    lane.client = await this.pool.connect();
+    lane.pid = (lane.client as any).processID ?? null;
   }
 
-  private wake(): void {
-    const waker = this.waker;
-    this.waker = null;
-    waker?.();
-  }
-
-  private nap(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = Number.isFinite(ms) ? setTimeout(() => this.wake(), ms) : null;
-      this.waker = () => {
-        if (timer) clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  /** Waits until a claim round is due: a free slot, and the completions in hand sent together unless one has waited its bound. */
-  private async roundDue(): Promise<void> {
+  /** Waits until the lane's claim round is due: a free slot, and its completions sent together unless one has waited its bound. */
+  private async roundDue(lane: Lane): Promise<void> {
     for (;;) {
       if (this.stopping) return;
-      const free = this.concurrency - this.inHand.size;
+      const free = lane.slots - lane.inHand;
       if (free <= 0) {
-        await this.nap(Infinity);
+        await lane.nap(Infinity);
         continue;
       }
-      if (this.pending.length === 0 || free >= this.concurrency) return;
-      const age = Date.now() - this.pending[0].at;
+      if (lane.pending.length === 0 || free >= lane.slots) return;
+      const age = Date.now() - lane.pending[0].at;
       if (age >= this.completionDelayMs) return;
-      await this.nap(this.completionDelayMs - age);
+      await lane.nap(this.completionDelayMs - age);
     }
   }
 
-  private async claimLoop(): Promise<void> {
+  private async claimLoop(lane: Lane): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
-      await this.roundDue();
+      await this.roundDue(lane);
       if (this.stopping) break;
-      const batch = this.pending.splice(0, this.pending.length);
-      const free = this.concurrency - this.inHand.size;
+      const batch = lane.pending.splice(0, lane.pending.length);
+      const free = lane.slots - lane.inHand;
       // A claim that completes must not wait: the completions commit only when the statement ends.
       const wait = batch.length > 0 ? 0 : this.claimWaitMs;
       let rows: any[];
       try {
-        if (!this.claimClient) await this.connectClaimer();
-        this.claimWaiting = wait > 0;
-        rows = (await this.claimClient!.query(CLAIM, [
+        if (!lane.client) await this.connect(lane);
+        lane.waiting = wait > 0;
+        rows = (await lane.client!.query(CLAIM, [
           batch.length ? batch.map((c) => c.id) : null,
           batch.length ? batch.map((c) => c.attempt) : null,
           this.queues,
@@ -351,39 +376,39 @@ export class Worker {
         ])).rows;
         failures = 0;
       } catch (error: any) {
-        this.claimWaiting = false;
+        lane.waiting = false;
         if (this.stopping && error?.code === "57014") break; // our own cancel at stop(); nothing was claimed
         if (batch.length) await this.completeOneByOne(batch);
-        if (error?.code === "55000" || error?.code === "22004") continue; // a stale token: the batch is sent one by one above
+        if (error?.code === "55000" || error?.code === "22004") continue; // a stale token: the batch was sent one by one above
         failures++;
         this.log.error("claim failed", { error: error?.message, code: error?.code });
         if (!error?.code || error.code.startsWith("08") || error.code.startsWith("57")) {
-          this.claimClient?.release(error);
-          this.claimClient = null;
+          lane.client?.release(error);
+          lane.client = null;
         }
         if (!this.stopping) await sleep(Math.min(5000, 100 * 2 ** failures));
         continue;
       } finally {
-        this.claimWaiting = false;
+        lane.waiting = false;
       }
-      if (batch.length) this.log.debug("completed", { jobs: batch.length });
       if (this.stopping) {
         // Claimed while stopping: hand them back at once.
         await Promise.all(rows.map((row) => this.reject(row.id, row.attempts)));
         break;
       }
-      for (const row of rows) this.startJob(row);
+      for (const row of rows) this.startJob(row, lane);
     }
   }
 
-  private startJob(row: any): void {
+  private startJob(row: any, lane: Lane): void {
     const job = new Job(this.pool, row);
     const entry = { job, done: Promise.resolve() };
     this.inHand.set(job.id, entry);
-    entry.done = this.runJob(job);
+    lane.inHand++;
+    entry.done = this.runJob(job, lane);
   }
 
-  private async runJob(job: Job): Promise<void> {
+  private async runJob(job: Job, lane: Lane): Promise<void> {
     const handler = this.handlers[job.queue];
     const started = Date.now();
     try {
@@ -392,8 +417,8 @@ export class Worker {
       if (job.lost !== null) {
         this.log.warn("job finished after losing its claim: not completed", { id: job.id, why: job.lost });
       } else {
-        this.pending.push({ id: job.id, attempt: job.attempt, result: result === undefined ? null : JSON.stringify(result), at: Date.now() });
-        this.scheduleFlush();
+        lane.pending.push({ id: job.id, attempt: job.attempt, result: result === undefined ? null : JSON.stringify(result), at: Date.now() });
+        this.scheduleFlush(lane);
       }
     } catch (error: any) {
       if (error instanceof Parked) {
@@ -406,8 +431,9 @@ export class Worker {
     } finally {
       this.handled++;
       this.inHand.delete(job.id);
+      lane.inHand--;
       this.log.debug("job done", { id: job.id, queue: job.queue, ms: Date.now() - started });
-      this.wake();
+      lane.wake();
     }
   }
 
@@ -430,20 +456,20 @@ export class Worker {
     }
   }
 
-  /** Completions that waited their bound while the claim connection is busy waiting go through the pool. */
-  private scheduleFlush(): void {
-    if (this.flushTimer) return;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = null;
-      if (this.pending.length === 0) return;
-      if (this.claimWaiting || this.stopping || !this.loop) this.flushAside();
-      else this.wake();
-      if (this.pending.length) this.scheduleFlush();
+  /** Completions that waited their bound while the lane's connection is held by a waiting claim go through the pool. */
+  private scheduleFlush(lane: Lane): void {
+    if (lane.flushTimer) return;
+    lane.flushTimer = setTimeout(() => {
+      lane.flushTimer = null;
+      if (lane.pending.length === 0) return;
+      if (lane.waiting || this.stopping) this.flushAside(lane);
+      else lane.wake();
+      if (lane.pending.length) this.scheduleFlush(lane);
     }, this.completionDelayMs);
   }
 
-  private flushAside(): Promise<void> {
-    const batch = this.pending.splice(0, this.pending.length);
+  private flushAside(lane: Lane): Promise<void> {
+    const batch = lane.pending.splice(0, lane.pending.length);
     if (batch.length === 0) return Promise.resolve();
     const flush = (async () => {
       try {
@@ -500,11 +526,10 @@ export class Worker {
         process.removeListener("SIGTERM", this.signalHandler);
         process.removeListener("SIGINT", this.signalHandler);
       }
-      this.wake();
+      for (const lane of this.lanes) lane.wake();
       // A claim waiting in the server would hold the stop for its wait: cancel it (a cancelled claim claims nothing).
-      if (this.claimWaiting && this.claimPid !== null) {
-        await this.pool.query("SELECT pg_cancel_backend($1)", [this.claimPid]).catch(() => {});
-      }
+      await Promise.all(this.lanes.filter((lane) => lane.waiting && lane.pid !== null).map((lane) =>
+        this.pool.query("SELECT pg_cancel_backend($1)", [lane.pid]).catch(() => {})));
       const deadline = sleep(this.shutdownDeadlineMs).then(() => "deadline" as const);
       const running = [...this.inHand.values()].map((entry) => entry.done);
       const outcome = await Promise.race([Promise.all(running).then(() => "done" as const), deadline]);
@@ -516,15 +541,19 @@ export class Worker {
           return this.reject(job.id, job.attempt);
         }));
       }
-      if (this.loop) await this.loop;
-      if (this.flushTimer) clearTimeout(this.flushTimer);
-      this.flushTimer = null;
-      await this.flushAside();
+      await Promise.all(this.lanes.map((lane) => lane.loop));
+      for (const lane of this.lanes) {
+        if (lane.flushTimer) clearTimeout(lane.flushTimer);
+        lane.flushTimer = null;
+        await this.flushAside(lane);
+      }
       await Promise.all([...this.flushes]);
       if (this.extendTimer) clearInterval(this.extendTimer);
-      // Destroyed, not returned to the pool: a cancel sent just as its claim ended must not reach another query.
-      this.claimClient?.release(true);
-      this.claimClient = null;
+      for (const lane of this.lanes) {
+        // Destroyed, not returned to the pool: a cancel sent just as its claim ended must not reach another query.
+        lane.client?.release(true);
+        lane.client = null;
+      }
       if (this.ownPool) await this.pool.end();
       this.log.info("worker stopped", { name: this.name, handled: this.handled });
     })();

@@ -13,12 +13,12 @@ after(() => pool.end());
 
 const count = async (sql, values = []) => Number((await pool.query(sql, values)).rows[0].n);
 
-test("a worker with concurrency 8 drains 2000 jobs, each handled exactly once, none lost", async () => {
+test("a worker with concurrency 8 over 3 claim connections drains 2000 jobs, each handled exactly once, none lost", async () => {
   const jobs = await enqueueBatch(pool, "drain", Array.from({ length: 2000 }, (_, seq) => ({ seq })));
   const seen = new Map();
   let running = 0, most = 0;
   const worker = new Worker({
-    connection: config, concurrency: 8, handleSignals: false, logger: recordingLogger(),
+    connection: config, concurrency: 8, claimConnections: 3, handleSignals: false, logger: recordingLogger(),
     handlers: {
       drain: async (job) => {
         running++;
