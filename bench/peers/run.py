@@ -45,6 +45,7 @@ SYSTEMS = {
     "procrastinate": ("procrastinate", [PYTHON, PEER_PY, "procrastinate"]),
     "raquel-py": ("raquel, the Python library", [PYTHON, PEER_PY, "raquel-py"]),
     "raquel-pg-py": ("raquel, the Python library (`raquel-pg` (import name `raquel_pg`))", [PYTHON, PEER_PY, "raquel-pg-py"]),
+    "raquel-pg-ts": ("raquel, the TypeScript library (`raquel-pg`)", ["node", PEER_MJS, "raquel-pg-ts"]),
     "pgmq": ("pgmq", [str(ROOT / "target/peers/pgmq/release/peer-pgmq"), "pgmq"]),
 }
 OURS = ("raquel", "raquel-example")

@@ -4,8 +4,11 @@
 //         node bench/peers/node/peer.mjs SYSTEM COMMAND [OPTIONS]
 //
 // SYSTEM: graphile-worker or pg-boss, at the versions pinned in package.json
-// (`npm ci --prefix bench/peers/node`). The protocol (commands, options,
-// output) is bench/peers/README.md's. Each system is an object in SYSTEMS:
+// (`npm ci --prefix bench/peers/node`), or raquel-pg-ts, raquel's
+// TypeScript library from this repository (libraries/typescript, a file:
+// dependency, its build committed; bench/run installs its pg). The protocol
+// (commands, options, output) is bench/peers/README.md's. Each system is an
+// object in SYSTEMS:
 //   describe() -> {version, settings}; setup(); producer() -> {one(seq),
 //   many(seqs), close()} on one connection; work(W, stats): starts the
 //   system's own runtime, calling stats.start(seq) and stats.done() in the
@@ -157,7 +160,61 @@ const pgBoss = {
   },
 };
 
-const SYSTEMS = { "graphile-worker": graphileWorker, "pg-boss": pgBoss };
+// --- raquel-pg (raquel's TypeScript library, libraries/typescript) -------------
+
+const raquelPg = {
+  describe: () => ({
+    version: versionOf("raquel-pg"),
+    settings:
+      "new Worker({handlers: {bench}, concurrency: W}): W concurrency slots in one process sharing one pg pool " +
+      "of max(10, W+2); min(W, 2) connections claim (claimConnections, default), the slots split among them: " +
+      "each a waiting claim (rq_complete_batch_and_claim, wait 1 s, the server's wait, no polling or LISTEN) of " +
+      "as many jobs as its slots have free, the completions of its slots sent together with its next claim, " +
+      "in one statement, waiting at most 10 ms (completionDelayMs, default) for the other slots; lease 60 s, " +
+      "extended every 20 s while a job runs; a finished job is " +
+      `UPDATEd to success (history kept); pg ${versionOf("pg")}`,
+  }),
+
+  async pool(max = 1) {
+    const pg = (await import("pg")).default;
+    return new pg.Pool({ connectionString: URL_, max });
+  },
+
+  async setup() {
+    const pool = await this.pool();
+    await pool.query("CREATE EXTENSION IF NOT EXISTS raquel");
+    await pool.end();
+  },
+
+  async producer() {
+    const { enqueue, enqueueBatch } = await import("raquel-pg");
+    const pool = await this.pool();
+    await pool.query("SELECT 1"); // connect before the clock starts
+    return {
+      one: (seq) => enqueue(pool, QUEUE, String(seq)),
+      many: (seqs) => enqueueBatch(pool, QUEUE, seqs.map(String)),
+      close: () => pool.end(),
+    };
+  },
+
+  async work(workers, stats) {
+    const { Worker } = await import("raquel-pg");
+    const worker = new Worker({
+      pool: await this.pool(poolSize(workers)),
+      concurrency: workers,
+      handleSignals: false, // SIGTERM ends the process at once (main below)
+      handlers: {
+        [QUEUE]: (job) => {
+          stats.start(Number(job.payload));
+          stats.done();
+        },
+      },
+    });
+    await worker.start();
+  },
+};
+
+const SYSTEMS = { "graphile-worker": graphileWorker, "pg-boss": pgBoss, "raquel-pg-ts": raquelPg };
 
 // --- the commands ------------------------------------------------------------
 
