@@ -173,6 +173,8 @@ class Worker:
 
     def stop(self):
         """Stops claiming and shuts down gracefully (as SIGTERM does)."""
+        if not hasattr(self, "_stopping"):
+            raise RuntimeError("this worker is not running: stop() stops a run() in progress")
         self._stopping.set()
         self._changed()
         if self._claiming and self._claim_conn is not None and not self._claim_conn.closed:
