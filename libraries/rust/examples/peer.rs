@@ -83,6 +83,10 @@ async fn main() {
     }
 }
 
+/// The local queue: jobs claimed beyond the W slots, per slot (`--prefetch N`
+/// sets the total instead).
+const PREFETCH_PER_WORKER: usize = 16;
+
 async fn describe(url: &str) {
     let version: String = connect(url)
         .await
@@ -92,11 +96,13 @@ async fn describe(url: &str) {
         .unwrap_or_else(|_| "not installed".into());
     println!(
         "{{\"version\": \"raquel-pg {} on raquel {version}\", \"settings\": \"raquel_pg::Worker in one process: \
-         concurrency W (W handler slots on tokio tasks); one claim connection claims as many jobs as slots are free \
-         and sends the completions in hand in the same rq_complete_batch_and_claim call; an empty queue's claim \
+         concurrency W (W handler slots on tokio tasks) and prefetch {}×W (a local queue of claimed jobs waiting \
+         for a slot); one claim connection claims a batch once that many jobs have ended and sends the completions \
+         in hand in the same rq_complete_batch_and_claim call; an empty queue's claim \
          waits (claim_wait 5 s), woken at the enqueue's commit; a completion waits at most 20 ms to be batched; a \
          side connection for failures and lease extensions; a finished job stays as a row with status success\"}}",
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        PREFETCH_PER_WORKER
     );
 }
 
@@ -156,6 +162,7 @@ struct Tally {
 
 async fn work(url: &str, options: &HashMap<String, String>) {
     let workers = number(options, "workers", Some(1.0)) as usize;
+    let prefetch = number(options, "prefetch", Some((PREFETCH_PER_WORKER * workers) as f64)) as usize;
     let expect = options.get("expect").map(|_| number(options, "expect", None) as usize);
     let max_seconds = number(options, "max-seconds", Some(f64::INFINITY));
     let tally = Arc::new(Tally {
@@ -165,7 +172,7 @@ async fn work(url: &str, options: &HashMap<String, String>) {
         last_end: AtomicU64::new(0),
     });
     let handler_tally = tally.clone();
-    let worker = Worker::new(url).name(format!("bench-{}", std::process::id())).concurrency(workers).handle(
+    let worker = Worker::new(url).name(format!("bench-{}", std::process::id())).concurrency(workers).prefetch(prefetch).handle(
         "bench",
         move |job| {
             let tally = handler_tally.clone();

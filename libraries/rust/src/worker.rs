@@ -107,6 +107,7 @@ pub struct Worker {
     dsn: String,
     handlers: HashMap<String, HandlerFn>,
     concurrency: usize,
+    prefetch: usize,
     lease: Duration,
     claim_wait: Duration,
     completion_delay: Duration,
@@ -126,6 +127,7 @@ impl Worker {
             dsn: dsn.into(),
             handlers: HashMap::new(),
             concurrency: 10,
+            prefetch: 0,
             lease: Duration::from_secs(60),
             claim_wait: Duration::from_secs(5),
             completion_delay: Duration::from_millis(20),
@@ -163,6 +165,16 @@ impl Worker {
     /// How many jobs run at once (claimed at most that many at a time).
     pub fn concurrency(mut self, jobs: usize) -> Worker {
         self.concurrency = jobs;
+        self
+    }
+    /// A local queue: up to this many jobs claimed beyond the free slots,
+    /// waiting in this process for a slot (their leases extended as the
+    /// running jobs' are). The loop then claims once that many have ended,
+    /// so that one round trip brings a batch while the jobs in hand run.
+    /// Default 0: a job is claimed only when a slot is free for it. At
+    /// shutdown the jobs still waiting are handed back at once.
+    pub fn prefetch(mut self, jobs: usize) -> Worker {
+        self.prefetch = jobs;
         self
     }
     /// The lease of each claim; extended while its handler runs.
@@ -225,8 +237,11 @@ impl Worker {
         if self.handlers.is_empty() {
             return Err(Error::Config("the worker has no handler: call .handle(queue, handler) first".into()));
         }
-        if self.concurrency == 0 || self.concurrency > 100_000 {
-            return Err(Error::Config(format!("concurrency {} is not between 1 and 100000", self.concurrency)));
+        if self.concurrency == 0 || self.concurrency + self.prefetch > 100_000 {
+            return Err(Error::Config(format!(
+                "concurrency {} (with prefetch {}) is not between 1 and 100000",
+                self.concurrency, self.prefetch
+            )));
         }
         if self.lease < Duration::from_millis(1) {
             return Err(Error::Config("the lease must be at least a millisecond".into()));
@@ -242,6 +257,8 @@ impl Worker {
             side,
             hard_stop: CancellationToken::new(),
             slots: Arc::new(Semaphore::new(worker.concurrency)),
+            capacity: Arc::new(Semaphore::new(worker.concurrency + worker.prefetch)),
+            stopping: CancellationToken::new(),
         });
         log::info!(
             "raquel-pg: worker {} on queues {:?}, concurrency {}",
@@ -250,7 +267,7 @@ impl Worker {
             worker.concurrency
         );
 
-        let stop_claiming = CancellationToken::new();
+        let stop_claiming = shared.stopping.clone();
         let background = CancellationToken::new();
         let flusher = tokio::spawn(flush_loop(worker.clone(), shared.clone(), background.clone()));
         let extender = tokio::spawn(extend_loop(worker.clone(), shared.clone(), background.clone()));
@@ -277,15 +294,16 @@ impl Worker {
             }
         }
 
-        // The jobs in hand get shutdown_timeout; all slots free means all done.
-        let all = worker.concurrency as u32;
-        let drained = tokio::time::timeout(worker.shutdown_timeout, shared.slots.acquire_many(all)).await;
+        // The jobs in hand get shutdown_timeout (those waiting for a slot
+        // are handed back at once); all capacity free means all done.
+        let all = (worker.concurrency + worker.prefetch) as u32;
+        let drained = tokio::time::timeout(worker.shutdown_timeout, shared.capacity.acquire_many(all)).await;
         if drained.is_err() {
             let left = shared.in_flight.lock().unwrap().len();
             log::warn!("raquel-pg: shutdown deadline passed with {left} jobs running: handing them back");
             shared.hard_stop.cancel();
             // Each running job's task sends its rq_reject and frees its slot.
-            let _ = shared.slots.acquire_many(all).await;
+            let _ = shared.capacity.acquire_many(all).await;
         }
         background.cancel();
         let _ = flusher.await;
@@ -329,7 +347,12 @@ struct Shared {
     counters: Counters,
     side: Arc<Client>,
     hard_stop: CancellationToken,
+    /// Handlers running at once: `concurrency`.
     slots: Arc<Semaphore>,
+    /// Jobs claimed and not ended: `concurrency + prefetch`.
+    capacity: Arc<Semaphore>,
+    /// Set at shutdown: no more claims, no more handlers started.
+    stopping: CancellationToken,
 }
 
 fn take_all(shared: &Shared) -> Vec<Done> {
@@ -340,23 +363,31 @@ const CLAIM: &str = "SELECT id, attempts, queue, payload FROM rq_complete_batch_
                      queues => $3, worker => $4, batch => $5, lease => make_interval(secs => $6), \
                      wait => make_interval(secs => $7), results => $8)";
 
-/// Claims while there are free slots: each call sends the completions in
-/// hand and claims as many jobs as slots are free, in one statement.
+/// Claims while there is room: each call sends the completions in hand and
+/// claims as many jobs as there is room for, in one statement. With a
+/// prefetch, it waits until at least `prefetch` jobs have ended, so that
+/// each round trip brings a batch.
 async fn claim_loop(worker: Arc<Worker>, shared: Arc<Shared>, client: Client, stop: CancellationToken) -> Result<(), Error> {
     let statement = client.prepare(CLAIM).await.map_err(|e| Error::db("preparing the claim", e))?;
     let queues: Vec<String> = worker.handlers.keys().cloned().collect();
     let lease = worker.lease.as_secs_f64();
     let wait = worker.claim_wait.as_secs_f64();
+    let room = worker.prefetch.clamp(1, worker.concurrency + worker.prefetch) as u32;
     loop {
         let first = tokio::select! {
-            permit = shared.slots.clone().acquire_owned() => permit.expect("the slots are never closed"),
+            permit = shared.capacity.clone().acquire_many_owned(room) => permit.expect("the capacity is never closed"),
             _ = stop.cancelled() => return Ok(()),
         };
         if stop.is_cancelled() {
             return Ok(());
         }
-        let mut permits = vec![first];
-        while let Ok(permit) = shared.slots.clone().try_acquire_owned() {
+        let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
+        let mut first = first;
+        while first.num_permits() > 1 {
+            permits.push(first.split(1).expect("a permit of more than one splits"));
+        }
+        permits.push(first);
+        while let Ok(permit) = shared.capacity.clone().try_acquire_owned() {
             permits.push(permit);
         }
         let done = take_all(&shared);
@@ -389,7 +420,7 @@ async fn claim_loop(worker: Arc<Worker>, shared: Arc<Shared>, client: Client, st
                 shared.counters.completed.fetch_add(done.len() as u64, Ordering::SeqCst);
                 shared.counters.claimed.fetch_add(rows.len() as u64, Ordering::SeqCst);
                 for row in rows {
-                    let permit = permits.pop().expect("no more jobs than free slots are claimed");
+                    let permit = permits.pop().expect("no more jobs than there is room for are claimed");
                     let queue: String = row.get(2);
                     let job = Job::new(row.get(0), row.get(1), queue.clone(), row.get(3), shared.side.clone());
                     match worker.handlers.get(&queue) {
@@ -426,9 +457,23 @@ async fn claim_loop(worker: Arc<Worker>, shared: Arc<Shared>, client: Client, st
     }
 }
 
-/// One job's run: the handler (under the hook), then its end recorded.
-async fn run_job(worker: Arc<Worker>, shared: Arc<Shared>, handler: HandlerFn, job: Job, permit: OwnedSemaphorePermit) {
+/// One job's run: a slot, the handler (under the hook), then its end
+/// recorded. `room` is its place among the jobs claimed.
+async fn run_job(worker: Arc<Worker>, shared: Arc<Shared>, handler: HandlerFn, job: Job, room: OwnedSemaphorePermit) {
     shared.in_flight.lock().unwrap().insert(job.id(), (job.clone(), Instant::now()));
+    // A prefetched job waits here for a slot (the semaphore is first come,
+    // first served); at shutdown one still waiting is handed back unstarted.
+    let slot = tokio::select! {
+        biased;
+        _ = shared.stopping.cancelled() => None,
+        slot = shared.slots.clone().acquire_owned() => Some(slot.expect("the slots are never closed")),
+    };
+    let Some(slot) = slot else {
+        record_end(&shared, &job, None).await;
+        shared.in_flight.lock().unwrap().remove(&job.id());
+        drop(room);
+        return;
+    };
     let info = JobInfo { id: job.id(), attempt: job.attempt(), queue: job.queue().to_string() };
     let body: BoxFuture<Outcome> = {
         let (shared, job) = (shared.clone(), job.clone());
@@ -447,7 +492,8 @@ async fn run_job(worker: Arc<Worker>, shared: Arc<Shared>, handler: HandlerFn, j
     };
     log::debug!("raquel-pg: job {} attempt {}: {outcome:?}", job.id(), job.attempt());
     shared.in_flight.lock().unwrap().remove(&job.id());
-    drop(permit);
+    drop(slot);
+    drop(room);
 }
 
 type Ended = Option<Result<Result<Option<Value>, HandlerError>, Box<dyn std::any::Any + Send>>>;

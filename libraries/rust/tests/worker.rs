@@ -31,6 +31,8 @@ async fn two_workers_drain_every_job_exactly_once() {
         let worker = Worker::new(dsn.clone())
             .name(format!("drain-{w}"))
             .concurrency(4)
+            // the second worker with a local queue of claimed jobs
+            .prefetch(if w == 1 { 8 } else { 0 })
             .claim_wait(Duration::from_millis(500))
             .around(move |_info, run| {
                 let around_calls = around_calls.clone();
@@ -281,4 +283,55 @@ async fn the_durable_context_steps_sleeps_waits_and_awaits() {
 async fn a_worker_without_handlers_is_refused_clearly() {
     let error = Worker::new(common::database("worker")).run_until(async {}).await.unwrap_err();
     assert!(error.to_string().contains("no handler"), "{error}");
+}
+
+#[tokio::test]
+async fn prefetched_jobs_wait_for_a_slot_and_are_handed_back_at_shutdown() {
+    let dsn = common::database("worker");
+    let client = common::connect(&dsn).await;
+    for _ in 0..4 {
+        enqueue(&client, "prefetched", "x", &EnqueueOptions::new()).await.unwrap();
+    }
+    let running = Arc::new(AtomicUsize::new(0));
+    let (handler_running, most) = (running.clone(), Arc::new(AtomicUsize::new(0)));
+    let handler_most = most.clone();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(dsn.clone()).concurrency(1).prefetch(3).shutdown_timeout(Duration::from_secs(10)).handle(
+        "prefetched",
+        move |_job: Job| {
+            let (running, most) = (handler_running.clone(), handler_most.clone());
+            async move {
+                most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        },
+    );
+    let stopping = stop.clone();
+    let run = tokio::spawn(worker.run_until(async move { stopping.cancelled().await }));
+    // all four claimed in one go: one running, three waiting in the process
+    common::wait_until(Duration::from_secs(10), "four jobs claimed", || {
+        let client = &client;
+        async move {
+            client
+                .query_one("SELECT count(*) = 4 FROM jobs WHERE queue = 'prefetched' AND status = 'claimed'", &[])
+                .await
+                .unwrap()
+                .get::<_, bool>(0)
+        }
+    })
+    .await;
+    stop.cancel();
+    let stats = run.await.unwrap().unwrap();
+    assert_eq!((stats.claimed, stats.completed, stats.handed_back), (4, 1, 3), "{stats:?}");
+    assert_eq!(most.load(Ordering::SeqCst), 1, "never more than the concurrency at once");
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'success'), count(*) FILTER (WHERE status = 'queued') FROM jobs WHERE queue = 'prefetched'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 3));
 }
