@@ -205,6 +205,7 @@ class Worker:
         self._claiming = self._sending = False
         self._sending_ids = set()
         self._claim_conn = None
+        self._closed = False
         self._queues = list(self.handlers)
         self._lease = datetime.timedelta(seconds=self.lease)
         if install_signal_handlers:
@@ -220,9 +221,13 @@ class Worker:
         tasks += [asyncio.create_task(self._handle_loop()) for _ in range(self.concurrency)]
         await self._stopping.wait()
         await self._shutdown()
+        # The loops end on _closed too: asyncio.wait_for (in _wait_change)
+        # can swallow a cancellation that meets its own wake-up (Python < 3.12).
+        self._closed = True
+        self._changed()
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait(tasks, timeout=5)
         await self._claim_conn.close()
         await self._complete_conn.close()
         log.info("worker %s: stopped", self.name)
@@ -288,7 +293,7 @@ class Worker:
     async def _claimer(self):
         while not self._stopping.is_set():
             while self._in_hand >= self.concurrency and not self._stopping.is_set():
-                await self._wait_change()
+                await self._wait_change(1.0)
             if self._stopping.is_set():
                 return
             reserved = self.concurrency - self._in_hand
@@ -319,8 +324,8 @@ class Worker:
                 await self._dispatch(jobs)
 
     async def _completer(self):
-        while True:
-            while True:
+        while not self._closed:
+            while not self._closed:
                 if self._pending:
                     waited = time.monotonic() - self._pending_since
                     if (waited >= self.max_completion_delay or (not self._running and self._jobs.empty())
@@ -329,6 +334,8 @@ class Worker:
                     await self._wait_change(self.max_completion_delay - waited)
                 else:
                     await self._wait_change(0.2)
+            if self._closed:
+                return
             batch, self._pending = self._pending, []
             self._in_hand -= len(batch)
             reserved = 0 if self._stopping.is_set() else self.concurrency - self._in_hand
@@ -389,7 +396,7 @@ class Worker:
     async def _extender(self):
         every = self.lease / 3
         conn = None
-        while True:
+        while not self._closed:
             await asyncio.sleep(min(every / 2, 1.0))
             now = time.monotonic()
             due = [job for job in self._held.values() if now - job.leased_at >= every]
