@@ -46,6 +46,8 @@ SYSTEMS = {
     "raquel-py": ("raquel, the Python library", [PYTHON, PEER_PY, "raquel-py"]),
     "raquel-pg-py": ("raquel, the Python library (`raquel-pg` (import name `raquel_pg`))", [PYTHON, PEER_PY, "raquel-pg-py"]),
     "raquel-pg-ts": ("raquel, the TypeScript library (`raquel-pg`)", ["node", PEER_MJS, "raquel-pg-ts"]),
+    "raquel-pg-rs": ("raquel, the Rust library (`raquel-pg` (crate; lib `raquel_pg`))",
+                     [str(ROOT / "target/libraries/rust/release/examples/peer"), "raquel-pg-rs"]),
     "pgmq": ("pgmq", [str(ROOT / "target/peers/pgmq/release/peer-pgmq"), "pgmq"]),
 }
 OURS = ("raquel", "raquel-example")
