@@ -259,6 +259,10 @@ pub const WORKFLOW_NODES: usize = 200;
 /// How far a workflow is walked to count its jobs: beyond this, the page
 /// says "more than".
 pub const WORKFLOW_COUNTED: i64 = 10_000;
+/// The edges among a graph's nodes drawn at most (200 jobs could have
+/// nearly 20,000 among them, each a line of the picture): the page says
+/// when some are left out.
+pub const WORKFLOW_EDGES: usize = 1_000;
 
 /// A job of a workflow's graph.
 #[derive(Serialize, Clone)]
@@ -276,6 +280,8 @@ pub struct Node {
 pub struct Workflow {
     pub nodes: Vec<Node>,
     pub edges: Vec<(String, String)>,
+    /// whether edges among the nodes were left out (more than WORKFLOW_EDGES)
+    pub more_edges: bool,
     pub total: i64,
     /// the table the edges were read from (job_parents, or job_dependencies
     /// when the role may not read job_parents)
@@ -626,15 +632,18 @@ impl Conn {
                 &format!(
                     "SELECT e.child_id::text, e.parent_id::text FROM {s}.{table} e
                      WHERE e.child_id = ANY ($1::text[]::uuid[]) AND e.parent_id = ANY ($1::text[]::uuid[])
-                     ORDER BY 1, 2"
+                     ORDER BY 1, 2 LIMIT $2::bigint"
                 ),
-                &[&ids],
+                &[&ids, &(WORKFLOW_EDGES as i64 + 1)],
             )
             .await?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        Ok(Workflow { nodes, edges, total, table })
+            .collect::<Vec<(String, String)>>();
+        let more_edges = edges.len() > WORKFLOW_EDGES;
+        let mut edges = edges;
+        edges.truncate(WORKFLOW_EDGES);
+        Ok(Workflow { nodes, edges, more_edges, total, table })
     }
 
     /// Jobs newest first, filtered; one more than a page, to know whether

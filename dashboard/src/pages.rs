@@ -486,7 +486,7 @@ async fn workflow(State(app): Shared, headers: HeaderMap, Path(id): Path<String>
     let beyond = w.total >= db::WORKFLOW_COUNTED;
     Ok(page(&app, &headers, StatusCode::OK, "workflow.html", context! {
         title => "Workflow", job => id, graph, shown, more, beyond, counted => db::WORKFLOW_COUNTED, table => w.table,
-        edges => w.edges.len(),
+        edges => w.edges.len(), more_edges => w.more_edges,
     }))
 }
 
@@ -497,7 +497,7 @@ const SCHEDULE_ACTIONS: [&str; 3] = ["pause", "resume", "run"];
 fn refuse_read_only(app: &App, headers: &HeaderMap) -> Option<Response> {
     (!app.read_write).then(|| {
         page(app, headers, StatusCode::FORBIDDEN, "error.html", context! {
-            title => "Read-only", message => "This dashboard was started read-only; start it with --read-write to act on jobs and queues.",
+            title => "Read-only", message => "This dashboard was started read-only; start it with --read-write to act on jobs, queues and schedules.",
         })
     })
 }

@@ -82,7 +82,7 @@ fn every_page_shows_what_the_database_holds() {
         guide_screenshot(&b, "schedules").await;
         b.goto(&format!("{base}/workflows")).await.unwrap();
         assert_eq!(texts(&b, "#workflows td.child").await, [child.clone()]);
-        screenshot(&b, "workflows").await;
+        guide_screenshot(&b, "workflows").await;
 
         // an unknown job is a page that says so
         b.goto(&format!("{base}/jobs/00000000-0000-7000-8000-000000000000")).await.unwrap();
@@ -694,10 +694,31 @@ fn a_workflow_is_drawn_as_a_graph_of_its_jobs() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     c.execute("SELECT count(*) FROM rq_enqueue_batch('fan', ARRAY(SELECT 'child ' || i FROM generate_series(1, 250) i), after => ARRAY[$1::text::uuid])", &[&big])
         .unwrap();
+    // a dense one: 40 children each after the same 40 parents, 1,600 edges
+    let parents: Vec<String> = c
+        .query("SELECT id::text FROM rq_enqueue_batch('dense', ARRAY(SELECT 'parent ' || i FROM generate_series(1, 40) i))", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let dense: String = c
+        .query(
+            "SELECT id::text FROM rq_enqueue_batch('dense', ARRAY(SELECT 'child ' || i FROM generate_series(1, 40) i),
+                 after => $1::text[]::uuid[])",
+            &[&parents],
+        )
+        .unwrap()[0]
+        .get(0);
     let dashboard = Dashboard::on(db).start();
     let base = dashboard.base.clone();
     runtime().block_on(async {
         let (_driver, b) = logged_in_browser(&base).await;
+        // its edges are bounded too: the first 1,000 drawn, and the page says so
+        b.goto(&format!("{base}/workflows/{dense}")).await.unwrap();
+        assert_eq!(b.find_all(Locator::Css("#graph a.node")).await.unwrap().len(), 80);
+        assert_eq!(b.find_all(Locator::Css("#graph line.edge")).await.unwrap().len(), 1000);
+        let shown = text(&b, "#shown").await;
+        assert!(shown.starts_with("80 jobs; 1000 edges (the first 1000 drawn"), "{shown}");
         b.goto(&format!("{base}/jobs/{d}")).await.unwrap();
         click(&b, "graph").await;
         b.wait().for_element(Locator::Css("#graph svg.graph")).await.unwrap();
@@ -740,7 +761,7 @@ fn a_workflow_is_drawn_as_a_graph_of_its_jobs() {
         // the workflows page links to the graphs
         b.goto(&format!("{base}/workflows")).await.unwrap();
         assert!(!b.find_all(Locator::Css("#workflows a.graph")).await.unwrap().is_empty());
-        guide_screenshot(&b, "workflows").await;
+        screenshot(&b, "workflows-with-graph-links").await;
         b.close().await.unwrap();
     });
 }
