@@ -81,10 +81,21 @@ pub fn line_chart(title: &str, unit: &str, from_ms: i64, to_ms: i64, series: &[S
                 None => pen_down = false,
             }
         }
+        // each series in a group that carries its figures (its highest
+        // value and how many points it has), which the tests read
+        let values: Vec<f64> = s.points.iter().filter_map(|p| p.1).collect();
+        let most = values.iter().copied().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        svg += &format!(
+            "<g class=\"series\" data-series=\"{}\" data-max=\"{}\" data-points=\"{}\">",
+            escape(s.label),
+            most.map(|m| format!("{m:.3}")).unwrap_or_default(),
+            values.len()
+        );
         if !path.is_empty() {
             svg += &format!("<path class=\"line {}\" d=\"{}\"/>", escape(s.class), path.trim_end());
         }
         svg += &dots;
+        svg += "</g>";
         // the key, right-aligned on the second line
         let legend_x = WIDTH - 8.0 - (series.len() - i) as f64 * 80.0;
         svg += &format!(
@@ -92,6 +103,110 @@ pub fn line_chart(title: &str, unit: &str, from_ms: i64, to_ms: i64, series: &[S
             escape(s.class),
             legend_x + 14.0,
             escape(s.label)
+        );
+    }
+    svg + "</svg>"
+}
+
+/// A job of a workflow's graph.
+pub struct GraphNode<'a> {
+    pub id: &'a str,
+    pub queue: &'a str,
+    pub status: &'a str,
+    /// where it links to
+    pub href: String,
+}
+
+const NODE_W: f64 = 150.0;
+const NODE_H: f64 = 38.0;
+const GAP_X: f64 = 20.0;
+const GAP_Y: f64 = 36.0;
+/// The most nodes side by side in a graph's line.
+const GRAPH_COLUMNS: usize = 8;
+
+/// A workflow as a layered graph: each job in the row of its depth (the
+/// longest chain of parents above it among the nodes given), its parents'
+/// edges drawn to it. `edges` are (child index, parent index). Each node is
+/// a link, coloured by its status's class and naming it in text too.
+pub fn graph(nodes: &[GraphNode], edges: &[(usize, usize)]) -> String {
+    // depths: a parent is enqueued before its child, but a round per node at
+    // most settles any order (a cycle, which raquel cannot make, stops there)
+    let mut depth = vec![0usize; nodes.len()];
+    for _ in 0..nodes.len() {
+        let mut changed = false;
+        for &(child, parent) in edges {
+            if depth[child] < depth[parent] + 1 && depth[parent] + 1 < nodes.len() {
+                depth[child] = depth[parent] + 1;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut layers: Vec<Vec<usize>> = Vec::new();
+    for (i, &d) in depth.iter().enumerate() {
+        if layers.len() <= d {
+            layers.resize(d + 1, Vec::new());
+        }
+        layers[d].push(i);
+    }
+    // a layer wider than GRAPH_COLUMNS goes on over more lines, so that the
+    // picture stays as wide as a page
+    let mut place = vec![(0.0, 0.0); nodes.len()];
+    let mut line = 0usize;
+    for layer in &layers {
+        for chunk in layer.chunks(GRAPH_COLUMNS) {
+            for (column, &i) in chunk.iter().enumerate() {
+                place[i] = (8.0 + column as f64 * (NODE_W + GAP_X), 8.0 + line as f64 * (NODE_H + GAP_Y));
+            }
+            line += 1;
+        }
+    }
+    let widest = layers.iter().map(|l| l.len().min(GRAPH_COLUMNS)).max().unwrap_or(0).max(1);
+    let width = 16.0 + widest as f64 * (NODE_W + GAP_X) - GAP_X;
+    let height = 16.0 + line.max(1) as f64 * (NODE_H + GAP_Y) - GAP_Y;
+    let mut svg = format!(
+        "<svg class=\"graph\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"workflow graph\">"
+    );
+    for &(child, parent) in edges {
+        let (px, py) = place[parent];
+        let (cx, cy) = place[child];
+        svg += &format!(
+            "<line class=\"edge\" data-child=\"{}\" data-parent=\"{}\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\"/>",
+            escape(nodes[child].id),
+            escape(nodes[parent].id),
+            px + NODE_W / 2.0,
+            py + NODE_H,
+            cx + NODE_W / 2.0,
+            cy
+        );
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let (x, y) = place[i];
+        // the status as a class name: only its letters, so no value can
+        // leave the attribute or name another class
+        let class: String = n.status.chars().filter(|c| c.is_ascii_lowercase()).collect();
+        let short: String = n.id.chars().take(8).collect();
+        let queue: String = n.queue.chars().take(20).collect();
+        svg += &format!(
+            "<a class=\"node\" href=\"{}\" data-id=\"{}\" data-status=\"{}\" data-depth=\"{}\"><title>{} ({}, {})</title>\
+             <rect class=\"status-{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"4\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{} {}</text><text class=\"status\" x=\"{:.1}\" y=\"{:.1}\">{}</text></a>",
+            escape(&n.href),
+            escape(n.id),
+            escape(n.status),
+            depth[i],
+            escape(n.id),
+            escape(n.queue),
+            escape(n.status),
+            x + 6.0,
+            y + 15.0,
+            escape(&short),
+            escape(&queue),
+            x + 6.0,
+            y + 31.0,
+            escape(n.status)
         );
     }
     svg + "</svg>"
@@ -116,5 +231,19 @@ mod tests {
         let d = svg.split("d=\"").nth(1).unwrap().split('"').next().unwrap();
         assert_eq!(d.matches('M').count(), 2, "{d}");
         assert_eq!(svg.matches("<circle").count(), 1, "the lone first value is a dot");
+    }
+
+    #[test]
+    fn a_graph_puts_children_below_their_parents_and_escapes_its_text() {
+        let node = |id: &'static str, status: &'static str| GraphNode { id, queue: "<q>", status, href: format!("/jobs/{id}") };
+        let nodes = [node("a", "success"), node("b", "queued"), node("c", "blocked\"><script>")];
+        // c waits for a and b; b for a
+        let svg = graph(&nodes, &[(2, 0), (2, 1), (1, 0)]);
+        assert!(svg.contains("data-id=\"a\" data-status=\"success\" data-depth=\"0\""), "{svg}");
+        assert!(svg.contains("data-id=\"b\" data-status=\"queued\" data-depth=\"1\""), "{svg}");
+        assert!(svg.contains("data-depth=\"2\""), "{svg}");
+        assert_eq!(svg.matches("<line class=\"edge\"").count(), 3);
+        assert!(!svg.contains("<script>") && !svg.contains("<q>"), "{svg}");
+        assert!(svg.contains("class=\"status-blockedscript\""), "{svg}");
     }
 }

@@ -229,6 +229,63 @@ pub struct Bucket {
     pub wait_p50: Option<f64>,
     pub wait_p95: Option<f64>,
     pub wait_p99: Option<f64>,
+    /// run time (claim to end) percentiles, the highest minute's of the bucket
+    pub run_p50: Option<f64>,
+    pub run_p95: Option<f64>,
+    pub run_p99: Option<f64>,
+    /// ready jobs when a minute of the bucket was recorded, the most of them
+    pub backlog: Option<i64>,
+}
+
+/// Every queue's events of a bucket, summed (the totals chart).
+pub struct Total {
+    pub start_ms: i64,
+    pub enqueued: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+}
+
+/// A queue's ready jobs now (due, not claimed) and the due time of the
+/// one that has waited longest.
+pub struct Ready {
+    pub queue: String,
+    pub count: i64,
+    pub oldest_due_ms: Option<i64>,
+}
+
+/// The nodes of a workflow's graph a page draws at most; a bigger one shows
+/// these and says how many more there are (counted up to WORKFLOW_COUNTED).
+pub const WORKFLOW_NODES: usize = 200;
+/// How far a workflow is walked to count its jobs: beyond this, the page
+/// says "more than".
+pub const WORKFLOW_COUNTED: i64 = 10_000;
+/// The edges among a graph's nodes drawn at most (200 jobs could have
+/// nearly 20,000 among them, each a line of the picture): the page says
+/// when some are left out.
+pub const WORKFLOW_EDGES: usize = 1_000;
+
+/// A job of a workflow's graph.
+#[derive(Serialize, Clone)]
+pub struct Node {
+    pub id: String,
+    pub queue: String,
+    /// its status, or "gone" when its row was deleted (pruned)
+    pub status: String,
+    pub enqueued_at: i64,
+}
+
+/// A workflow around one job: its jobs (the first WORKFLOW_NODES, oldest
+/// first), the edges among them (child, parent), and how many jobs it has
+/// in all (up to WORKFLOW_COUNTED).
+pub struct Workflow {
+    pub nodes: Vec<Node>,
+    pub edges: Vec<(String, String)>,
+    /// whether edges among the nodes were left out (more than WORKFLOW_EDGES)
+    pub more_edges: bool,
+    pub total: i64,
+    /// the table the edges were read from (job_parents, or job_dependencies
+    /// when the role may not read job_parents)
+    pub table: &'static str,
 }
 
 #[derive(Serialize)]
@@ -437,7 +494,11 @@ impl Conn {
                             pg_catalog.sum(m.failed)::bigint,
                             pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.5::double precision)),
                             pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.95::double precision)),
-                            pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision))
+                            pg_catalog.max({h}.rq_histogram_percentile(m.wait_histogram, 0.99::double precision)),
+                            pg_catalog.max({h}.rq_histogram_percentile(m.run_histogram, 0.5::double precision)),
+                            pg_catalog.max({h}.rq_histogram_percentile(m.run_histogram, 0.95::double precision)),
+                            pg_catalog.max({h}.rq_histogram_percentile(m.run_histogram, 0.99::double precision)),
+                            pg_catalog.max(m.backlog)
                      FROM {s}.metrics m
                      WHERE m.queue = ANY ($1::text[]) AND m.minute >= {v}.rq_now_ms() - $2::bigint
                      GROUP BY 1, 2 ORDER BY 1, 2",
@@ -459,8 +520,130 @@ impl Conn {
                 wait_p50: r.get(5),
                 wait_p95: r.get(6),
                 wait_p99: r.get(7),
+                run_p50: r.get(8),
+                run_p95: r.get(9),
+                run_p99: r.get(10),
+                backlog: r.get(11),
             })
             .collect())
+    }
+
+    /// Every queue's events over the last `span_ms`, summed a bucket of
+    /// `bucket_ms` (by the minute index: the rows of the span, whatever the
+    /// queues).
+    pub async fn totals(&self, span_ms: i64, bucket_ms: i64) -> Result<Vec<Total>, Failure> {
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT m.minute / $2::bigint * $2::bigint,
+                            pg_catalog.sum(m.enqueued)::bigint, pg_catalog.sum(m.succeeded)::bigint,
+                            pg_catalog.sum(m.failed)::bigint
+                     FROM {s}.metrics m
+                     WHERE m.minute >= {v}.rq_now_ms() - $1::bigint
+                     GROUP BY 1 ORDER BY 1",
+                    s = self.s,
+                    v = self.v
+                ),
+                &[&span_ms, &bucket_ms],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| Total { start_ms: r.get(0), enqueued: r.get(1), succeeded: r.get(2), failed: r.get(3) }).collect())
+    }
+
+    /// The ready jobs of these queues now: queued or failed (waiting for a
+    /// retry) and due. With the time now (ms), from the server's clock.
+    pub async fn ready(&self, names: &[String]) -> Result<(i64, Vec<Ready>), Failure> {
+        let now: i64 = self.client.query_one(&format!("SELECT {}.rq_now_ms()", self.v), &[]).await?.get(0);
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT j.queue, pg_catalog.count(*), pg_catalog.min(j.scheduled_at) FROM {}.jobs j
+                     WHERE j.queue = ANY ($1::text[]) AND j.status IN ('queued'::text, 'failed'::text)
+                       AND j.scheduled_at <= $2::bigint
+                     GROUP BY 1",
+                    self.s
+                ),
+                &[&names, &now],
+            )
+            .await?;
+        Ok((now, rows.iter().map(|r| Ready { queue: r.get(0), count: r.get(1), oldest_due_ms: r.get(2) }).collect()))
+    }
+
+    /// The workflow job `id` is part of: the jobs linked to it through the
+    /// parents they were enqueued after, either way, walked breadth first
+    /// up to WORKFLOW_COUNTED jobs. None: no such job.
+    pub async fn workflow(&self, id: uuid::Uuid) -> Result<Option<Workflow>, Failure> {
+        let id = id.to_string();
+        let exists = self
+            .client
+            .query_opt(&format!("SELECT 1 FROM {}.jobs j WHERE j.id = $1::text::uuid", self.s), &[&id])
+            .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        // job_parents keeps every edge while the child is (from 0.5.0 on);
+        // job_dependencies only the pending ones, for a role that may not
+        // read job_parents or an older install
+        let mut last = None;
+        for table in ["job_parents", "job_dependencies"] {
+            match self.workflow_from(&id, table).await {
+                Ok(w) => return Ok(Some(w)),
+                Err(f) if f.is("42501") || f.is("42P01") => last = Some(f),
+                Err(f) => return Err(f),
+            }
+        }
+        Err(last.expect("a table was tried"))
+    }
+
+    async fn workflow_from(&self, id: &str, table: &'static str) -> Result<Workflow, Failure> {
+        let s = &self.s;
+        // UNION: a job reached twice (a diamond) is walked once; the LIMIT
+        // stops the walk itself, not only its output
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "WITH RECURSIVE w (id) AS (
+                         SELECT $1::text::uuid
+                         UNION
+                         SELECT n.id FROM w CROSS JOIN LATERAL (
+                             SELECT e.parent_id FROM {s}.{table} e WHERE e.child_id = w.id
+                             UNION ALL
+                             SELECT e.child_id FROM {s}.{table} e WHERE e.parent_id = w.id) n (id))
+                     SELECT w.id::text, coalesce(j.queue, ''::text), coalesce(j.status::text, 'gone'::text),
+                            coalesce(j.enqueued_at, 0::bigint)
+                     FROM (SELECT w.id FROM w LIMIT $2::bigint) w LEFT JOIN {s}.jobs j ON j.id = w.id"
+                ),
+                &[&id, &WORKFLOW_COUNTED],
+            )
+            .await?;
+        let total = rows.len() as i64;
+        let mut nodes: Vec<Node> =
+            rows.iter().map(|r| Node { id: r.get(0), queue: r.get(1), status: r.get(2), enqueued_at: r.get(3) }).collect();
+        // the oldest first: parents are enqueued before their children
+        nodes.sort_by(|a, b| (a.enqueued_at, &a.id).cmp(&(b.enqueued_at, &b.id)));
+        nodes.truncate(WORKFLOW_NODES);
+        let ids: Vec<String> = nodes.iter().map(|n| n.id.clone()).collect();
+        let edges = self
+            .client
+            .query(
+                &format!(
+                    "SELECT e.child_id::text, e.parent_id::text FROM {s}.{table} e
+                     WHERE e.child_id = ANY ($1::text[]::uuid[]) AND e.parent_id = ANY ($1::text[]::uuid[])
+                     ORDER BY 1, 2 LIMIT $2::bigint"
+                ),
+                &[&ids, &(WORKFLOW_EDGES as i64 + 1)],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect::<Vec<(String, String)>>();
+        let more_edges = edges.len() > WORKFLOW_EDGES;
+        let mut edges = edges;
+        edges.truncate(WORKFLOW_EDGES);
+        Ok(Workflow { nodes, edges, more_edges, total, table })
     }
 
     /// Jobs newest first, filtered; one more than a page, to know whether
@@ -766,6 +949,39 @@ impl Conn {
             .query("SELECT w.warning, w.hint FROM raquel_internal.rq_warnings() w", &[])
             .await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// The actions on a schedule: pause and resume (rq_pause_schedule and
+    /// rq_resume_schedule, in raquel's schema: there is no raquel_internal
+    /// name for them, so a role that may create there can make the call
+    /// ambiguous with a look-alike, refused with 42725, never run it), and
+    /// run: one job now from the schedule's queue, payload and options,
+    /// enqueued with rq_enqueue as the schedule's own round would (but due
+    /// now), its id returned. An unknown schedule is P0002.
+    pub async fn act_on_schedule(&self, action: &str, name: &str) -> Result<Option<String>, Failure> {
+        let s = &self.s;
+        let row: Option<Option<String>> = match action {
+            "pause" => self.client.query_opt(&format!("SELECT 1 FROM {s}.rq_pause_schedule($1::text)"), &[&name]).await?.map(|_| None),
+            "resume" => self.client.query_opt(&format!("SELECT 1 FROM {s}.rq_resume_schedule($1::text)"), &[&name]).await?.map(|_| None),
+            "run" => {
+                // the options as the schedule keeps them (ms), made intervals
+                let ms = |column: &str| format!("(c.{column}::text || ' milliseconds'::text)::interval");
+                let sql = format!(
+                    "SELECT e.id::text FROM {s}.schedules c CROSS JOIN LATERAL {v}.rq_enqueue(c.queue, c.payload,
+                         NULL::timestamptz, NULL::interval, {max_age}, c.max_retry_count, {min_retry_delay},
+                         {max_retry_delay}, {backoff_base}, c.priority) e
+                     WHERE c.name = $1::text",
+                    v = self.v,
+                    max_age = ms("max_age"),
+                    min_retry_delay = ms("min_retry_delay"),
+                    max_retry_delay = ms("max_retry_delay"),
+                    backoff_base = ms("backoff_base"),
+                );
+                self.client.query_opt(&sql, &[&name]).await?.map(|r| Some(r.get::<_, String>(0)))
+            }
+            _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
+        };
+        row.ok_or_else(|| Failure { sqlstate: "P0002".into(), message: format!("There is no schedule {name:?}.") })
     }
 
     /// The actions: raquel's functions, whose errors (wrong status, unknown

@@ -4,9 +4,10 @@
 //!
 //! It reads with plain SELECTs, so that a role with SELECT on the tables
 //! (and no other right) can look; with `--read-write` it also retries and
-//! cancels jobs and pauses and resumes queues through raquel's functions,
-//! each behind a confirmation page and a CSRF token. Every value shown is
-//! escaped by the templates (payloads and errors are user data).
+//! cancels jobs, pauses and resumes queues and schedules, and runs a
+//! schedule now, through raquel's functions, each behind a confirmation
+//! page and a CSRF token. Every value shown is escaped by the templates
+//! (payloads and errors are user data).
 //!
 //! Who may ask (src/access.rs): only requests addressed to a host name the
 //! dashboard serves are answered (DNS rebinding), with a password when one
@@ -43,7 +44,7 @@ struct Args {
     /// the address to listen on: localhost unless you say otherwise
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
-    /// allow retry, cancel, pause and resume (off: the page only reads); needs a password
+    /// allow retry, cancel, pause and resume, and run a schedule now (off: the page only reads); needs a password
     #[arg(long, default_value_t = false, conflicts_with = "read_only")]
     read_write: bool,
     /// only read (the default; says so explicitly)

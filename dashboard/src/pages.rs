@@ -6,7 +6,8 @@
 //! (their charts only), 100 jobs, schedules or workflow edges a page, and of
 //! a job's payload, error, trace and other columns the first 65,536
 //! characters each, and its attempts (101 at most) with the first 250
-//! characters of each one's error and trace (docs/src/guides/dashboard.md
+//! characters of each one's error and trace, and of a workflow's graph
+//! 200 jobs (docs/src/guides/dashboard.md
 //! gives the byte bound the tests hold).
 
 use crate::charts::{self, Series};
@@ -48,6 +49,7 @@ pub fn templates() -> minijinja::Environment<'static> {
         ("job.html", include_str!("../templates/job.html")),
         ("schedules.html", include_str!("../templates/schedules.html")),
         ("workflows.html", include_str!("../templates/workflows.html")),
+        ("workflow.html", include_str!("../templates/workflow.html")),
         ("confirm.html", include_str!("../templates/confirm.html")),
         ("error.html", include_str!("../templates/error.html")),
     ] {
@@ -63,11 +65,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/jobs/{id}", get(job))
         .route("/schedules", get(schedules))
         .route("/workflows", get(workflows))
+        .route("/workflows/{id}", get(workflow))
         .route("/static/style.css", get(style))
         .route("/jobs/{id}/{action}", get(confirm_job).post(act_on_job))
         // a queue's name is a query value, not a path segment: a queue may be
         // called `..`, which browsers resolve away in a path even encoded
         .route("/queues/{action}", get(confirm_queue).post(act_on_queue))
+        // a schedule's name is a query value too, for the same reason
+        .route("/schedules/{action}", get(confirm_schedule).post(act_on_schedule))
         .fallback(|State(app): Shared, headers: HeaderMap| async move {
             page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." })
         })
@@ -129,16 +134,61 @@ fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.trim().is_empty())
 }
 
+/// The seconds between reloads a page was asked for (`?refresh=N`, 2 to
+/// 300; anything else: none). The page then carries `<meta
+/// http-equiv="refresh">`: a reload with no script, so the CSP stays as it
+/// is (docs/src/guides/dashboard.md, "Live refresh").
+fn refresh_of(asked: Option<&str>) -> Option<u32> {
+    asked.and_then(|n| n.trim().parse::<u32>().ok()).filter(|n| (2..=300).contains(n))
+}
+
+/// The seconds a page's "live" link asks for.
+pub const LIVE_SECONDS: u32 = 5;
+
+/// A query string (with its `?`, or "" for none) of the pairs given a
+/// value, each percent-encoded.
+fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = pairs.iter().filter_map(|(k, v)| v.map(|v| format!("{k}={}", url_part(v)))).collect();
+    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+}
+
+/// A duration for people: "850 ms", "42 s", "7 min 3 s", "5 h 12 min", "3 d 4 h".
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    let s = ms / 1000;
+    match s {
+        _ if ms < 1000 => format!("{ms} ms"),
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        3600..=86_399 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
 #[derive(Deserialize)]
 struct QueuesQuery {
     range: Option<String>,
     prefix: Option<String>,
     after: Option<String>,
     before: Option<String>,
+    refresh: Option<String>,
 }
 
 async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<QueuesQuery>) -> Answer {
     let day = q.range.as_deref() == Some("day");
+    let refresh = refresh_of(q.refresh.as_deref());
+    // the same page with live refresh on and off
+    let live = |on: bool| {
+        let seconds = LIVE_SECONDS.to_string();
+        query_string(&[
+            ("range", q.range.as_deref().filter(|_| day)),
+            ("prefix", q.prefix.as_deref().filter(|p| !p.trim().is_empty())),
+            ("after", q.after.as_deref().filter(|p| !p.trim().is_empty())),
+            ("before", q.before.as_deref().filter(|p| !p.trim().is_empty())),
+            ("refresh", on.then_some(seconds.as_str())),
+        ])
+    };
+    let (live_on, live_off) = (format!("/{}", live(true)), format!("/{}", live(false)));
     let prefix = non_empty(q.prefix);
     let from = match (non_empty(q.after), non_empty(q.before)) {
         (Some(after), _) => Keyset::After(after),
@@ -194,20 +244,72 @@ async fn queues(State(app): Shared, headers: HeaderMap, Query(q): Query<QueuesQu
         Err(f) if f.is("42883") || f.is("3F000") => {}
         Err(f) => notes.push(format!("Warnings not shown: {} ({})", f.message, f.sqlstate)),
     }
+    // ready now, and how long the one due longest ago has waited
+    let mut ready: BTreeMap<String, (i64, String)> = BTreeMap::new();
+    match c.ready(&names).await {
+        Ok((now, rows)) => {
+            for r in rows {
+                ready.insert(r.queue, (r.count, r.oldest_due_ms.map(|due| duration(now - due)).unwrap_or_default()));
+            }
+        }
+        Err(f) => notes.push(format!("Ready jobs not shown: {} ({})", f.message, f.sqlstate)),
+    }
+    let ready: Vec<(i64, String)> = queues.iter().map(|q| ready.get(&q.name).cloned().unwrap_or((0, String::new()))).collect();
     let charts = queue_charts(&c, &names, day, &mut notes).await;
+    let totals = totals_chart(&c, day, &mut notes).await;
     Ok(page(&app, &headers, StatusCode::OK, "queues.html", context! {
-        title => "Queues", queues, statuses => db::STATUSES, charts, notes, day, prefix, previous, next,
+        title => "Queues", queues, ready, statuses => db::STATUSES, charts, totals, notes, day, prefix, previous, next,
+        refresh, live_on, live_off,
     }))
+}
+
+/// The span and bucket of the charts (ms), and the first bucket's start.
+fn chart_span(day: bool) -> (i64, i64, i64, i64) {
+    let (span_ms, bucket_ms) = if day { (86_400_000, 900_000) } else { (3_600_000, 60_000) };
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    (span_ms, bucket_ms, (now_ms - span_ms) / bucket_ms * bucket_ms, now_ms)
+}
+
+/// Every queue's jobs a minute, summed, over the range: one chart.
+async fn totals_chart(c: &Conn, day: bool, notes: &mut Vec<String>) -> Option<String> {
+    let (span_ms, bucket_ms, first, now_ms) = chart_span(day);
+    let totals = match c.totals(span_ms, bucket_ms).await {
+        Ok(t) => t,
+        // older than 0.4.0 (the queue charts say so) or not readable
+        Err(f) if f.is("42P01") || f.is("42883") => return None,
+        Err(f) => {
+            notes.push(format!("Totals not shown: {} ({})", f.message, f.sqlstate));
+            return None;
+        }
+    };
+    let by_start: HashMap<i64, &db::Total> = totals.iter().map(|t| (t.start_ms, t)).collect();
+    let minutes_a_bucket = (bucket_ms / 60_000) as f64;
+    let points = |f: &dyn Fn(&db::Total) -> i64| {
+        (first..=now_ms)
+            .step_by(bucket_ms as usize)
+            .map(|start| (start, Some(by_start.get(&start).map_or(0.0, |t| f(t) as f64 / minutes_a_bucket))))
+            .collect::<Vec<_>>()
+    };
+    let per = if day { " (means of 15 minutes)" } else { "" };
+    Some(charts::line_chart(
+        &format!("All queues: jobs a minute{per}"),
+        "/min",
+        first,
+        now_ms,
+        &[
+            Series { label: "enqueued", class: "a", points: points(&|t| t.enqueued) },
+            Series { label: "succeeded", class: "b", points: points(&|t| t.succeeded) },
+            Series { label: "failed", class: "c", points: points(&|t| t.failed) },
+        ],
+    ))
 }
 
 /// Per queue of the page, throughput and wait over the last hour (a point
 /// a minute) or day (a point per 15 minutes, so that a day's page is no
 /// bigger than an hour's: 96 points instead of 1440).
 async fn queue_charts(c: &Conn, names: &[String], day: bool, notes: &mut Vec<String>) -> Vec<minijinja::Value> {
-    let (span_ms, bucket_ms) = if day { (86_400_000, 900_000) } else { (3_600_000, 60_000) };
+    let (span_ms, bucket_ms, first, now_ms) = chart_span(day);
     let minutes_a_bucket = (bucket_ms / 60_000) as f64;
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let first = (now_ms - span_ms) / bucket_ms * bucket_ms;
     let buckets = match c.metrics(names, span_ms, bucket_ms).await {
         Ok(buckets) => buckets,
         Err(f) if f.is("42P01") || f.is("42883") => {
@@ -253,7 +355,26 @@ async fn queue_charts(c: &Conn, names: &[String], day: bool, notes: &mut Vec<Str
                 Series { label: "p99", class: "c", points: points(&|b| b.and_then(|b| b.wait_p99)) },
             ],
         );
-        charts.push(context! { queue, throughput, wait });
+        let run = charts::line_chart(
+            &format!("{queue}: run time, claim to end{worst}"),
+            "ms",
+            first,
+            now_ms,
+            &[
+                Series { label: "p50", class: "a", points: points(&|b| b.and_then(|b| b.run_p50)) },
+                Series { label: "p95", class: "b", points: points(&|b| b.and_then(|b| b.run_p95)) },
+                Series { label: "p99", class: "c", points: points(&|b| b.and_then(|b| b.run_p99)) },
+            ],
+        );
+        let most = if day { " (most of 15 minutes)" } else { "" };
+        let ready = charts::line_chart(
+            &format!("{queue}: ready jobs{most}"),
+            "jobs",
+            first,
+            now_ms,
+            &[Series { label: "ready", class: "a", points: points(&|b| b.and_then(|b| b.backlog).map(|n| n as f64)) }],
+        );
+        charts.push(context! { queue, throughput, wait, run, ready });
     }
     charts
 }
@@ -286,7 +407,13 @@ async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>)
     }))
 }
 
-async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+#[derive(Deserialize)]
+struct Refresh {
+    refresh: Option<String>,
+}
+
+async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>, Query(q): Query<Refresh>) -> Answer {
+    let refresh = refresh_of(q.refresh.as_deref());
     let not_found = |app: &App| {
         page(app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "No such job", message => format!("There is no job {id}.") })
     };
@@ -295,7 +422,7 @@ async fn job(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> 
     Ok(match c.job(uuid).await.map_err(|f| failure(&app, &headers, f))? {
         Some(job) => page(&app, &headers, StatusCode::OK, "job.html", context! {
             title => format!("Job {}", job.id), job, shown => db::SHOWN_CHARS, edges_shown => db::EDGES_SHOWN,
-            attempt_chars => db::ATTEMPT_CHARS,
+            attempt_chars => db::ATTEMPT_CHARS, refresh, live_seconds => LIVE_SECONDS,
         }),
         None => not_found(&app),
     })
@@ -336,13 +463,41 @@ async fn workflows(State(app): Shared, headers: HeaderMap, Query(q): Query<After
     Ok(page(&app, &headers, StatusCode::OK, "workflows.html", context! { title => "Workflows", edges, note, next => next.flatten() }))
 }
 
+/// A workflow drawn as a graph: the jobs linked to job `id` through their
+/// parents, either way (the first db::WORKFLOW_NODES, oldest first).
+async fn workflow(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    let not_found = |app: &App| {
+        page(app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "No such job", message => format!("There is no job {id}.") })
+    };
+    let Ok(uuid) = id.parse::<uuid::Uuid>() else { return Ok(not_found(&app)) };
+    let c = connect(&app, &headers).await?;
+    let Some(w) = c.workflow(uuid).await.map_err(|f| failure(&app, &headers, f))? else { return Ok(not_found(&app)) };
+    let index: HashMap<&str, usize> = w.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
+    let edges: Vec<(usize, usize)> =
+        w.edges.iter().filter_map(|(child, parent)| Some((*index.get(child.as_str())?, *index.get(parent.as_str())?))).collect();
+    let nodes: Vec<charts::GraphNode> = w
+        .nodes
+        .iter()
+        .map(|n| charts::GraphNode { id: &n.id, queue: &n.queue, status: &n.status, href: format!("/jobs/{}", url_part(&n.id)) })
+        .collect();
+    let graph = charts::graph(&nodes, &edges);
+    let shown = w.nodes.len() as i64;
+    let more = w.total - shown;
+    let beyond = w.total >= db::WORKFLOW_COUNTED;
+    Ok(page(&app, &headers, StatusCode::OK, "workflow.html", context! {
+        title => "Workflow", job => id, graph, shown, more, beyond, counted => db::WORKFLOW_COUNTED, table => w.table,
+        edges => w.edges.len(), more_edges => w.more_edges,
+    }))
+}
+
 const JOB_ACTIONS: [&str; 2] = ["retry", "cancel"];
 const QUEUE_ACTIONS: [&str; 2] = ["pause", "resume"];
+const SCHEDULE_ACTIONS: [&str; 3] = ["pause", "resume", "run"];
 
 fn refuse_read_only(app: &App, headers: &HeaderMap) -> Option<Response> {
     (!app.read_write).then(|| {
         page(app, headers, StatusCode::FORBIDDEN, "error.html", context! {
-            title => "Read-only", message => "This dashboard was started read-only; start it with --read-write to act on jobs and queues.",
+            title => "Read-only", message => "This dashboard was started read-only; start it with --read-write to act on jobs, queues and schedules.",
         })
     })
 }
@@ -367,6 +522,22 @@ async fn confirm_queue(State(app): Shared, headers: HeaderMap, Path(action): Pat
     }
 }
 
+#[derive(Deserialize)]
+struct ScheduleParam {
+    schedule: Option<String>,
+}
+
+fn no_schedule(app: &App, headers: &HeaderMap) -> Response {
+    page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "Name a schedule: ?schedule=NAME." })
+}
+
+async fn confirm_schedule(State(app): Shared, headers: HeaderMap, Path(action): Path<String>, Query(q): Query<ScheduleParam>) -> Response {
+    match q.schedule {
+        Some(schedule) => confirm(&app, &headers, "schedule", &schedule, &action, &SCHEDULE_ACTIONS),
+        None => no_schedule(&app, &headers),
+    }
+}
+
 fn confirm(app: &App, headers: &HeaderMap, kind: &str, target: &str, action: &str, allowed: &[&str]) -> Response {
     if let Some(refused) = refuse_read_only(app, headers) {
         return refused;
@@ -374,7 +545,9 @@ fn confirm(app: &App, headers: &HeaderMap, kind: &str, target: &str, action: &st
     if !allowed.contains(&action) {
         return page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." });
     }
-    let mut response = page(app, headers, StatusCode::OK, "confirm.html", context! { title => format!("{action} {kind}"), kind, target, action });
+    // "run" a schedule: say what it does
+    let verb = if action == "run" { "run now" } else { action };
+    let mut response = page(app, headers, StatusCode::OK, "confirm.html", context! { title => format!("{verb} {kind}"), kind, target, action => verb });
     // This page's form must send its Origin, which the POST is checked
     // against: under no-referrer (every other page's policy) browsers send
     // `Origin: null` instead. Same-origin still sends nothing to other sites.
@@ -403,7 +576,34 @@ async fn act_on_queue(
     act(&app, &headers, &queue, &action, &QUEUE_ACTIONS, form, format!("/?prefix={}", url_part(&queue))).await
 }
 
+async fn act_on_schedule(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path(action): Path<String>,
+    Query(q): Query<ScheduleParam>,
+    Form(form): Form<ActionForm>,
+) -> Answer {
+    let Some(schedule) = q.schedule else { return Err(no_schedule(&app, &headers)) };
+    allowed_post(&app, &headers, &action, &SCHEDULE_ACTIONS, &form)?;
+    let c = connect(&app, &headers).await?;
+    // run: to the job made; pause and resume: back to the schedules
+    let back = match c.act_on_schedule(&action, &schedule).await.map_err(|f| failure(&app, &headers, f))? {
+        Some(job) => format!("/jobs/{}", url_part(&job)),
+        None => "/schedules".to_string(),
+    };
+    Ok(Redirect::to(&back).into_response())
+}
+
 async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed: &[&str], form: ActionForm, back: String) -> Answer {
+    allowed_post(app, headers, action, allowed, &form)?;
+    let c = connect(app, headers).await?;
+    c.act(action, target).await.map_err(|f| failure(app, headers, f))?;
+    Ok(Redirect::to(&back).into_response())
+}
+
+/// Whether an action's POST may be done: a read-write dashboard, the form's
+/// CSRF token and an Origin of the dashboard's own, an action there is.
+fn allowed_post(app: &App, headers: &HeaderMap, action: &str, allowed: &[&str], form: &ActionForm) -> Result<(), Response> {
     if let Some(refused) = refuse_read_only(app, headers) {
         return Err(refused);
     }
@@ -420,9 +620,7 @@ async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed
     if !allowed.contains(&action) {
         return Err(page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
     }
-    let c = connect(app, headers).await?;
-    c.act(action, target).await.map_err(|f| failure(app, headers, f))?;
-    Ok(Redirect::to(&back).into_response())
+    Ok(())
 }
 
 #[cfg(test)]
@@ -433,5 +631,19 @@ mod tests {
     fn url_parts_keep_only_unreserved_characters() {
         assert_eq!(url_part("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
         assert_eq!(url_part("é-._~"), "%C3%A9-._~");
+    }
+
+    #[test]
+    fn refresh_is_bounded_and_durations_read_well() {
+        assert_eq!(refresh_of(Some("5")), Some(5));
+        assert_eq!(refresh_of(Some("1")), None);
+        assert_eq!(refresh_of(Some("301")), None);
+        assert_eq!(refresh_of(Some("5\"><script>")), None);
+        assert_eq!(refresh_of(None), None);
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(42_000), "42 s");
+        assert_eq!(duration(3_723_000), "1 h 2 min");
+        assert_eq!(query_string(&[("a", Some("x y")), ("b", None)]), "?a=x%20y");
+        assert_eq!(query_string(&[("b", None)]), "");
     }
 }

@@ -26,6 +26,12 @@ fn every_path(db: &str) -> Vec<String> {
         "/workflows".into(),
         format!("/jobs/{failed}/retry"),
         "/queues/pause?queue=mail".into(),
+        "/schedules/pause?schedule=nightly".into(),
+        "/schedules/resume?schedule=nightly".into(),
+        "/schedules/run?schedule=nightly".into(),
+        format!("/workflows/{job}"),
+        "/?refresh=5".into(),
+        format!("/jobs/{job}?refresh=5"),
         "/static/style.css".into(),
         "/no-such-page".into(),
     ]
@@ -380,5 +386,79 @@ fn every_kind_of_answer_carries_the_security_headers() {
         let conflict = post_confirmed(&base, &format!("/jobs/{exhausted}/retry"), &cookie, &token).await;
         assert_eq!(conflict.status(), 409);
         assert_security_headers("409", &conflict, "no-referrer");
+    });
+}
+
+/// The schedules' actions (pause, resume, run now) obey the rules of every
+/// other action: absent from a read-only dashboard; on a read-write one
+/// refused without the password, without the form's CSRF token (or with a
+/// wrong one), and without an Origin of the dashboard's own. None of them
+/// changes the schedule or enqueues a job; the real form does.
+#[test]
+fn the_schedule_actions_are_refused_without_password_token_or_origin() {
+    let db = fill("rq_dashboard_schedule_actions");
+    let state = |db: &str| -> (bool, i64) {
+        let mut c = sql(db);
+        let enabled: bool = c.query_one("SELECT enabled FROM schedules WHERE name = 'nightly'", &[]).unwrap().get(0);
+        let jobs: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'reports'", &[]).unwrap().get(0);
+        (enabled, jobs)
+    };
+    let before = state(&db);
+    assert!(before.0, "nightly starts enabled");
+    let actions = ["/schedules/pause?schedule=nightly", "/schedules/resume?schedule=nightly", "/schedules/run?schedule=nightly"];
+    {
+        let read_only = Dashboard::on(&db).start();
+        let base = read_only.base.clone();
+        runtime().block_on(async {
+            let page = get(&format!("{base}/schedules")).await.text().await.unwrap();
+            assert!(!page.contains("/schedules/pause") && !page.contains("/schedules/run"), "no action links when read-only");
+            for path in actions {
+                assert_eq!(get(&format!("{base}{path}")).await.status(), 403, "GET {path} read-only");
+                let post = http().post(format!("{base}{path}")).basic_auth(USER, Some(PASSWORD)).header("origin", &base).form(&[("csrf", "x")]).send().await.unwrap();
+                assert_eq!(post.status(), 403, "POST {path} read-only");
+            }
+        });
+    }
+    let dashboard = Dashboard::on(&db).read_write().start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        for path in actions {
+            let (cookie, token) = session_and_token(&format!("{base}{path}")).await;
+            let post = |cookie: Option<&str>, token: &str, origin: Option<&str>, password: bool| {
+                let mut request = http().post(format!("{base}{path}")).form(&[("csrf", token.to_string())]);
+                if let Some(cookie) = cookie {
+                    request = request.header("cookie", cookie);
+                }
+                if let Some(origin) = origin {
+                    request = request.header("origin", origin);
+                }
+                if password {
+                    request = request.basic_auth(USER, Some(PASSWORD));
+                }
+                request.send()
+            };
+            let no_password = post(Some(&cookie), &token, Some(&base), false).await.unwrap();
+            assert_eq!(no_password.status(), 401, "POST {path} without the password");
+            let no_cookie = post(None, &token, Some(&base), true).await.unwrap();
+            assert_eq!(no_cookie.status(), 403, "POST {path} without the session");
+            let wrong_token = post(Some(&cookie), "00ff", Some(&base), true).await.unwrap();
+            assert_eq!(wrong_token.status(), 403, "POST {path} with a wrong token");
+            let foreign = post(Some(&cookie), &token, Some("http://evil.example"), true).await.unwrap();
+            assert_eq!(foreign.status(), 403, "POST {path} from another origin");
+            let no_origin = post(Some(&cookie), &token, None, true).await.unwrap();
+            assert_eq!(no_origin.status(), 403, "POST {path} without an Origin");
+        }
+        assert_eq!(tokio::task::block_in_place(|| state(&db)), before, "no refused POST changed anything");
+        // the real thing: pause, then run now (a job in reports), then resume
+        for (path, want) in [
+            (actions[0], (false, before.1)),
+            (actions[2], (false, before.1 + 1)),
+            (actions[1], (true, before.1 + 1)),
+        ] {
+            let (cookie, token) = session_and_token(&format!("{base}{path}")).await;
+            let done = post_confirmed(&base, path, &cookie, &token).await;
+            assert_eq!(done.status(), 303, "POST {path}");
+            assert_eq!(tokio::task::block_in_place(|| state(&db)), want, "after {path}");
+        }
     });
 }

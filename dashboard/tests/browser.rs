@@ -42,14 +42,14 @@ fn every_page_shows_what_the_database_holds() {
         assert!(charts >= 2, "a throughput and a wait chart: {charts}");
         assert_eq!(text(&b, "#mode").await, "read-only");
         assert!(b.find_all(Locator::Css(".action")).await.unwrap().is_empty(), "no actions when read-only");
-        screenshot(&b, "queues").await;
+        guide_screenshot(&b, "queues").await;
 
         // jobs, filtered by status and by error text
         b.goto(&format!("{base}/jobs?status=failed")).await.unwrap();
         let statuses = texts(&b, "#jobs td.status").await;
         assert_eq!(statuses.len() as i64, failed);
         assert!(statuses.iter().all(|s| s == "failed"), "{statuses:?}");
-        screenshot(&b, "jobs").await;
+        guide_screenshot(&b, "jobs").await;
         b.goto(&format!("{base}/jobs?q=no+retry")).await.unwrap();
         let errors = texts(&b, "#jobs td.error").await;
         assert_eq!(errors, ["no retry left"]);
@@ -79,10 +79,10 @@ fn every_page_shows_what_the_database_holds() {
         // schedules and workflows
         b.goto(&format!("{base}/schedules")).await.unwrap();
         assert_eq!(texts(&b, "#schedules td.name").await, ["nightly"]);
-        screenshot(&b, "schedules").await;
+        guide_screenshot(&b, "schedules").await;
         b.goto(&format!("{base}/workflows")).await.unwrap();
         assert_eq!(texts(&b, "#workflows td.child").await, [child.clone()]);
-        screenshot(&b, "workflows").await;
+        guide_screenshot(&b, "workflows").await;
 
         // an unknown job is a page that says so
         b.goto(&format!("{base}/jobs/00000000-0000-7000-8000-000000000000")).await.unwrap();
@@ -274,7 +274,7 @@ fn a_jobs_page_shows_every_attempt() {
         // past_attempts is shown as the attempts, not again as a column
         assert!(!texts(&b, "#fields th").await.iter().any(|t| t == "past_attempts"));
         b.find(Locator::Css("#attempts td.trace summary")).await.unwrap().click().await.unwrap();
-        screenshot(&b, "job-attempts").await;
+        guide_screenshot(&b, "job-attempts").await;
         b.close().await.unwrap();
     });
     c.batch_execute("DROP OWNED BY rq_dash_attempts_viewer; DROP ROLE rq_dash_attempts_viewer").unwrap();
@@ -492,6 +492,276 @@ fn queues_of_any_name_are_paused_and_resumed_in_the_browser() {
             assert_eq!(texts(&b, "#jobs td.queue").await, [name], "the jobs of {name:?}");
         }
         screenshot(&b, "queue-names").await;
+        b.close().await.unwrap();
+    });
+}
+
+/// Pause, resume and run now, clicked on the schedules page: each changes
+/// the database as it says; run now enqueues one job due now with the
+/// schedule's queue, payload and options, and shows it.
+#[test]
+fn schedules_are_paused_resumed_and_run_now_in_the_browser() {
+    let db = fill("rq_dashboard_schedules");
+    let mut c = sql(&db);
+    c.batch_execute(
+        "SELECT rq_schedule('with options', '0 4 * * *', 'opts', '{\"report\": 1}', max_age => '1 hour',
+             max_retry_count => 7, min_retry_delay => '2 seconds', max_retry_delay => '1 minute',
+             backoff_base => '3 seconds', priority => 5)",
+    )
+    .unwrap();
+    let enabled = |name: &str| -> bool {
+        sql(&db).query_one("SELECT enabled FROM schedules WHERE name = $1", &[&name]).unwrap().get(0)
+    };
+    let dashboard = Dashboard::on(&db).read_write().start();
+    let base = dashboard.base.clone();
+    let job = runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        b.goto(&format!("{base}/schedules")).await.unwrap();
+        assert_eq!(text(&b, "tr[data-schedule='nightly'] td.state").await, "enabled");
+        for (action, state, want) in [("pause", "paused", false), ("resume", "enabled", true)] {
+            b.goto(&format!("{base}/schedules")).await.unwrap();
+            b.find(Locator::Css(&format!("tr[data-schedule='nightly'] a.{action}"))).await.unwrap().click().await.unwrap();
+            assert_eq!(text(&b, "#confirm code").await, "nightly", "the confirmation names the schedule");
+            if action == "pause" {
+                screenshot(&b, "confirm-schedule").await;
+            }
+            click(&b, "yes").await;
+            b.wait().for_element(Locator::Css("#schedules")).await.unwrap();
+            assert_eq!(text(&b, "tr[data-schedule='nightly'] td.state").await, state, "after {action}");
+            assert_eq!(tokio::task::block_in_place(|| enabled("nightly")), want, "after {action}");
+        }
+        b.goto(&format!("{base}/schedules")).await.unwrap();
+        b.find(Locator::Css("tr[data-schedule='with options'] a.run")).await.unwrap().click().await.unwrap();
+        assert_eq!(text(&b, "#confirm code").await, "with options");
+        click(&b, "yes").await;
+        // the job's own page
+        assert_eq!(text(&b, "#status").await, "queued");
+        assert_eq!(text(&b, "#payload").await, "{\"report\": 1}");
+        let url = b.current_url().await.unwrap();
+        let job = url.path().rsplit('/').next().unwrap().to_string();
+        // an unknown schedule: the database's refusal, nothing enqueued
+        b.goto(&format!("{base}/schedules/run?schedule=no%20such")).await.unwrap();
+        click(&b, "yes").await;
+        assert!(text(&b, "#failure").await.contains("P0002"), "an unknown schedule is refused");
+        b.goto(&format!("{base}/schedules")).await.unwrap();
+        b.close().await.unwrap();
+        job
+    });
+    let row = c
+        .query_one(
+            "SELECT j.queue, j.payload, j.status::text, j.max_age = s.max_age, j.max_retry_count = s.max_retry_count,
+                    j.min_retry_delay = s.min_retry_delay, j.max_retry_delay = s.max_retry_delay,
+                    j.backoff_base = s.backoff_base, j.priority = s.priority,
+                    j.scheduled_at <= raquel_internal.rq_now_ms(), s.max_age, s.priority
+             FROM jobs j, schedules s WHERE j.id = $1::text::uuid AND s.name = 'with options'",
+            &[&job],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2)), ("opts".into(), "{\"report\": 1}".into(), "queued".into()));
+    for i in 3..=9 {
+        assert!(row.get::<_, bool>(i), "column {i} of the run-now job differs from the schedule's");
+    }
+    assert_eq!((row.get::<_, i64>(10), row.get::<_, i32>(11)), (3_600_000, 5), "the schedule's options were set");
+    let jobs: i64 = c.query_one("SELECT count(*) FROM jobs WHERE queue = 'opts'", &[]).unwrap().get(0);
+    assert_eq!(jobs, 1, "run now enqueued one job");
+}
+
+/// The charts draw what `metrics` holds: known rows for two queues ten
+/// minutes ago (the worker writes the current minute only), read back from
+/// each series' figures; the totals sum the queues; the ready column and
+/// the oldest wait come from the jobs.
+#[test]
+fn the_charts_draw_the_figures_in_metrics() {
+    let db = "rq_dashboard_charts";
+    let mut c = fresh_db(db);
+    // a histogram of 161 buckets with 90, 9 and 1 runs in buckets 40, 60 and 80
+    c.batch_execute(
+        "CREATE TEMP TABLE h AS SELECT array_agg(CASE i WHEN 40 THEN 90 WHEN 60 THEN 9 WHEN 80 THEN 1 ELSE 0 END ORDER BY i) AS run
+             FROM generate_series(1, 161) i;
+         INSERT INTO metrics (queue, minute, enqueued, succeeded, failed, run_histogram, backlog)
+         SELECT q.queue, (raquel_internal.rq_now_ms() / 60000 - 10) * 60000, q.enqueued, q.succeeded, q.failed, h.run, q.backlog
+         FROM h, (VALUES ('alpha', 6, 5, 1, 17), ('beta', 4, 2, 2, 3)) q (queue, enqueued, succeeded, failed, backlog);
+         SELECT rq_enqueue('alpha', 'late ' || i, at => now() - interval '1 hour') FROM generate_series(1, 3) i;
+         SELECT rq_enqueue('beta', 'later', at => now() + interval '1 hour');",
+    )
+    .unwrap();
+    let expected: Vec<String> = c
+        .query(
+            "SELECT to_char(raquel_internal.rq_histogram_percentile(h.run, p), 'FM999999990.000') FROM h, unnest(ARRAY[0.5, 0.95, 0.99]::float8[]) WITH ORDINALITY u (p, n) ORDER BY n",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(expected.iter().all(|e| e != "0.000"), "{expected:?}");
+    let dashboard = Dashboard::on(db).start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        b.goto(&format!("{base}/")).await.unwrap();
+        let figure = |chart: String, series: &'static str| {
+            let b = &b;
+            async move {
+                let css = format!("svg[aria-label='{chart}'] g[data-series='{series}']");
+                b.find(Locator::Css(&css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).attr("data-max").await.unwrap().unwrap_or_default()
+            }
+        };
+        for queue in ["alpha", "beta"] {
+            for (series, want) in ["p50", "p95", "p99"].into_iter().zip(&expected) {
+                assert_eq!(&figure(format!("{queue}: run time, claim to end"), series).await, want, "{queue}'s run {series}");
+            }
+        }
+        assert_eq!(figure("alpha: ready jobs".into(), "ready").await, "17.000");
+        assert_eq!(figure("beta: ready jobs".into(), "ready").await, "3.000");
+        assert_eq!(figure("alpha: jobs a minute".into(), "enqueued").await.parse::<f64>().unwrap() >= 6.0, true);
+        // every queue's events summed: at least the rows above (the worker
+        // may add the minute's own enqueues, 4 at most)
+        let total = |series: &'static str| figure("All queues: jobs a minute".into(), series);
+        assert_eq!(total("failed").await, "3.000", "1 + 2 failed");
+        assert_eq!(total("succeeded").await, "7.000", "5 + 2 succeeded");
+        assert_eq!(total("enqueued").await, "10.000", "6 + 4 enqueued");
+        // ready now: alpha's three late jobs, the oldest due an hour ago; beta's is not due
+        assert_eq!(text(&b, "tr[data-queue='alpha'] td.ready").await, "3");
+        assert!(text(&b, "tr[data-queue='alpha'] td.oldest").await.starts_with("1 h 0 min"));
+        assert_eq!(text(&b, "tr[data-queue='beta'] td.ready").await, "0");
+        assert_eq!(text(&b, "tr[data-queue='beta'] td.oldest").await, "");
+        b.close().await.unwrap();
+    });
+}
+
+/// `?refresh=5` (the "Reload every 5 s" link) adds a meta refresh to the
+/// queues page and a job's page, and only then; the CSP is the same either
+/// way: the reload needs no script.
+#[test]
+fn live_refresh_is_a_meta_refresh_asked_for_and_the_csp_stays() {
+    let db = fill("rq_dashboard_refresh");
+    let job: String = sql(&db).query_one("SELECT id::text FROM jobs WHERE status = 'failed' LIMIT 1", &[]).unwrap().get(0);
+    let dashboard = Dashboard::on(&db).start();
+    let base = dashboard.base.clone();
+    const META: &str = "<meta http-equiv=\"refresh\" content=\"5\">";
+    const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+    runtime().block_on(async {
+        for page in ["/".to_string(), format!("/jobs/{job}")] {
+            for (query, meta) in [("", false), ("?refresh=5", true), ("?refresh=1", false), ("?refresh=x", false)] {
+                let url = if page.contains('?') { format!("{base}{page}&{}", &query[1..]) } else { format!("{base}{page}{query}") };
+                let response = get(&url).await;
+                assert_eq!(response.status(), 200, "{url}");
+                assert_eq!(response.headers().get("content-security-policy").unwrap(), CSP, "{url}");
+                let body = response.text().await.unwrap();
+                assert_eq!(body.contains(META), meta, "{url}");
+                assert!(!body.contains("<script"), "{url}");
+            }
+        }
+        let (_driver, b) = logged_in_browser(&base).await;
+        for page in ["/".to_string(), format!("/jobs/{job}")] {
+            b.goto(&format!("{base}{page}")).await.unwrap();
+            assert!(b.find_all(Locator::Css("meta[http-equiv=refresh]")).await.unwrap().is_empty());
+            click(&b, "live-on").await;
+            b.wait().for_element(Locator::Id("live-off")).await.unwrap();
+            assert!(b.current_url().await.unwrap().query().unwrap_or_default().contains("refresh=5"));
+            let meta = b.find(Locator::Css("meta[http-equiv=refresh]")).await.unwrap();
+            assert_eq!(meta.attr("content").await.unwrap().as_deref(), Some("5"));
+            click(&b, "live-off").await;
+            b.wait().for_element(Locator::Id("live-on")).await.unwrap();
+            assert!(b.find_all(Locator::Css("meta[http-equiv=refresh]")).await.unwrap().is_empty(), "{page}: live refresh stopped");
+        }
+        b.close().await.unwrap();
+    });
+}
+
+/// A workflow drawn as a graph: a node per job with its status (as text and
+/// as the class that colours it), a link to its page, an edge per
+/// parent; one of more than 200 jobs draws the first 200 and says how many
+/// more.
+#[test]
+fn a_workflow_is_drawn_as_a_graph_of_its_jobs() {
+    let db = "rq_dashboard_graph";
+    let mut c = fresh_db(db);
+    let id = |c: &mut postgres::Client, sql: &str, after: &[&String]| -> String {
+        let after: Vec<String> = after.iter().map(|s| s.to_string()).collect();
+        c.query_one(sql, &[&after]).unwrap().get(0)
+    };
+    let a: String = c.query_one("SELECT id::text FROM rq_enqueue('etl', 'extract')", &[]).unwrap().get(0);
+    let bb = id(&mut c, "SELECT id::text FROM rq_enqueue('etl', 'transform 1', after => $1::text[]::uuid[])", &[&a]);
+    let cc = id(&mut c, "SELECT id::text FROM rq_enqueue('etl', 'transform 2', after => $1::text[]::uuid[])", &[&a]);
+    let d = id(&mut c, "SELECT id::text FROM rq_enqueue('etl', 'load', after => $1::text[]::uuid[])", &[&bb, &cc]);
+    // the first job succeeds: its children are queued, its edges stay in job_parents
+    c.batch_execute("SELECT rq_complete(id, attempts) FROM rq_claim(ARRAY['etl'])").unwrap();
+    // a big one: a parent and 250 children
+    let big: String = c.query_one("SELECT id::text FROM rq_enqueue('fan', 'parent')", &[]).unwrap().get(0);
+    // its children enqueued a later millisecond: the parent is the oldest
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    c.execute("SELECT count(*) FROM rq_enqueue_batch('fan', ARRAY(SELECT 'child ' || i FROM generate_series(1, 250) i), after => ARRAY[$1::text::uuid])", &[&big])
+        .unwrap();
+    // a dense one: 40 children each after the same 40 parents, 1,600 edges
+    let parents: Vec<String> = c
+        .query("SELECT id::text FROM rq_enqueue_batch('dense', ARRAY(SELECT 'parent ' || i FROM generate_series(1, 40) i))", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let dense: String = c
+        .query(
+            "SELECT id::text FROM rq_enqueue_batch('dense', ARRAY(SELECT 'child ' || i FROM generate_series(1, 40) i),
+                 after => $1::text[]::uuid[])",
+            &[&parents],
+        )
+        .unwrap()[0]
+        .get(0);
+    let dashboard = Dashboard::on(db).start();
+    let base = dashboard.base.clone();
+    runtime().block_on(async {
+        let (_driver, b) = logged_in_browser(&base).await;
+        // its edges are bounded too: the first 1,000 drawn, and the page says so
+        b.goto(&format!("{base}/workflows/{dense}")).await.unwrap();
+        assert_eq!(b.find_all(Locator::Css("#graph a.node")).await.unwrap().len(), 80);
+        assert_eq!(b.find_all(Locator::Css("#graph line.edge")).await.unwrap().len(), 1000);
+        let shown = text(&b, "#shown").await;
+        assert!(shown.starts_with("80 jobs; 1000 edges (the first 1000 drawn"), "{shown}");
+        b.goto(&format!("{base}/jobs/{d}")).await.unwrap();
+        click(&b, "graph").await;
+        b.wait().for_element(Locator::Css("#graph svg.graph")).await.unwrap();
+        let mut nodes = Vec::new();
+        for node in b.find_all(Locator::Css("#graph a.node")).await.unwrap() {
+            let id = node.attr("data-id").await.unwrap().unwrap();
+            let status = node.attr("data-status").await.unwrap().unwrap();
+            let depth = node.attr("data-depth").await.unwrap().unwrap();
+            let href = node.attr("href").await.unwrap().unwrap();
+            let class = node.find(Locator::Css("rect")).await.unwrap().attr("class").await.unwrap().unwrap();
+            let shown = node.find(Locator::Css("text.status")).await.unwrap().text().await.unwrap();
+            assert_eq!(href, format!("/jobs/{id}"));
+            assert_eq!(class, format!("status-{status}"));
+            assert_eq!(shown, status, "the status in text");
+            nodes.push((id, status, depth));
+        }
+        nodes.sort();
+        let mut want = vec![
+            (a.clone(), "success".to_string(), "0".to_string()),
+            (bb.clone(), "queued".into(), "1".into()),
+            (cc.clone(), "queued".into(), "1".into()),
+            (d.clone(), "blocked".into(), "2".into()),
+        ];
+        want.sort();
+        assert_eq!(nodes, want);
+        assert_eq!(b.find_all(Locator::Css("#graph line.edge")).await.unwrap().len(), 4);
+        assert!(text(&b, "#shown").await.starts_with("4 jobs;"));
+        guide_screenshot(&b, "workflow").await;
+        // a node is a link to its job
+        b.find(Locator::Css(&format!("#graph a.node[data-id='{bb}']"))).await.unwrap().click().await.unwrap();
+        b.wait().for_element(Locator::Id("status")).await.unwrap();
+        assert!(b.current_url().await.unwrap().path().ends_with(&bb));
+
+        // bounded: the first 200 of 251, and how many more
+        b.goto(&format!("{base}/workflows/{big}")).await.unwrap();
+        assert_eq!(b.find_all(Locator::Css("#graph a.node")).await.unwrap().len(), 200);
+        let shown = text(&b, "#shown").await;
+        assert!(shown.contains("the first 200 shown: 51 more not drawn"), "{shown}");
+        assert_eq!(b.find_all(Locator::Css(&format!("#graph a.node[data-id='{big}']"))).await.unwrap().len(), 1, "the parent, oldest, is drawn");
+        // the workflows page links to the graphs
+        b.goto(&format!("{base}/workflows")).await.unwrap();
+        assert!(!b.find_all(Locator::Css("#workflows a.graph")).await.unwrap().is_empty());
+        screenshot(&b, "workflows-with-graph-links").await;
         b.close().await.unwrap();
     });
 }

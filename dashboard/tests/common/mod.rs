@@ -260,6 +260,21 @@ pub async fn screenshot(client: &Client, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// A screenshot for the dashboard's guide: written to
+/// docs/src/images/dashboard/NAME.png (the guide shows what the code
+/// draws), and kept with the run's others. The browser's window is the fixed
+/// size browser_with gives it (1280×900), so each run draws the same frame.
+pub async fn guide_screenshot(client: &Client, name: &str) {
+    screenshot(client, name).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/images/dashboard");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots").join(format!("{name}.png")),
+        dir.join(format!("{name}.png")),
+    )
+    .unwrap();
+}
+
 /// The text of the element `css` selects, waiting (up to fantoccini's
 /// default 30 s) for a page that a click is still loading to show it.
 pub async fn text(client: &Client, css: &str) -> String {
