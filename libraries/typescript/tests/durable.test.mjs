@@ -91,3 +91,24 @@ test("a wait for an event times out", async () => {
   await worker.stop();
   assert.deepEqual((await job(lonely.id)).result, { payload: null, timedOut: true });
 });
+
+test("examples/durable.mjs, the README's durable worker, runs an order to its end and stops on SIGTERM", async () => {
+  const { spawn } = await import("node:child_process");
+  const { once } = await import("node:events");
+  const order = await enqueue(pool, "orders", { order: 42 });
+  const child = spawn(process.execPath, [new URL("../examples/durable.mjs", import.meta.url).pathname], {
+    env: { ...process.env, PGHOST: config.host, PGPORT: String(config.port), PGUSER: config.user, PGDATABASE: config.database, ...(config.password ? { PGPASSWORD: config.password } : {}) },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  const exited = once(child, "exit");
+  try {
+    await until("parked on the payment", async () =>
+      (await pool.query("SELECT count(*)::int AS n FROM job_waits WHERE job_id = $1", [order.id])).rows[0].n === 1, 20_000);
+    await emit(pool, "paid:42", { amount: 120 });
+    await until("the order done", async () => (await job(order.id)).status === "success", 10_000);
+  } finally {
+    child.kill("SIGTERM");
+    await exited;
+  }
+  assert.deepEqual((await job(order.id)).result, { payment: "C-42-120", parcel: "P-42-R-42" });
+});
