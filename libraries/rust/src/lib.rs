@@ -57,6 +57,10 @@ pub enum Error {
         #[source]
         source: HandlerError,
     },
+    /// A worker's connection to the server closed: `run` ends with this
+    /// (after its shutdown), for a supervisor or a loop to start it again.
+    #[error("raquel-pg: the worker's {0} connection closed")]
+    Closed(&'static str),
     /// A setting the worker cannot run with.
     #[error("raquel-pg: {0}")]
     Config(String),

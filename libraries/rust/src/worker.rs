@@ -381,6 +381,11 @@ async fn claim_loop(worker: Arc<Worker>, shared: Arc<Shared>, client: Client, st
         if stop.is_cancelled() {
             return Ok(());
         }
+        // Without the side connection no failure or extension could be
+        // recorded: stop claiming rather than take jobs that would lapse.
+        if shared.side.is_closed() {
+            return Err(Error::Closed("side"));
+        }
         let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
         let mut first = first;
         while first.num_permits() > 1 {
@@ -442,7 +447,8 @@ async fn claim_loop(worker: Arc<Worker>, shared: Arc<Shared>, client: Client, st
                 }
                 if client.is_closed() {
                     shared.pending.lock().unwrap().extend(done);
-                    return Err(Error::db("the claim connection", error));
+                    log::error!("raquel-pg: the claim connection closed: {error}");
+                    return Err(Error::Closed("claim"));
                 }
                 // One refused completion (a stale token) refuses the batch and
                 // the claim: complete them one by one, then claim again.

@@ -335,3 +335,32 @@ async fn prefetched_jobs_wait_for_a_slot_and_are_handed_back_at_shutdown() {
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 3));
 }
+
+#[tokio::test]
+async fn a_lost_claim_connection_ends_run_with_an_error() {
+    let dsn = common::database("worker");
+    let client = common::connect(&dsn).await;
+    // named, so that only this worker's connection is terminated (other
+    // tests' workers share the database)
+    let named = format!("{dsn} application_name=rs-lost-claim");
+    let worker = Worker::new(named).claim_wait(Duration::from_secs(30)).handle("lost", |_job: Job| async move { Ok(()) });
+    let run = tokio::spawn(worker.run_until(std::future::pending()));
+    let terminated = || {
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE application_name = 'rs-lost-claim' \
+                     AND query LIKE '%rq_complete_batch_and_claim%'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get::<_, bool>(0)
+        }
+    };
+    common::wait_until(Duration::from_secs(10), "the worker's waiting claim terminated", terminated).await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), run).await.expect("run ended within 10 s").unwrap();
+    let error = ended.unwrap_err();
+    assert!(matches!(error, raquel_pg::Error::Closed("claim")), "{error}");
+}
