@@ -142,7 +142,7 @@ FROM jobs j;
 -- An unknown id is an error (P0002), as for rq_parents: a job pruned after
 -- the retention is gone with its history. Reads the jobs table as its
 -- caller (SECURITY INVOKER): whoever may read jobs may read histories.
-CREATE FUNCTION rq_history(id uuid)
+CREATE FUNCTION raquel_internal.rq_history(id uuid)
 RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
                outcome text, error text, trace text)
 LANGUAGE plpgsql STABLE
@@ -186,3 +186,12 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_history
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_history(id uuid)
+RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
+               outcome text, error text, trace text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_history($1) $$;

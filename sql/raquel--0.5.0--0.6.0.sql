@@ -1905,7 +1905,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT * FROM raquel_internal.rq_resume($1) $$;
 
 -- changed: rq_resume_schedule(text)
-CREATE OR REPLACE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+CREATE FUNCTION raquel_internal.rq_resume_schedule(name text) RETURNS schedules
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1925,6 +1925,38 @@ BEGIN
     RETURN schedule;
 END
 $$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_resume_schedule
+-- (sql/privileges.sql says why).
+CREATE OR REPLACE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume_schedule($1) $$;
+
+
+-- changed: rq_pause_schedule(text), its body now in raquel_internal (the dashboard calls it there)
+CREATE FUNCTION raquel_internal.rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_pause_schedule
+-- (sql/privileges.sql says why).
+CREATE OR REPLACE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause_schedule($1) $$;
 
 -- changed: rq_retry(uuid)
 CREATE OR REPLACE FUNCTION rq_retry(id uuid) RETURNS jobs
@@ -2260,7 +2292,7 @@ ALTER TABLE @extschema@.jobs ADD COLUMN past_attempts jsonb;
 -- An unknown id is an error (P0002), as for rq_parents: a job pruned after
 -- the retention is gone with its history. Reads the jobs table as its
 -- caller (SECURITY INVOKER): whoever may read jobs may read histories.
-CREATE FUNCTION rq_history(id uuid)
+CREATE FUNCTION raquel_internal.rq_history(id uuid)
 RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
                outcome text, error text, trace text)
 LANGUAGE plpgsql STABLE
@@ -2304,6 +2336,15 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_history
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_history(id uuid)
+RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
+               outcome text, error text, trace text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_history($1) $$;
 
 
 -- The jobs table's defaults and the views, by the twins' names.

@@ -11,19 +11,6 @@ CREATE SCHEMA IF NOT EXISTS raquel_internal; /* raquel::raquel_internal */
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_check_schedule_options
-CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
-	"name" TEXT, /* Option < & str > */
-	"catch_up" TEXT, /* Option < & str > */
-	"queue" TEXT, /* Option < & str > */
-	"payload" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- raquel::ids::rq_uuid7
 CREATE  FUNCTION raquel_internal."rq_uuid7"() RETURNS uuid /* pgrx :: Uuid */
 STRICT VOLATILE PARALLEL SAFE 
@@ -32,353 +19,14 @@ AS 'MODULE_PATHNAME', 'rq_uuid7_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::flow::rq_check_limits
-CREATE  FUNCTION raquel_internal."rq_check_limits"(
-	"queue" TEXT, /* Option < & str > */
-	"max_claimed" INT, /* Option < i32 > */
-	"rate" INT, /* Option < i32 > */
-	"per" interval, /* Option < Interval > */
-	"group_max_claimed" INT /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_timestamptz
-CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
-	"ms" bigint /* i64 */
-) RETURNS timestamp with time zone /* TimestampWithTimeZone */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::steps::rq_check_step_name
-CREATE  FUNCTION raquel_internal."rq_check_step_name"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"name" TEXT, /* Option < & str > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::ended::rq_ended
-CREATE  FUNCTION raquel_internal."rq_ended"(
-	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"outcome" TEXT, /* & str */
-	"was_claimed" bool, /* bool */
-	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller
-CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_ms_to_interval
-CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
-	"ms" bigint /* i64 */
-) RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_require_flow_claim
-CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
-	"name" TEXT /* & str */
-) RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_max_event_wait_ms
-CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
-STRICT STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_refuse
-CREATE  FUNCTION raquel_internal."rq_refuse"(
-	"refusal" TEXT, /* Option < & str > */
-	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_batch
-CREATE  FUNCTION raquel_internal."rq_check_batch"(
-	"batch" INT /* Option < i32 > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::claim_slots::rq_claim_slot_counts
-CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"refreshes" bigint,  /* i64 */
-	"checks" bigint,  /* i64 */
-	"slots" INT,  /* i32 */
-	"max_slots" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_arrays
-CREATE  FUNCTION raquel_internal."rq_check_arrays"(
-	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
-	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
-) RETURNS void
-IMMUTABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::clock::rq_now_ms
-CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_lease_ms
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queue
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_max_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_raise_cannot
-CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT, /* & str */
-	"allowed" TEXT[] /* Vec < Option < String > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::backoff::rq_backoff
-CREATE  FUNCTION raquel_internal."rq_backoff"(
-	"attempt" INT, /* i32 */
-	"backoff_base" INT, /* i32 */
-	"min_retry_delay" INT, /* i32 */
-	"max_retry_delay" INT /* i32 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_backoff_base
-CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::rate_buckets::rq_rate_bucket_counts
-CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
-	"claims_shared" bigint,  /* i64 */
-	"claims_from_rows" bigint,  /* i64 */
-	"buckets" INT,  /* i32 */
-	"max_buckets" INT  /* i32 */
-)
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_metrics_lost
-CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_timestamp_ms
-CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
-	"value" timestamp with time zone, /* TimestampWithTimeZone */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::flow::rq_wake_claims
-CREATE  FUNCTION raquel_internal."rq_wake_claims"(
-	"queue" TEXT /* Option < & str > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::cursors::rq_cursor_state
-CREATE  FUNCTION raquel_internal."rq_cursor_state"(
-	"jobs" oid, /* pg_sys :: Oid */
-	"queue" TEXT /* & str */
-) RETURNS TEXT /* & '_ str */
-STRICT VOLATILE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_check_event_payload
-CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
-	"event" TEXT, /* Option < & str > */
-	"size" INT /* Option < i32 > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_nonnegative
-CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
-	"value" INT /* i32 */
+-- raquel::schema::rq_check_max_age_ms
+CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
+	"value" bigint /* i64 */
 ) RETURNS bool /* bool */
 IMMUTABLE STRICT PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_delay_ms
-CREATE  FUNCTION raquel_internal."rq_delay_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT /* & str */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_event_retention_ms
-CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
-STRICT STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_percentile
-CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
-	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"fraction" double precision /* f64 */
-) RETURNS double precision /* Option < f64 > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_min_retry_delay
-CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::deadlines::rq_look_in_at_commit
-CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::worker::rq_worker_wake
-CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schema::rq_check_status
-CREATE  FUNCTION raquel_internal."rq_check_status"(
-	"value" TEXT /* & str */
-) RETURNS bool /* bool */
-IMMUTABLE STRICT PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -394,78 +42,6 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'rq_job_ready_in_lane_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease_ms
-CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::workflows::rq_check_parents
-CREATE  FUNCTION raquel_internal."rq_check_parents"(
-	"jobs" INT, /* i32 */
-	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_interval_ms
-CREATE  FUNCTION raquel_internal."rq_interval_ms"(
-	"value" interval, /* Interval */
-	"name" TEXT, /* & str */
-	"min_ms" bigint, /* i64 */
-	"max_ms" bigint /* i64 */
-) RETURNS bigint /* i64 */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::distributed::rq_shard_queues
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::schedules::rq_schedule_due
-CREATE  FUNCTION raquel_internal."rq_schedule_due"(
-	"due_ms" bigint /* Option < i64 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::errors::rq_require_attempt
-CREATE  FUNCTION raquel_internal."rq_require_attempt"(
-	"id" uuid, /* Option < pgrx :: Uuid > */
-	"attempt" INT, /* Option < i32 > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS void
-STABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::privileges::rq_caller_may_read
-CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
-	"relation" oid /* pg_sys :: Oid */
-) RETURNS bool /* bool */
-STRICT STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -494,19 +70,169 @@ AS 'MODULE_PATHNAME', 'rq_job_options_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::statements::rq_kept_plans
-CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
-	"kept" INT,  /* i32 */
-	"max_kept" INT,  /* i32 */
-	"runs" bigint,  /* i64 */
-	"made" bigint,  /* i64 */
-	"evicted" bigint,  /* i64 */
-	"planned_once" bigint  /* i64 */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
+-- raquel::durations::rq_due_within_ms
+CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
+	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
+	"delay" interval, /* Option < Interval > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS bigint /* Option < i64 > */
+VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_timestamp_ms
+CREATE  FUNCTION raquel_internal."rq_timestamp_ms"(
+	"value" timestamp with time zone, /* TimestampWithTimeZone */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_timestamp_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_timestamptz
+CREATE  FUNCTION raquel_internal."rq_ms_to_timestamptz"(
+	"ms" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_timestamptz_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller
+CREATE  FUNCTION raquel_internal."rq_caller"() RETURNS oid /* pg_sys :: Oid */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_check_limits
+CREATE  FUNCTION raquel_internal."rq_check_limits"(
+	"queue" TEXT, /* Option < & str > */
+	"max_claimed" INT, /* Option < i32 > */
+	"rate" INT, /* Option < i32 > */
+	"per" interval, /* Option < Interval > */
+	"group_max_claimed" INT /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_limits_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_now_ms
+CREATE  FUNCTION raquel_internal."rq_now_ms"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_now_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_keep_ms
+CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
+	"keep" interval /* Option < Interval > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_lease_ms
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::rate_buckets::rq_rate_bucket_counts
+CREATE  FUNCTION raquel_internal."rq_rate_bucket_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"buckets" INT,  /* i32 */
+	"max_buckets" INT  /* i32 */
+)
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_rate_bucket_counts_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::ended::rq_ended
+CREATE  FUNCTION raquel_internal."rq_ended"(
+	"ids" uuid[], /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+	"queues" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"outcome" TEXT, /* & str */
+	"was_claimed" bool, /* bool */
+	"sets_off" bool[] /* :: std :: option :: Option < Vec < Option < bool > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ended_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queues
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_event_retention_ms
+CREATE  FUNCTION raquel_internal."rq_event_retention_ms"() RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_event_retention_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_max_event_wait_ms
+CREATE  FUNCTION raquel_internal."rq_max_event_wait_ms"() RETURNS bigint /* Option < i64 > */
+STRICT STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_max_event_wait_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::clock::rq_ms_to_interval
+CREATE  FUNCTION raquel_internal."rq_ms_to_interval"(
+	"ms" bigint /* i64 */
+) RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_ms_to_interval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_require_attempt
+CREATE  FUNCTION raquel_internal."rq_require_attempt"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_attempt_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_arrays
+CREATE  FUNCTION raquel_internal."rq_check_arrays"(
+	"names" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"dimensions" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"keys" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_arrays_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -520,30 +246,51 @@ AS 'MODULE_PATHNAME', 'rq_retention_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::statements::rq_kept_statements
-CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
-	"function" TEXT,  /* String */
-	"statement" TEXT,  /* & '_ str */
-	"variant" bigint,  /* i64 */
-	"argument_types" TEXT[],  /* Vec < String > */
-	"sql" TEXT  /* String */
+-- raquel::claim_slots::rq_claim_slot_counts
+CREATE  FUNCTION raquel_internal."rq_claim_slot_counts"() RETURNS TABLE (
+	"claims_shared" bigint,  /* i64 */
+	"claims_from_rows" bigint,  /* i64 */
+	"refreshes" bigint,  /* i64 */
+	"checks" bigint,  /* i64 */
+	"slots" INT,  /* i32 */
+	"max_slots" INT  /* i32 */
 )
-STRICT VOLATILE PARALLEL UNSAFE 
+STRICT VOLATILE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
+AS 'MODULE_PATHNAME', 'rq_claim_slot_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schedules::rq_cron_next
-CREATE  FUNCTION raquel_internal."rq_cron_next"(
-	"cron" TEXT, /* Option < & str > */
-	"timezone" TEXT, /* Option < & str > */
-	"after_ms" bigint /* Option < i64 > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
+-- raquel::cursors::rq_cursor_state
+CREATE  FUNCTION raquel_internal."rq_cursor_state"(
+	"jobs" oid, /* pg_sys :: Oid */
+	"queue" TEXT /* & str */
+) RETURNS TEXT /* & '_ str */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+AS 'MODULE_PATHNAME', 'rq_cursor_state_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease
+CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_refuse
+CREATE  FUNCTION raquel_internal."rq_refuse"(
+	"refusal" TEXT, /* Option < & str > */
+	"refused" TEXT[] /* :: std :: option :: Option < Vec < Option < String > > > */
+) RETURNS void
+VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_refuse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -572,38 +319,42 @@ AS 'MODULE_PATHNAME', 'rq_check_delay_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::limits::rq_event_keep_ms
-CREATE  FUNCTION raquel_internal."rq_event_keep_ms"(
-	"keep" interval /* Option < Interval > */
-) RETURNS bigint /* Option < i64 > */
-STABLE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_event_keep_ms_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_histogram_add
-CREATE  FUNCTION raquel_internal."rq_histogram_add"(
-	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
-	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
-) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
-IMMUTABLE PARALLEL SAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_note_metric
-CREATE  FUNCTION raquel_internal."rq_note_metric"(
-	"queue" TEXT, /* Option < & str > */
-	"event" TEXT, /* & str */
-	"ms" bigint /* Option < i64 > */
+-- raquel::steps::rq_check_step_name
+CREATE  FUNCTION raquel_internal."rq_check_step_name"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"name" TEXT, /* Option < & str > */
+	"verb" TEXT /* Option < & str > */
 ) RETURNS void
-VOLATILE PARALLEL UNSAFE 
+STABLE PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_step_name_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::deadlines::rq_look_in_at_commit
+CREATE  FUNCTION raquel_internal."rq_look_in_at_commit"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_look_in_at_commit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_metrics_lost
+CREATE  FUNCTION raquel_internal."rq_metrics_lost"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_max_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_max_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_max_retry_delay_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -625,14 +376,308 @@ AS 'MODULE_PATHNAME', 'rq_cursor_counts_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- raquel::schema::rq_check_max_age_ms
-CREATE  FUNCTION raquel_internal."rq_check_max_age_ms"(
-	"value" bigint /* i64 */
+-- raquel::flow::rq_wake_claims
+CREATE  FUNCTION raquel_internal."rq_wake_claims"(
+	"queue" TEXT /* Option < & str > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_wake_claims_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_check_schedule_options
+CREATE  FUNCTION raquel_internal."rq_check_schedule_options"(
+	"name" TEXT, /* Option < & str > */
+	"catch_up" TEXT, /* Option < & str > */
+	"queue" TEXT, /* Option < & str > */
+	"payload" TEXT /* Option < & str > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_schedule_options_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::flow::rq_require_flow_claim
+CREATE  FUNCTION raquel_internal."rq_require_flow_claim"(
+	"name" TEXT /* & str */
+) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_require_flow_claim_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::workflows::rq_check_parents
+CREATE  FUNCTION raquel_internal."rq_check_parents"(
+	"jobs" INT, /* i32 */
+	"after" uuid[] /* :: std :: option :: Option < Vec < Option < pgrx :: Uuid > > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_parents_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_batch
+CREATE  FUNCTION raquel_internal."rq_check_batch"(
+	"batch" INT /* Option < i32 > */
+) RETURNS void
+IMMUTABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_min_retry_delay
+CREATE  FUNCTION raquel_internal."rq_default_min_retry_delay"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_min_retry_delay_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_interval_ms
+CREATE  FUNCTION raquel_internal."rq_interval_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT, /* & str */
+	"min_ms" bigint, /* i64 */
+	"max_ms" bigint /* i64 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_interval_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_schedule_due
+CREATE  FUNCTION raquel_internal."rq_schedule_due"(
+	"due_ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_schedule_due_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_status
+CREATE  FUNCTION raquel_internal."rq_check_status"(
+	"value" TEXT /* & str */
 ) RETURNS bool /* bool */
 IMMUTABLE STRICT PARALLEL SAFE 
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_check_max_age_ms_wrapper';
+AS 'MODULE_PATHNAME', 'rq_check_status_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::backoff::rq_backoff
+CREATE  FUNCTION raquel_internal."rq_backoff"(
+	"attempt" INT, /* i32 */
+	"backoff_base" INT, /* i32 */
+	"min_retry_delay" INT, /* i32 */
+	"max_retry_delay" INT /* i32 */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_backoff_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_check_event_payload
+CREATE  FUNCTION raquel_internal."rq_check_event_payload"(
+	"event" TEXT, /* Option < & str > */
+	"size" INT /* Option < i32 > */
+) RETURNS void
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_event_payload_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schedules::rq_cron_next
+CREATE  FUNCTION raquel_internal."rq_cron_next"(
+	"cron" TEXT, /* Option < & str > */
+	"timezone" TEXT, /* Option < & str > */
+	"after_ms" bigint /* Option < i64 > */
+) RETURNS bigint /* Option < i64 > */
+STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_cron_next_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_backoff_base
+CREATE  FUNCTION raquel_internal."rq_default_backoff_base"() RETURNS INT /* i32 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_backoff_base_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_note_metric
+CREATE  FUNCTION raquel_internal."rq_note_metric"(
+	"queue" TEXT, /* Option < & str > */
+	"event" TEXT, /* & str */
+	"ms" bigint /* Option < i64 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_note_metric_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::worker::rq_worker_wake
+CREATE  FUNCTION raquel_internal."rq_worker_wake"() RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_default_lease_ms
+CREATE  FUNCTION raquel_internal."rq_default_lease_ms"() RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_default_lease_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::durations::rq_due_ms
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_add
+CREATE  FUNCTION raquel_internal."rq_histogram_add"(
+	"a" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"b" INT[] /* :: std :: option :: Option < Vec < Option < i32 > > > */
+) RETURNS INT[] /* :: std :: option :: Option < Vec < i32 > > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_add_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_statements
+CREATE  FUNCTION raquel_internal."rq_kept_statements"() RETURNS TABLE (
+	"function" TEXT,  /* String */
+	"statement" TEXT,  /* & '_ str */
+	"variant" bigint,  /* i64 */
+	"argument_types" TEXT[],  /* Vec < String > */
+	"sql" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_statements_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_take_metrics
+CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
+	"queue" TEXT,  /* String */
+	"minute" bigint,  /* i64 */
+	"enqueued" bigint,  /* i64 */
+	"claimed" bigint,  /* i64 */
+	"succeeded" bigint,  /* i64 */
+	"failed" bigint,  /* i64 */
+	"rescued" bigint,  /* i64 */
+	"expired" bigint,  /* i64 */
+	"wait_histogram" INT[],  /* Vec < i32 > */
+	"run_histogram" INT[]  /* Vec < i32 > */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::privileges::rq_caller_may_read
+CREATE  FUNCTION raquel_internal."rq_caller_may_read"(
+	"relation" oid /* pg_sys :: Oid */
+) RETURNS bool /* bool */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_caller_may_read_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::limits::rq_delay_ms
+CREATE  FUNCTION raquel_internal."rq_delay_ms"(
+	"value" interval, /* Interval */
+	"name" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_delay_ms_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::metrics::rq_histogram_percentile
+CREATE  FUNCTION raquel_internal."rq_histogram_percentile"(
+	"histogram" INT[], /* :: std :: option :: Option < Vec < Option < i32 > > > */
+	"fraction" double precision /* f64 */
+) RETURNS double precision /* Option < f64 > */
+IMMUTABLE PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_histogram_percentile_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::errors::rq_raise_cannot
+CREATE  FUNCTION raquel_internal."rq_raise_cannot"(
+	"id" uuid, /* Option < pgrx :: Uuid > */
+	"attempt" INT, /* Option < i32 > */
+	"verb" TEXT, /* & str */
+	"allowed" TEXT[] /* Vec < Option < String > > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_raise_cannot_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::distributed::rq_shard_queue
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::statements::rq_kept_plans
+CREATE  FUNCTION raquel_internal."rq_kept_plans"() RETURNS TABLE (
+	"kept" INT,  /* i32 */
+	"max_kept" INT,  /* i32 */
+	"runs" bigint,  /* i64 */
+	"made" bigint,  /* i64 */
+	"evicted" bigint,  /* i64 */
+	"planned_once" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL UNSAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_kept_plans_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- raquel::schema::rq_check_nonnegative
+CREATE  FUNCTION raquel_internal."rq_check_nonnegative"(
+	"value" INT /* i32 */
+) RETURNS bool /* bool */
+IMMUTABLE STRICT PARALLEL SAFE 
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'rq_check_nonnegative_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -875,747 +920,6 @@ SELECT pg_catalog.pg_extension_config_dump('key_holds', '');
 /* <begin connected objects> */
 -- requires:
 --   schema
-
--- Distributed mode on Citus (docs/src/guides/citus.md). After
--- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
--- added), `SELECT rq_distribute()` makes the jobs table a Citus table
--- distributed by queue: each queue's jobs live in one shard, so a claim on
--- one queue is a statement of one shard, run on the node that holds it,
--- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
--- server. The verbs notice the mode (rq_distributed) and use statements
--- Citus can route (src/distributed.rs); what the mode does not offer yet
--- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
-
--- Whether the jobs table beside this function is a Citus distributed
--- table. False without Citus. The second statement is planned only when
--- reached, so a server without Citus never sees its catalog's name.
-CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_distributed
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_distributed() RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_distributed() $$;
-
--- Makes the tables distributed, once, on the coordinator:
---   jobs       distributed by queue, in `shard_count` shards; its primary key
---              becomes (id, queue), since Citus needs the distribution
---              column in every unique index;
---   key_holds  distributed by queue beside jobs (colocated), so a key's
---              hold and its jobs are in one shard.
--- schedules stays a table of the coordinator, whose background worker
--- fires them; queue_limits and job_dependencies stay empty there, since the
--- mode refuses flow control and workflows.
--- raquel's functions are not made Citus distributed functions: Citus
--- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
--- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
--- would be. That costs a verb two round trips to the node (README), not
--- its planning, where its time goes. The jobs table's triggers run on the
--- shards, which Citus allows with citus.enable_unsafe_triggers on every
--- node (README). Existing jobs move into the shards.
-CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
-        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
-    END IF;
-    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
-        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION 'the jobs table is distributed already'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
-        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
-                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
-    END IF;
-    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
-       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
-       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
-       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
-        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
-                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
-    END IF;
-    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
-    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
-    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
-    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
-END
-$$;
-
--- The refusal of what the distributed mode does not offer (0A000).
-CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RAISE EXCEPTION '% is not available on a distributed jobs table', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
-    END IF;
-END
-$$;
-
--- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
--- rq_expire call them). Citus runs
--- FOR UPDATE only in a statement of one shard, so each duty goes queue by
--- queue: one statement across the shards finds the queues with work (no
--- lock), then each queue's rows are taken as on one server, in its own
--- shard, skipping rows others hold. Only the coordinator runs them, so the
--- background workers of the worker nodes do not walk the same rows; a row
--- is changed once whoever runs them, since each UPDATE re-checks its status.
-
--- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
--- (through rq_lapsed) to fail one by one.
-CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q     text;
-    taken bigint := 0;
-    more  bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-    LOOP
-        EXIT WHEN taken >= batch;
-        RETURN QUERY
-            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status = 'claimed'
-              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-            LIMIT batch - taken
-            FOR UPDATE SKIP LOCKED;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        taken := taken + more;
-    END LOOP;
-END
-$$;
-
-CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    q       text;
-    changed bigint := 0;
-    more    bigint;
-BEGIN
-    IF NOT citus_is_coordinator() THEN
-        RETURN 0;
-    END IF;
-    FOR q IN
-        SELECT DISTINCT j.queue FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
-    LOOP
-        EXIT WHEN changed >= batch;
-        WITH old AS (
-            SELECT j.id FROM @extschema@.jobs j
-            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-              AND j.finished_at < cutoff
-            ORDER BY j.finished_at
-            LIMIT batch - changed
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        changed := changed + more;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
---   enqueue::rq_job_options
---   errors::rq_refuse
---   limits::rq_check_arrays
---   privileges::rq_caller_may_read
-
--- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
--- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
--- written directly (src/direct.rs), and the rest by a kept plan of one
--- INSERT (sql/transition.enqueue.sql) or rq_enqueue_batch_planned
--- (sql/transitions.sql). Both check and
--- convert the options in one place, src/enqueue.rs (rq_job_options here),
--- and both run with the extension owner's rights: a producer needs EXECUTE
--- on them and no privilege on the table (see rq_grant_producer).
---
--- A retry delay left NULL is the table's default (1 second, 12 hours and
--- 1 second: src/limits.rs).
-
--- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
--- that writes plain jobs directly and runs rq_enqueue_batch_planned
--- (sql/transitions.sql)
--- for the rest. A producer needs no privilege on the table, only EXECUTE on
--- it (see rq_grant_producer): it runs as the extension's owner.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
--- The same C function by the name raquel's own code calls: sql/schema.sql
--- says why.
-CREATE FUNCTION raquel_internal.rq_enqueue_batch(
-    queue           text,
-    payloads        text[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- The same with JSON payloads, each stored as its text.
-CREATE FUNCTION rq_enqueue_batch(
-    queue           text,
-    payloads        jsonb[],
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    keys            text[]      DEFAULT NULL,
-    group_keys      text[]      DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL
-) RETURNS SETOF jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
-
--- One job: one INSERT. With a key that an unfinished job of the queue
--- holds, that job comes back instead of a new one. A group_key puts the job
--- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
--- those jobs (sql/workflows.sql). With a key_period, a job of this key that
--- ended less than key_period ago comes back too (sql/finish.sql).
-CREATE FUNCTION rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text        DEFAULT 'default',
-    payload         text        DEFAULT NULL,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- The same with a JSON payload, stored as its text (the table's payload is
--- text, as in the Python library).
-CREATE FUNCTION rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
--- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
--- rq_fire_schedules): sql/schema.sql says why.
-CREATE FUNCTION raquel_internal.rq_enqueue(
-    queue           text,
-    payload         jsonb,
-    at              timestamptz DEFAULT NULL,
-    delay           interval    DEFAULT NULL,
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0,
-    key             text        DEFAULT NULL,
-    group_key       text        DEFAULT NULL,
-    after           uuid[]      DEFAULT NULL,
-    key_period      interval    DEFAULT NULL
-) RETURNS jobs
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_enqueue_c';
-
--- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
--- enqueues a job for each row change, in the same transaction as the change.
--- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
--- new is null when the operation has none.
-CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF TG_LEVEL <> 'ROW' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_WHEN = 'INSTEAD OF' THEN
-        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_RELID = '@extschema@.jobs'::regclass THEN
-        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    IF TG_NARGS <> 1 THEN
-        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
-    END IF;
-    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
-        'op', TG_OP,
-        'schema', TG_TABLE_SCHEMA,
-        'table', TG_TABLE_NAME,
-        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
-        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
-    IF TG_WHEN = 'BEFORE' THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    RETURN NULL;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   enqueue
---   schedules::rq_cron_next
---   schedules::rq_schedule_slots
---   schedules::rq_schedule_due
---   schedules::rq_check_schedule_options
---   clock::rq_ms_to_timestamptz
---   clock::rq_ms_to_interval
---   limits::rq_check_batch
-
--- Recurring jobs, enqueued by the background worker inside the server: no
--- process outside PostgreSQL keeps a schedule firing. A schedule's slots
--- come from its cron pattern in its time zone (src/schedules.rs); the
--- worker's duty rq_fire_schedules enqueues each due slot once.
---
--- Once: the duty locks the schedule's row, enqueues the slot's job and
--- moves next_run_at past it in one transaction, so a slow round, a crash
--- mid-round or a restart either did both or neither, and a second round
--- passes over the locked row or finds next_run_at moved. A schedule's jobs
--- are its own: they carry no key, so nothing another role enqueues can
--- stand in for them or hold up the duty.
-
-CREATE TABLE schedules (
-    name            text    NOT NULL,
-    cron            text    NOT NULL,
-    timezone        text    NOT NULL DEFAULT 'UTC',
-    queue           text    NOT NULL,
-    payload         text,
-    -- Slots a round reached over a minute late (the server down, the
-    -- worker off): 'none' skips them, 'last' runs one job for them (at the
-    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
-    catch_up        text    NOT NULL DEFAULT 'last',
-    enabled         boolean NOT NULL DEFAULT true,
-    -- the options of rq_enqueue, as the jobs table keeps them (ms)
-    max_age         bigint,
-    max_retry_count integer,
-    min_retry_delay integer,
-    max_retry_delay integer,
-    backoff_base    integer,
-    priority        integer NOT NULL DEFAULT 0,
-    -- the next slot not yet enqueued, and the last one enqueued (ms)
-    next_run_at     bigint,
-    last_run_at     bigint,
-    last_job_id     uuid,
-    -- why the last slot could not be enqueued (NULL once one is): that slot
-    -- was skipped, and the schedule goes on with the next
-    last_error      text,
-
-    CONSTRAINT schedules_pkey PRIMARY KEY (name),
-    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
-);
-
-COMMENT ON TABLE schedules IS
-    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
-
-SELECT pg_catalog.pg_extension_config_dump('schedules', '');
-
--- The duty's walk: enabled schedules by their next slot.
-CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
-
--- Creates or replaces a schedule. Its next slot is the first after now; a
--- replaced schedule keeps its history (last_run_at, last_job_id). Every
--- argument is checked first (22023; 54000 for a payload larger than
--- raquel.max_payload_size), so an error changes nothing and every job the
--- schedule will enqueue can be enqueued.
-CREATE FUNCTION raquel_internal.rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    o        record;
-    next_ms  bigint;
-    schedule @extschema@.schedules;
-BEGIN
-    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
-    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
-        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
-    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
-    IF next_ms IS NULL THEN
-        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
-    END IF;
-    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
-        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
-    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
-        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
-        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
-    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
-    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
-        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
-        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
-        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
-        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
-    RETURNING s.* INTO schedule;
-    IF schedule.enabled THEN
-        PERFORM raquel_internal.rq_schedule_due(next_ms);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_schedule
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         text        DEFAULT NULL,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
-
--- The same with a JSON payload, stored as its text.
-CREATE FUNCTION rq_schedule(
-    name            text,
-    cron            text,
-    queue           text,
-    payload         jsonb,
-    timezone        text        DEFAULT 'UTC',
-    catch_up        text        DEFAULT 'last',
-    max_age         interval    DEFAULT NULL,
-    max_retry_count integer     DEFAULT NULL,
-    min_retry_delay interval    DEFAULT NULL,
-    max_retry_delay interval    DEFAULT NULL,
-    backoff_base    interval    DEFAULT NULL,
-    priority        integer     DEFAULT 0
-) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
-END
-$$;
-
--- Deletes a schedule; whether there was one. Its jobs stay.
-CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
-    SELECT count(*) > 0 FROM gone
-$$;
-
--- Stops a schedule firing; resuming it starts again at the first slot after
--- now (the slots in between are not run, whatever its catch_up). An unknown
--- name is error P0002.
-CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
-    END IF;
-    RETURN schedule;
-END
-$$;
-
-CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    schedule @extschema@.schedules;
-BEGIN
-    UPDATE @extschema@.schedules s
-    SET enabled = true,
-        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
-                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
-    WHERE s.name = rq_resume_schedule.name
-    RETURNING s.* INTO schedule;
-    IF NOT FOUND THEN
-        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
-    END IF;
-    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
-    RETURN schedule;
-END
-$$;
-
--- Schedules for people: instants as timestamptz.
-CREATE VIEW rq_schedules AS
-SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
-       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
-       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
-       s.last_job_id, s.last_error
-FROM @extschema@.schedules s;
-
--- The background worker's duty: enqueues the due slots of up to `batch`
--- schedules; how many jobs it enqueued. A slot a round reaches within a
--- minute is on time and runs; older ones were missed (the server was down,
--- the worker off, or the schedule created with a slot in the past) and
--- follow catch_up (src/schedules.rs). A schedule another session holds
--- locked is left to it.
---
--- Each schedule fires in a subtransaction of its own: one that fails (its
--- payload grown past a lowered raquel.max_payload_size, say) skips its due
--- slots, records why in last_error, says so in a WARNING with the failure's
--- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
--- One whose next slot cannot even be computed (a pattern changed by hand)
--- is disabled.
-CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms   bigint := raquel_internal.rq_now_ms();
-    schedule record;
-    due      bigint[];
-    slot     bigint;
-    job_id   uuid;
-    enqueued bigint := 0;
-    failure  text;
-    state    text;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR schedule IN
-        SELECT s.* FROM @extschema@.schedules s
-        WHERE s.enabled AND s.next_run_at <= now_ms
-        ORDER BY s.next_run_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    LOOP
-        BEGIN
-            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
-                                                 schedule.catch_up);
-            job_id := NULL;
-            FOREACH slot IN ARRAY due LOOP
-                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
-                    at => raquel_internal.rq_ms_to_timestamptz(slot),
-                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
-                    max_retry_count => schedule.max_retry_count,
-                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
-                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
-                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
-                    priority => schedule.priority) j;
-            END LOOP;
-            UPDATE @extschema@.schedules s
-            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
-                last_job_id = coalesce(job_id, s.last_job_id),
-                last_error = NULL
-            WHERE s.name = schedule.name;
-            enqueued := enqueued + cardinality(due);
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
-            BEGIN
-                UPDATE @extschema@.schedules s
-                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
-                    last_error = format('%s (SQLSTATE %s)', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
-            EXCEPTION WHEN OTHERS THEN
-                UPDATE @extschema@.schedules s
-                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
-                WHERE s.name = schedule.name;
-                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
-                    USING ERRCODE = state,
-                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
-            END;
-        END;
-    END LOOP;
-    RETURN enqueued;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
-
--- Telling the world about new jobs: waking waiting claims (and, with
--- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
-
--- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
--- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
-CREATE FUNCTION rq_channel(queue text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
-$$;
-
--- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
--- can be claimed wakes, at commit, a waiting claim of its queue: a commit
--- wakes up to as many waiting claims of each queue as it enqueued jobs in
--- it. (The verbs that make a job ready again do the same through
--- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
--- raquel.notify on, it also notifies each queue it touched: PostgreSQL
--- folds identical notifications of one transaction into one and delivers
--- them at commit, so one NOTIFY per queue per committed transaction, none
--- for a rolled-back one. It is off by default because PostgreSQL lets only
--- one transaction that notified commit at a time (measured, rq_enqueue from
--- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
--- payload is held to raquel.max_payload_size here, the one place every
--- enqueue passes, and a job with a max_age tells the background worker
--- when it expires (src/deadlines.rs). The trigger is in Rust
--- (src/events.rs): it runs for every job. It runs no SQL, so it has no
--- search_path to pin.
-CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'rq_job_events';
-
--- Only a job that can be claimed wakes anyone; the trigger tests that
--- itself, without a WHEN, which PostgreSQL would read and plan anew for
--- every INSERT statement (about a fifth of an rq_enqueue's instructions).
-CREATE TRIGGER jobs_enqueued
-    AFTER INSERT ON jobs
-    FOR EACH ROW
-    EXECUTE FUNCTION raquel_internal.rq_job_events();
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   schema
 --   backoff::rq_backoff
 --   errors::rq_raise_cannot
 --   errors::rq_refuse
@@ -1731,6 +1035,51 @@ CREATE FUNCTION rq_await(id uuid, timeout interval DEFAULT '30 seconds') RETURNS
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_await_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Telling the world about new jobs: waking waiting claims (and, with
+-- raquel.notify on, a NOTIFY per queue) when jobs are enqueued.
+
+-- The LISTEN channel of a queue: 'rq_' || queue. Channel names are at most
+-- 63 bytes, so a queue name longer than 60 bytes gets 'rq_' || md5(queue).
+CREATE FUNCTION rq_channel(queue text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN octet_length($1) <= 60 THEN 'rq_' || $1 ELSE 'rq_' || md5($1) END
+$$;
+
+-- Every job enqueued (rq_enqueue, a batch, a trigger, a plain INSERT) that
+-- can be claimed wakes, at commit, a waiting claim of its queue: a commit
+-- wakes up to as many waiting claims of each queue as it enqueued jobs in
+-- it. (The verbs that make a job ready again do the same through
+-- rq_job_ready_again: sql/finish.sql, sql/transitions.sql.) With
+-- raquel.notify on, it also notifies each queue it touched: PostgreSQL
+-- folds identical notifications of one transaction into one and delivers
+-- them at commit, so one NOTIFY per queue per committed transaction, none
+-- for a rolled-back one. It is off by default because PostgreSQL lets only
+-- one transaction that notified commit at a time (measured, rq_enqueue from
+-- 4 clients: about 3700 a second with it, 6300 without). An enqueue's
+-- payload is held to raquel.max_payload_size here, the one place every
+-- enqueue passes, and a job with a max_age tells the background worker
+-- when it expires (src/deadlines.rs). The trigger is in Rust
+-- (src/events.rs): it runs for every job. It runs no SQL, so it has no
+-- search_path to pin.
+CREATE FUNCTION raquel_internal.rq_job_events() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rq_job_events';
+
+-- Only a job that can be claimed wakes anyone; the trigger tests that
+-- itself, without a WHEN, which PostgreSQL would read and plan anew for
+-- every INSERT statement (about a fifth of an rq_enqueue's instructions).
+CREATE TRIGGER jobs_enqueued
+    AFTER INSERT ON jobs
+    FOR EACH ROW
+    EXECUTE FUNCTION raquel_internal.rq_job_events();
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1852,74 +1201,254 @@ $$;
 /* <begin connected objects> */
 -- requires:
 --   schema
+--   clock::rq_ms_to_timestamptz
+--   errors::rq_refuse
+--   metrics::rq_take_metrics
+--   metrics::rq_histogram_add
+--   metrics::rq_histogram_percentile
+--   metrics::rq_note_metric
+--   metrics::rq_metrics_lost
 
--- Steps: what a job's run has done so far, kept across its attempts. A
--- worker records each named step of a job it holds with the step's result
--- (rq_step); on a later attempt (a retry, a rescue after its worker died)
--- it reads back what is recorded and skips what is done. A step recorded
--- inside the claim's transaction commits with the step's own writes to
--- this database, or neither does: such a step happens once. A step whose
--- effect is outside the database (an e-mail, a payment) is recorded after
--- it, so a crash between the two repeats it: make it idempotent.
-
--- One row a recorded step. The primary key makes a step's record unique:
--- a second record of the same step (by a stale worker, or twice in one
--- run) is refused, and so is the transaction around it.
-CREATE TABLE job_steps (
-    job_id      uuid    NOT NULL,
-    name        text    NOT NULL,
-    result      jsonb,
-    -- the attempt (the claim's fencing token) that recorded it
-    attempt     integer NOT NULL,
-    recorded_at bigint  NOT NULL,
-    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
-    -- 'event' (rq_wait_event); a call of one kind never reads a step of
-    -- another (sql/waits.sql rq_step_instance)
-    kind        text    NOT NULL DEFAULT 'step',
-    -- the last attempt that went past this sleep or wait, so that its
-    -- name called again in that attempt (a loop) is the next one, name#2
-    -- … (0.6.0, sql/waits.sql rq_step_instance)
-    passed_by   integer,
-    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+-- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
+-- did and how long jobs waited and ran. The verbs count in memory; the
+-- background worker adds the counts to this table (rq_record_metrics) each
+-- round and soon after every minute with activity; the prune duty deletes
+-- rows older than the retention, as it does finished jobs.
+CREATE TABLE metrics (
+    queue          text      NOT NULL,
+    -- the minute's start, ms since the Unix epoch
+    minute         bigint    NOT NULL,
+    enqueued       bigint    NOT NULL DEFAULT 0,
+    claimed        bigint    NOT NULL DEFAULT 0,
+    -- every attempt that ended: succeeded, failed (rescued ones too), and
+    -- of the failed ones those the rescue duty failed when a lease ran out
+    succeeded      bigint    NOT NULL DEFAULT 0,
+    failed         bigint    NOT NULL DEFAULT 0,
+    rescued        bigint    NOT NULL DEFAULT 0,
+    expired        bigint    NOT NULL DEFAULT 0,
+    -- From due (scheduled_at) to claim, and from claim to its end (success
+    -- or failure), as counts in 161 buckets, four per doubling of ms
+    -- (rq_histogram_percentile reads them): minutes add up exactly.
+    wait_histogram integer[] NOT NULL DEFAULT '{}',
+    run_histogram  integer[] NOT NULL DEFAULT '{}',
+    -- ready jobs (due, not claimed) when the minute was recorded
+    backlog        bigint,
+    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
 );
+CREATE INDEX metrics_minute_idx ON metrics (minute);
+SELECT pg_catalog.pg_extension_config_dump('metrics', '');
 
-COMMENT ON TABLE job_steps IS
-    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+-- What the worker runs: the figures counted since its last round, added to
+-- their rows, and each queue's ready backlog in the row of the minute that
+-- just ended (once a minute). Returns how many rows it touched.
+CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    touched bigint;
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    ended   bigint := (now_ms / 60000 - 1) * 60000;
+    more    bigint;
+BEGIN
+    -- One recorder at a time: a call waits for the one before it to commit,
+    -- so that what it leaves is visible once it returns (figures taken from
+    -- shared memory by a round not yet committed would otherwise be in
+    -- neither). 7311: this function's own class of advisory lock.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
+    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
+                                           wait_histogram, run_histogram)
+    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
+           t.wait_histogram, t.run_histogram
+    FROM raquel_internal.rq_take_metrics() t
+    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
+    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
+        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
+        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
+        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
+        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    -- The backlog once a minute: it reads every ready job's index entry.
+    -- Kept for the queues that had something counted that minute (at most
+    -- the slots of shared memory) and the 100 longest backlogs, so that a
+    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
+    -- minute, not 200 000.
+    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
+        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
+        SELECT b.queue, ended, b.n
+        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+              GROUP BY j.queue) b
+        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
+           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
+                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
+                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
+        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        touched := touched + more;
+    END IF;
+    RETURN touched;
+END
+$$;
 
-SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+-- Events the metrics could not count, by its public name (src/metrics.rs):
+-- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
+CREATE FUNCTION rq_metrics_lost() RETURNS bigint
+LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
 
--- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
--- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
--- not NULL, not empty, at most 1000 bytes.
+-- The figures per queue and minute since `since` ago (one queue, or all),
+-- with the percentiles of wait and run time in ms.
+CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
+RETURNS TABLE (
+    queue text, minute timestamptz,
+    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
+    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
+    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
+    backlog bigint
+)
+-- (SQL, not PL/pgSQL: the argument queue and the result column queue
+-- would be one variable twice there.)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
+           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
+           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
+           m.backlog
+    FROM @extschema@.metrics m
+    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
+      AND ($1 IS NULL OR m.queue = $1)
+    ORDER BY m.queue, m.minute
+$$;
 
--- Records step `name` of the claimed job `id`, with its result. Fenced as
--- the worker verbs are: the job must be claimed on `attempt` (required),
--- and it stays locked against a rescue (FOR SHARE) until this transaction
--- ends, so a step is never recorded for an attempt that lost its claim
--- before the record committed. A step already recorded is refused (23505)
--- and nothing changes. One row written: the step's (and the job's row
--- locked, which writes nothing when this transaction claimed it). In C
--- (src/steps.rs): it runs once per step of every durable job, so it writes
--- the step directly where it may (src/direct/step.rs), and otherwise runs
--- one statement (sql/steps.record.sql).
---
--- It writes job_steps as the extension's owner: a worker may read the
--- steps but not write them (sql/privileges.sql), so that no step is
--- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
--- rq_grant_worker grants it.
-CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
-RETURNS job_steps
-LANGUAGE c VOLATILE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
-/* </end connected objects> */
+-- The current figures in the Prometheus text format, for a scraper that
+-- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
+-- jobs (then the most events in the last five recorded minutes, then by
+-- name): jobs by status now, and over the last five recorded minutes the
+-- events and the wait and run percentiles (seconds). Over every queue: jobs
+-- by status and events, how many queues there are, and the events the
+-- metrics could not count (raquel_metrics_lost_total). Its cost is one read
+-- of the jobs table and of five minutes of metrics, plus the histograms of
+-- the queues shown: 10 000 queues are as cheap as 100.
+CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
+    out     text;
+    waiting bigint;
+BEGIN
+    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
+        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
+    END IF;
+    WITH jobs AS (
+        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
+    ), events AS (
+        SELECT m.queue, e.event, sum(e.n) AS n
+        FROM @extschema@.metrics m
+        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
+                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
+        WHERE m.minute >= since
+        GROUP BY 1, 2
+    ), queues AS (
+        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
+        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
+              FROM jobs t GROUP BY 1) j
+        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
+    ), shown AS (
+        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
+        FROM queues q
+        ORDER BY q.unfinished DESC, q.events DESC, q.queue
+        LIMIT max_queues
+    ), histograms AS (
+        SELECT s.queue, s.rank,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
+               (SELECT array_agg(b.n ORDER BY b.i) FROM (
+                    SELECT u.i, sum(u.n)::integer AS n
+                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
+                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
+        FROM shown s
+    ), quantiles AS (
+        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
+               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        CROSS JOIN histograms h
+        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    )
+    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
+        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
+                                      '' ORDER BY s.rank, t.status), '') AS part
+        FROM jobs t JOIN shown s ON s.queue = t.queue
+        UNION ALL
+        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
+        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
+        UNION ALL
+        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
+                         (SELECT count(*) FROM queues))
+        UNION ALL
+        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
+                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
+                                      '' ORDER BY s.rank, e.event), '')
+        FROM events e JOIN shown s ON s.queue = e.queue
+        UNION ALL
+        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
+               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
+        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
+        UNION ALL
+        SELECT 6 + w.which,
+               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
+                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
+               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
+                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
+                                              '' ORDER BY q.rank, q.fraction)
+                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
+        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
+        UNION ALL
+        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
+                         raquel_internal.rq_metrics_lost())
+        UNION ALL
+        -- the claim cursors (src/cursors.rs), server-wide since it started
+        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
+                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
+                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
+                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
+                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
+        FROM raquel_internal.rq_cursor_counts() c
+    ) x;
+    -- the jobs parked for an event (sql/waits.sql), for a role that may read
+    -- them: a role given only jobs and metrics keeps its series
+    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
+        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
+        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
+                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
+    END IF;
+    RETURN out;
+END
+$$;
 
-/* <begin connected objects> */
--- raquel::limits::rq_default_lease
-CREATE  FUNCTION raquel_internal."rq_default_lease"() RETURNS interval /* Interval */
-IMMUTABLE STRICT PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_default_lease_wrapper';
+-- A label value as the Prometheus text format writes it: backslash, double
+-- quote and newline escaped.
+CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2350,6 +1879,716 @@ $$;
 
 /* <begin connected objects> */
 -- requires:
+--   schema
+--   enqueue::rq_job_options
+--   errors::rq_refuse
+--   limits::rq_check_arrays
+--   privileges::rq_caller_may_read
+
+-- Producing jobs. rq_enqueue, one job, and rq_enqueue_batch, many, are
+-- written in Rust (src/enqueue.rs, src/enqueue_batch.rs): a plain job is
+-- written directly (src/direct.rs), and the rest by a kept plan of one
+-- INSERT (sql/transition.enqueue.sql) or rq_enqueue_batch_planned
+-- (sql/transitions.sql). Both check and
+-- convert the options in one place, src/enqueue.rs (rq_job_options here),
+-- and both run with the extension owner's rights: a producer needs EXECUTE
+-- on them and no privilege on the table (see rq_grant_producer).
+--
+-- A retry delay left NULL is the table's default (1 second, 12 hours and
+-- 1 second: src/limits.rs).
+
+-- Many jobs of one queue in one call: a C function (src/enqueue_batch.rs)
+-- that writes plain jobs directly and runs rq_enqueue_batch_planned
+-- (sql/transitions.sql)
+-- for the rest. A producer needs no privilege on the table, only EXECUTE on
+-- it (see rq_grant_producer): it runs as the extension's owner.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+-- The same C function by the name raquel's own code calls: sql/schema.sql
+-- says why.
+CREATE FUNCTION raquel_internal.rq_enqueue_batch(
+    queue           text,
+    payloads        text[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- The same with JSON payloads, each stored as its text.
+CREATE FUNCTION rq_enqueue_batch(
+    queue           text,
+    payloads        jsonb[],
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    keys            text[]      DEFAULT NULL,
+    group_keys      text[]      DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL
+) RETURNS SETOF jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_batch_c';
+
+-- One job: one INSERT. With a key that an unfinished job of the queue
+-- holds, that job comes back instead of a new one. A group_key puts the job
+-- in a fair group of its queue (sql/flow.sql); `after` makes it wait for
+-- those jobs (sql/workflows.sql). With a key_period, a job of this key that
+-- ended less than key_period ago comes back too (sql/finish.sql).
+CREATE FUNCTION rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text        DEFAULT 'default',
+    payload         text        DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- The same with a JSON payload, stored as its text (the table's payload is
+-- text, as in the Python library).
+CREATE FUNCTION rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+-- The same C function by the name raquel's own code calls (rq_enqueue_trigger,
+-- rq_fire_schedules): sql/schema.sql says why.
+CREATE FUNCTION raquel_internal.rq_enqueue(
+    queue           text,
+    payload         jsonb,
+    at              timestamptz DEFAULT NULL,
+    delay           interval    DEFAULT NULL,
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0,
+    key             text        DEFAULT NULL,
+    group_key       text        DEFAULT NULL,
+    after           uuid[]      DEFAULT NULL,
+    key_period      interval    DEFAULT NULL
+) RETURNS jobs
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_enqueue_c';
+
+-- CREATE TRIGGER … FOR EACH ROW EXECUTE FUNCTION rq_enqueue_trigger('queue')
+-- enqueues a job for each row change, in the same transaction as the change.
+-- The payload is JSON: {"op", "schema", "table", "old", "new"}, where old or
+-- new is null when the operation has none.
+CREATE FUNCTION rq_enqueue_trigger() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_LEVEL <> 'ROW' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_per_statement', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_WHEN = 'INSTEAD OF' THEN
+        PERFORM raquel_internal.rq_refuse('trigger_instead_of', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_RELID = '@extschema@.jobs'::regclass THEN
+        PERFORM raquel_internal.rq_refuse('trigger_on_jobs', ARRAY[TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    IF TG_NARGS <> 1 THEN
+        PERFORM raquel_internal.rq_refuse('trigger_arguments', ARRAY[TG_NARGS::text, TG_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME]);
+    END IF;
+    PERFORM raquel_internal.rq_enqueue(TG_ARGV[0], jsonb_build_object(
+        'op', TG_OP,
+        'schema', TG_TABLE_SCHEMA,
+        'table', TG_TABLE_NAME,
+        'old', CASE WHEN TG_OP IN ('UPDATE', 'DELETE') THEN to_jsonb(OLD) END,
+        'new', CASE WHEN TG_OP IN ('INSERT', 'UPDATE') THEN to_jsonb(NEW) END));
+    IF TG_WHEN = 'BEFORE' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RETURN NULL;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   enqueue
+--   schedules::rq_cron_next
+--   schedules::rq_schedule_slots
+--   schedules::rq_schedule_due
+--   schedules::rq_check_schedule_options
+--   clock::rq_ms_to_timestamptz
+--   clock::rq_ms_to_interval
+--   limits::rq_check_batch
+
+-- Recurring jobs, enqueued by the background worker inside the server: no
+-- process outside PostgreSQL keeps a schedule firing. A schedule's slots
+-- come from its cron pattern in its time zone (src/schedules.rs); the
+-- worker's duty rq_fire_schedules enqueues each due slot once.
+--
+-- Once: the duty locks the schedule's row, enqueues the slot's job and
+-- moves next_run_at past it in one transaction, so a slow round, a crash
+-- mid-round or a restart either did both or neither, and a second round
+-- passes over the locked row or finds next_run_at moved. A schedule's jobs
+-- are its own: they carry no key, so nothing another role enqueues can
+-- stand in for them or hold up the duty.
+
+CREATE TABLE schedules (
+    name            text    NOT NULL,
+    cron            text    NOT NULL,
+    timezone        text    NOT NULL DEFAULT 'UTC',
+    queue           text    NOT NULL,
+    payload         text,
+    -- Slots a round reached over a minute late (the server down, the
+    -- worker off): 'none' skips them, 'last' runs one job for them (at the
+    -- latest), 'all' runs each, the latest 1000. Slots on time always run.
+    catch_up        text    NOT NULL DEFAULT 'last',
+    enabled         boolean NOT NULL DEFAULT true,
+    -- the options of rq_enqueue, as the jobs table keeps them (ms)
+    max_age         bigint,
+    max_retry_count integer,
+    min_retry_delay integer,
+    max_retry_delay integer,
+    backoff_base    integer,
+    priority        integer NOT NULL DEFAULT 0,
+    -- the next slot not yet enqueued, and the last one enqueued (ms)
+    next_run_at     bigint,
+    last_run_at     bigint,
+    last_job_id     uuid,
+    -- why the last slot could not be enqueued (NULL once one is): that slot
+    -- was skipped, and the schedule goes on with the next
+    last_error      text,
+
+    CONSTRAINT schedules_pkey PRIMARY KEY (name),
+    CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('none', 'last', 'all'))
+);
+
+COMMENT ON TABLE schedules IS
+    'raquel recurring jobs: one row a schedule (rq_schedule). Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('schedules', '');
+
+-- The duty's walk: enabled schedules by their next slot.
+CREATE INDEX schedules_due_idx ON schedules (next_run_at) WHERE enabled;
+
+-- Creates or replaces a schedule. Its next slot is the first after now; a
+-- replaced schedule keeps its history (last_run_at, last_job_id). Every
+-- argument is checked first (22023; 54000 for a payload larger than
+-- raquel.max_payload_size), so an error changes nothing and every job the
+-- schedule will enqueue can be enqueued.
+CREATE FUNCTION raquel_internal.rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o        record;
+    next_ms  bigint;
+    schedule @extschema@.schedules;
+BEGIN
+    PERFORM raquel_internal.rq_check_schedule_options(rq_schedule.name, rq_schedule.catch_up, rq_schedule.queue, rq_schedule.payload);
+    SELECT * INTO o FROM raquel_internal.rq_job_options(rq_schedule.queue, NULL, NULL, rq_schedule.max_age,
+        rq_schedule.max_retry_count, rq_schedule.min_retry_delay, rq_schedule.max_retry_delay, rq_schedule.backoff_base);
+    next_ms := raquel_internal.rq_cron_next(rq_schedule.cron, rq_schedule.timezone, o.now_ms);
+    IF next_ms IS NULL THEN
+        PERFORM raquel_internal.rq_refuse('cron_never', ARRAY[rq_schedule.cron, rq_schedule.timezone]);
+    END IF;
+    INSERT INTO @extschema@.schedules AS s (name, cron, timezone, queue, payload, catch_up, max_age,
+        max_retry_count, min_retry_delay, max_retry_delay, backoff_base, priority, next_run_at)
+    VALUES (rq_schedule.name, rq_schedule.cron, rq_schedule.timezone, rq_schedule.queue, rq_schedule.payload,
+        rq_schedule.catch_up, o.max_age_ms, rq_schedule.max_retry_count, o.min_retry_delay_ms,
+        o.max_retry_delay_ms, o.backoff_base_ms, coalesce(rq_schedule.priority, 0), next_ms)
+    ON CONFLICT ON CONSTRAINT schedules_pkey DO UPDATE
+    SET cron = excluded.cron, timezone = excluded.timezone, queue = excluded.queue,
+        payload = excluded.payload, catch_up = excluded.catch_up, max_age = excluded.max_age,
+        max_retry_count = excluded.max_retry_count, min_retry_delay = excluded.min_retry_delay,
+        max_retry_delay = excluded.max_retry_delay, backoff_base = excluded.backoff_base,
+        priority = excluded.priority, next_run_at = excluded.next_run_at, last_error = NULL
+    RETURNING s.* INTO schedule;
+    IF schedule.enabled THEN
+        PERFORM raquel_internal.rq_schedule_due(next_ms);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         text        DEFAULT NULL,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_schedule($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+-- The same with a JSON payload, stored as its text.
+CREATE FUNCTION rq_schedule(
+    name            text,
+    cron            text,
+    queue           text,
+    payload         jsonb,
+    timezone        text        DEFAULT 'UTC',
+    catch_up        text        DEFAULT 'last',
+    max_age         interval    DEFAULT NULL,
+    max_retry_count integer     DEFAULT NULL,
+    min_retry_delay interval    DEFAULT NULL,
+    max_retry_delay interval    DEFAULT NULL,
+    backoff_base    interval    DEFAULT NULL,
+    priority        integer     DEFAULT 0
+) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN raquel_internal.rq_schedule($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12);
+END
+$$;
+
+-- Deletes a schedule; whether there was one. Its jobs stay.
+CREATE FUNCTION rq_unschedule(name text) RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (DELETE FROM @extschema@.schedules s WHERE s.name = $1 RETURNING 1)
+    SELECT count(*) > 0 FROM gone
+$$;
+
+-- Stops a schedule firing; resuming it starts again at the first slot after
+-- now (the slots in between are not run, whatever its catch_up). An unknown
+-- name is error P0002.
+CREATE FUNCTION raquel_internal.rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s SET enabled = false WHERE s.name = rq_pause_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_pause_schedule.name, 'NULL')]);
+    END IF;
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_pause_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause_schedule($1) $$;
+
+CREATE FUNCTION raquel_internal.rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schedule @extschema@.schedules;
+BEGIN
+    UPDATE @extschema@.schedules s
+    SET enabled = true,
+        next_run_at = CASE WHEN s.enabled THEN s.next_run_at
+                           ELSE raquel_internal.rq_cron_next(s.cron, s.timezone, raquel_internal.rq_now_ms()) END
+    WHERE s.name = rq_resume_schedule.name
+    RETURNING s.* INTO schedule;
+    IF NOT FOUND THEN
+        PERFORM raquel_internal.rq_refuse('schedule_unknown', ARRAY[coalesce(rq_resume_schedule.name, 'NULL')]);
+    END IF;
+    PERFORM raquel_internal.rq_schedule_due(schedule.next_run_at);
+    RETURN schedule;
+END
+$$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_resume_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume_schedule($1) $$;
+
+-- Schedules for people: instants as timestamptz.
+CREATE VIEW rq_schedules AS
+SELECT s.name, s.cron, s.timezone, s.queue, s.enabled, s.catch_up,
+       raquel_internal.rq_ms_to_timestamptz(s.next_run_at) AS next_run,
+       raquel_internal.rq_ms_to_timestamptz(s.last_run_at) AS last_run,
+       s.last_job_id, s.last_error
+FROM @extschema@.schedules s;
+
+-- The background worker's duty: enqueues the due slots of up to `batch`
+-- schedules; how many jobs it enqueued. A slot a round reaches within a
+-- minute is on time and runs; older ones were missed (the server was down,
+-- the worker off, or the schedule created with a slot in the past) and
+-- follow catch_up (src/schedules.rs). A schedule another session holds
+-- locked is left to it.
+--
+-- Each schedule fires in a subtransaction of its own: one that fails (its
+-- payload grown past a lowered raquel.max_payload_size, say) skips its due
+-- slots, records why in last_error, says so in a WARNING with the failure's
+-- SQLSTATE, and goes on at its next slot; the other schedules fire as usual.
+-- One whose next slot cannot even be computed (a pattern changed by hand)
+-- is disabled.
+CREATE FUNCTION raquel_internal.rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms   bigint := raquel_internal.rq_now_ms();
+    schedule record;
+    due      bigint[];
+    slot     bigint;
+    job_id   uuid;
+    enqueued bigint := 0;
+    failure  text;
+    state    text;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR schedule IN
+        SELECT s.* FROM @extschema@.schedules s
+        WHERE s.enabled AND s.next_run_at <= now_ms
+        ORDER BY s.next_run_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        BEGIN
+            due := raquel_internal.rq_schedule_slots(schedule.cron, schedule.timezone, schedule.next_run_at, now_ms,
+                                                 schedule.catch_up);
+            job_id := NULL;
+            FOREACH slot IN ARRAY due LOOP
+                SELECT j.id INTO job_id FROM raquel_internal.rq_enqueue(schedule.queue, schedule.payload,
+                    at => raquel_internal.rq_ms_to_timestamptz(slot),
+                    max_age => raquel_internal.rq_ms_to_interval(schedule.max_age),
+                    max_retry_count => schedule.max_retry_count,
+                    min_retry_delay => raquel_internal.rq_ms_to_interval(schedule.min_retry_delay),
+                    max_retry_delay => raquel_internal.rq_ms_to_interval(schedule.max_retry_delay),
+                    backoff_base => raquel_internal.rq_ms_to_interval(schedule.backoff_base),
+                    priority => schedule.priority) j;
+            END LOOP;
+            UPDATE @extschema@.schedules s
+            SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                last_run_at = coalesce(due[cardinality(due)], s.last_run_at),
+                last_job_id = coalesce(job_id, s.last_job_id),
+                last_error = NULL
+            WHERE s.name = schedule.name;
+            enqueued := enqueued + cardinality(due);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, state = RETURNED_SQLSTATE;
+            BEGIN
+                UPDATE @extschema@.schedules s
+                SET next_run_at = raquel_internal.rq_cron_next(s.cron, s.timezone, greatest(now_ms, s.next_run_at)),
+                    last_error = format('%s (SQLSTATE %s)', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" could not enqueue its job: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Its due slots were skipped; it runs again at its next slot. rq_schedules.last_error says why.';
+            EXCEPTION WHEN OTHERS THEN
+                UPDATE @extschema@.schedules s
+                SET enabled = false, last_error = format('%s (SQLSTATE %s); disabled', failure, state)
+                WHERE s.name = schedule.name;
+                RAISE WARNING 'raquel: schedule "%" is disabled: %', schedule.name, failure
+                    USING ERRCODE = state,
+                          HINT = 'Replace it with rq_schedule, or drop it with rq_unschedule.';
+            END;
+        END;
+    END LOOP;
+    RETURN enqueued;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_fire_schedules
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_fire_schedules(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_fire_schedules($1) $$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Distributed mode on Citus (docs/src/guides/citus.md). After
+-- `CREATE EXTENSION citus, raquel` on the coordinator (with the worker nodes
+-- added), `SELECT rq_distribute()` makes the jobs table a Citus table
+-- distributed by queue: each queue's jobs live in one shard, so a claim on
+-- one queue is a statement of one shard, run on the node that holds it,
+-- whose FOR UPDATE SKIP LOCKED keeps "never the same job twice" as on one
+-- server. The verbs notice the mode (rq_distributed) and use statements
+-- Citus can route (src/distributed.rs); what the mode does not offer yet
+-- (flow control, fair groups, workflows) is refused with SQLSTATE 0A000.
+
+-- Whether the jobs table beside this function is a Citus distributed
+-- table. False without Citus. The second statement is planned only when
+-- reached, so a server without Citus never sees its catalog's name.
+CREATE FUNCTION raquel_internal.rq_distributed() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                   WHERE p.logicalrelid = '@extschema@.jobs'::pg_catalog.regclass);
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_distributed
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_distributed() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_distributed() $$;
+
+-- Makes the tables distributed, once, on the coordinator:
+--   jobs       distributed by queue, in `shard_count` shards; its primary key
+--              becomes (id, queue), since Citus needs the distribution
+--              column in every unique index;
+--   key_holds  distributed by queue beside jobs (colocated), so a key's
+--              hold and its jobs are in one shard.
+-- schedules stays a table of the coordinator, whose background worker
+-- fires them; queue_limits and job_dependencies stay empty there, since the
+-- mode refuses flow control and workflows.
+-- raquel's functions are not made Citus distributed functions: Citus
+-- 13.2.2 crashes the backend (signal 11, and the server restarts) when a
+-- delegated call's distribution argument is NULL, as rq_enqueue(NULL, …)
+-- would be. That costs a verb two round trips to the node (README), not
+-- its planning, where its time goes. The jobs table's triggers run on the
+-- shards, which Citus allows with citus.enable_unsafe_triggers on every
+-- node (README). Existing jobs move into the shards.
+CREATE FUNCTION rq_distribute(shard_count integer DEFAULT 32) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RAISE EXCEPTION 'rq_distribute needs the citus extension in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add citus to shared_preload_libraries, then CREATE EXTENSION citus before CREATE EXTENSION raquel.';
+    END IF;
+    IF shard_count IS NULL OR shard_count < 1 OR shard_count > 64000 THEN
+        RAISE EXCEPTION 'shard_count must be 1 to 64000, got %', coalesce(shard_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION 'the jobs table is distributed already'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.current_setting('citus.enable_unsafe_triggers')::boolean THEN
+        RAISE EXCEPTION 'rq_distribute needs citus.enable_unsafe_triggers = on'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The jobs table''s triggers (sql/events.sql, sql/flow.sql) run on its shards.',
+                  HINT = 'Set it in postgresql.conf of the coordinator and of every worker node, and reload.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.jobs j WHERE j.group_key IS NOT NULL OR j.status = 'blocked')
+       OR EXISTS (SELECT 1 FROM @extschema@.queue_limits)
+       OR EXISTS (SELECT 1 FROM @extschema@.job_dependencies)
+       OR EXISTS (SELECT 1 FROM @extschema@.queues_without_history) THEN
+        RAISE EXCEPTION 'rq_distribute cannot move fair groups, workflows, flow settings or queues without history'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'The distributed mode does not offer flow control, fair groups, workflows or queues without history yet.',
+                  HINT = 'Let those jobs finish, remove the queue_limits rows (rq_set_limits, rq_resume) and the queues_without_history rows (rq_set_history) first.';
+    END IF;
+    ALTER TABLE @extschema@.jobs DROP CONSTRAINT jobs_pkey;
+    ALTER TABLE @extschema@.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id, queue);
+    PERFORM create_distributed_table('@extschema@.jobs', 'queue', shard_count => rq_distribute.shard_count);
+    PERFORM create_distributed_table('@extschema@.key_holds', 'queue', colocate_with => '@extschema@.jobs');
+END
+$$;
+
+-- The refusal of what the distributed mode does not offer (0A000).
+CREATE FUNCTION raquel_internal.rq_refuse_distributed(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RAISE EXCEPTION '% is not available on a distributed jobs table', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'The Citus guide (docs/src/guides/citus.md) lists what the distributed mode offers.';
+    END IF;
+END
+$$;
+
+-- The duties on a distributed table (sql/duties.sql and sql/transitions.sql's
+-- rq_expire call them). Citus runs
+-- FOR UPDATE only in a statement of one shard, so each duty goes queue by
+-- queue: one statement across the shards finds the queues with work (no
+-- lock), then each queue's rows are taken as on one server, in its own
+-- shard, skipping rows others hold. Only the coordinator runs them, so the
+-- background workers of the worker nodes do not walk the same rows; a row
+-- is changed once whoever runs them, since each UPDATE re-checks its status.
+
+-- Up to `batch` claimed jobs whose lease ran out, locked, for rq_rescue
+-- (through rq_lapsed) to fail one by one.
+CREATE FUNCTION raquel_internal.rq_lapsed_distributed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q     text;
+    taken bigint := 0;
+    more  bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+    LOOP
+        EXIT WHEN taken >= batch;
+        RETURN QUERY
+            -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+            SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status = 'claimed'
+              AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+            ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+            LIMIT batch - taken
+            FOR UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        taken := taken + more;
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION raquel_internal.rq_prune_distributed(batch integer, cutoff bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q       text;
+    changed bigint := 0;
+    more    bigint;
+BEGIN
+    IF NOT citus_is_coordinator() THEN
+        RETURN 0;
+    END IF;
+    FOR q IN
+        SELECT DISTINCT j.queue FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND j.finished_at < cutoff
+    LOOP
+        EXIT WHEN changed >= batch;
+        WITH old AS (
+            SELECT j.id FROM @extschema@.jobs j
+            WHERE j.queue = q AND j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+              AND j.finished_at < cutoff
+            ORDER BY j.finished_at
+            LIMIT batch - changed
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM @extschema@.jobs j USING old WHERE j.queue = q AND j.id = old.id;
+        GET DIAGNOSTICS more = ROW_COUNT;
+        changed := changed + more;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
 --   flow
 --   distributed
 --   errors::rq_refuse
@@ -2406,6 +2645,209 @@ BEGIN
         ON CONFLICT ON CONSTRAINT queues_without_history_pkey DO NOTHING;
     END IF;
     RETURN keep;
+END
+$$;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   finish
+--   schedules
+--   distributed
+--   metrics
+--   worker::rq_worker_wake
+--   limits::rq_check_batch
+--   limits::rq_retention_ms
+
+-- Housekeeping duties. The background worker runs them every round; without
+-- it (no shared_preload_libraries), run them by hand or from cron. Each one
+-- handles at most `batch` jobs and returns how many it changed, so that one
+-- call is one short transaction: call again while it returns `batch`. Each
+-- walks a partial index of just the rows it is after, and skips rows that
+-- another session holds locked. JIT is off for them: on a table of millions
+-- of rows the planner's estimates passed jit_above_cost, and compiling took
+-- 5 to 20 ms a call for queries that find nothing in a millisecond.
+
+-- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
+-- (SKIP LOCKED: a row some session still holds locked is that session's,
+-- however old its claim), for rq_rescue. On Citus, queue by queue
+-- (sql/distributed.sql).
+CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
+RETURNS TABLE (id uuid, attempts integer, claimed_by text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF raquel_internal.rq_distributed() THEN
+        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
+        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
+        WHERE j.status = 'claimed'
+          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
+        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED;
+END
+$$;
+
+-- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
+-- follows the retry rules, exactly as if the worker had called rq_fail. A
+-- claim without lease_expires_at (made by the Python library or by hand) has
+-- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
+-- session still holds locked is that session's, however old its claim.
+CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    job     record;
+    changed bigint := 0;
+    failed  @extschema@.jobs;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
+    LOOP
+        failed := raquel_internal.rq_fail(job.id, job.attempts,
+                        format('lease expired: %s did not finish attempt %s in time',
+                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
+                        NULL);
+        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
+        changed := changed + 1;
+    END LOOP;
+    RETURN changed;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_rescue
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_rescue($1) $$;
+
+-- Finished jobs older than the retention: deleted. The retention defaults to
+-- the raquel.retention setting (a week), whose zero keeps finished jobs for
+-- ever; a retention of zero passed to rq_prune deletes every finished job.
+
+CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    -- A value, not rq_now_ms() in the statements: a volatile call cannot
+    -- bound an index scan (the prune below then read the index of every
+    -- finished job: 2.6 s a round with 10 million of them, measured), and
+    -- Citus refuses volatile calls in a statement it sends to a shard.
+    now_ms  bigint := raquel_internal.rq_now_ms();
+    keep_ms bigint;
+    cutoff  bigint;
+    changed bigint;
+BEGIN
+    PERFORM raquel_internal.rq_check_batch(batch);
+    -- keys whose hold after their job's end is over (sql/schema.sql)
+    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
+    keep_ms := raquel_internal.rq_retention_ms(retention);
+    -- the setting's 0 keeps finished jobs for ever; a retention of 0 given
+    -- here keeps none: every job finished before now goes
+    IF keep_ms = 0 AND retention IS NULL THEN
+        RETURN 0;
+    END IF;
+    cutoff := now_ms - keep_ms;
+    -- the metrics of minutes older than the retention (sql/metrics.sql)
+    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
+    IF raquel_internal.rq_distributed() THEN
+        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
+    END IF;
+    WITH old AS (
+        SELECT j.id FROM @extschema@.jobs j
+        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
+          AND j.finished_at < cutoff
+        ORDER BY j.finished_at
+        LIMIT batch
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
+        RETURNING j.id
+    ), steps AS (
+        -- their recorded steps (sql/steps.sql) go with them
+        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
+    ), parents AS (
+        -- and the parents they ran after (sql/workflows.sql job_parents)
+        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
+    )
+    SELECT count(*) INTO changed FROM gone;
+    RETURN changed;
+END
+$$;
+
+-- The name users call: raquel's own code calls raquel_internal.rq_prune
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
+
+-- When the next duty falls due (ms since the epoch; NULL: nothing is
+-- coming): the first lease to end, the first job to expire, the first
+-- finished job to pass the retention. The background worker asks after
+-- each round, and does not come back before then unless a backend notes
+-- something sooner (src/deadlines.rs). Each is the first entry of its
+-- duty's index.
+-- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
+CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
+BEGIN
+    RETURN least(
+        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         FROM @extschema@.jobs j
+         WHERE j.status = 'claimed'
+           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
+         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
+         LIMIT 1),
+        (SELECT j.scheduled_at + j.max_age
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
+         ORDER BY j.scheduled_at + j.max_age
+         LIMIT 1),
+        (SELECT j.finished_at + keep_ms
+         FROM @extschema@.jobs j
+         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
+         ORDER BY j.finished_at
+         LIMIT 1),
+        (SELECT s.next_run_at FROM @extschema@.schedules s
+         WHERE s.enabled
+         ORDER BY s.next_run_at
+         LIMIT 1));
+END
+$$;
+
+-- The background worker's wake-up by its public name (src/worker.rs): the
+-- same C function as raquel_internal.rq_worker_wake, which raquel calls.
+CREATE FUNCTION rq_worker_wake() RETURNS boolean
+LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
+
+-- Tell the launcher a database now has the extension; say so when there is
+-- no launcher to tell.
+DO $$
+BEGIN
+    IF NOT raquel_internal.rq_worker_wake() THEN
+        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
+            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
+    END IF;
 END
 $$;
 /* </end connected objects> */
@@ -2856,6 +3298,71 @@ CREATE FUNCTION raquel_internal.rq_retry(id uuid) RETURNS jobs
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rq_retry_c';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   schema
+
+-- Steps: what a job's run has done so far, kept across its attempts. A
+-- worker records each named step of a job it holds with the step's result
+-- (rq_step); on a later attempt (a retry, a rescue after its worker died)
+-- it reads back what is recorded and skips what is done. A step recorded
+-- inside the claim's transaction commits with the step's own writes to
+-- this database, or neither does: such a step happens once. A step whose
+-- effect is outside the database (an e-mail, a payment) is recorded after
+-- it, so a crash between the two repeats it: make it idempotent.
+
+-- One row a recorded step. The primary key makes a step's record unique:
+-- a second record of the same step (by a stale worker, or twice in one
+-- run) is refused, and so is the transaction around it.
+CREATE TABLE job_steps (
+    job_id      uuid    NOT NULL,
+    name        text    NOT NULL,
+    result      jsonb,
+    -- the attempt (the claim's fencing token) that recorded it
+    attempt     integer NOT NULL,
+    recorded_at bigint  NOT NULL,
+    -- what recorded it (0.6.0): 'step' (rq_step), 'sleep' (rq_sleep),
+    -- 'event' (rq_wait_event); a call of one kind never reads a step of
+    -- another (sql/waits.sql rq_step_instance)
+    kind        text    NOT NULL DEFAULT 'step',
+    -- the last attempt that went past this sleep or wait, so that its
+    -- name called again in that attempt (a loop) is the next one, name#2
+    -- … (0.6.0, sql/waits.sql rq_step_instance)
+    passed_by   integer,
+    CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name)
+);
+
+COMMENT ON TABLE job_steps IS
+    'raquel durable jobs: the steps recorded for a job (rq_step), kept across its attempts. Times in ms since the Unix epoch (UTC).';
+
+SELECT pg_catalog.pg_extension_config_dump('job_steps', '');
+
+-- A step's name is checked wherever a step is recorded (rq_step, rq_sleep,
+-- rq_wait_event) by raquel_internal.rq_check_step_name (src/steps.rs):
+-- not NULL, not empty, at most 1000 bytes.
+
+-- Records step `name` of the claimed job `id`, with its result. Fenced as
+-- the worker verbs are: the job must be claimed on `attempt` (required),
+-- and it stays locked against a rescue (FOR SHARE) until this transaction
+-- ends, so a step is never recorded for an attempt that lost its claim
+-- before the record committed. A step already recorded is refused (23505)
+-- and nothing changes. One row written: the step's (and the job's row
+-- locked, which writes nothing when this transaction claimed it). In C
+-- (src/steps.rs): it runs once per step of every durable job, so it writes
+-- the step directly where it may (src/direct/step.rs), and otherwise runs
+-- one statement (sql/steps.record.sql).
+--
+-- It writes job_steps as the extension's owner: a worker may read the
+-- steps but not write them (sql/privileges.sql), so that no step is
+-- recorded for a job that is not claimed on that attempt. Not for PUBLIC:
+-- rq_grant_worker grants it.
+CREATE FUNCTION rq_step(id uuid, attempt integer, name text, result jsonb DEFAULT NULL)
+RETURNS job_steps
+LANGUAGE c VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rq_step_fenced_c';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -3828,7 +4335,7 @@ FROM jobs j;
 -- An unknown id is an error (P0002), as for rq_parents: a job pruned after
 -- the retention is gone with its history. Reads the jobs table as its
 -- caller (SECURITY INVOKER): whoever may read jobs may read histories.
-CREATE FUNCTION rq_history(id uuid)
+CREATE FUNCTION raquel_internal.rq_history(id uuid)
 RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
                outcome text, error text, trace text)
 LANGUAGE plpgsql STABLE
@@ -3872,283 +4379,269 @@ BEGIN
     END IF;
 END
 $$;
-/* </end connected objects> */
 
-/* <begin connected objects> */
--- raquel::durations::rq_due_ms
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::metrics::rq_take_metrics
-CREATE  FUNCTION raquel_internal."rq_take_metrics"() RETURNS TABLE (
-	"queue" TEXT,  /* String */
-	"minute" bigint,  /* i64 */
-	"enqueued" bigint,  /* i64 */
-	"claimed" bigint,  /* i64 */
-	"succeeded" bigint,  /* i64 */
-	"failed" bigint,  /* i64 */
-	"rescued" bigint,  /* i64 */
-	"expired" bigint,  /* i64 */
-	"wait_histogram" INT[],  /* Vec < i32 > */
-	"run_histogram" INT[]  /* Vec < i32 > */
-)
-STRICT VOLATILE PARALLEL UNSAFE 
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_take_metrics_wrapper';
+-- The name users call: the dashboard calls raquel_internal.rq_history
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_history(id uuid)
+RETURNS TABLE (attempt integer, worker text, claimed_at timestamptz, ended_at timestamptz,
+               outcome text, error text, trace text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_history($1) $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
 -- requires:
---   schema
---   clock::rq_ms_to_timestamptz
+--   enqueue
+--   claim
+--   transitions
+--   events
+--   observe
+--   duties
+--   distributed
+--   metrics
+--   flow
+--   history
+--   workflows
+--   schedules
+--   steps
+--   waits
+--   worker::rq_worker_wake
 --   errors::rq_refuse
---   metrics::rq_take_metrics
---   metrics::rq_histogram_add
---   metrics::rq_histogram_percentile
---   metrics::rq_note_metric
---   metrics::rq_metrics_lost
 
--- Metrics over time (src/metrics.rs): per queue and minute, what the verbs
--- did and how long jobs waited and ran. The verbs count in memory; the
--- background worker adds the counts to this table (rq_record_metrics) each
--- round and soon after every minute with activity; the prune duty deletes
--- rows older than the retention, as it does finished jobs.
-CREATE TABLE metrics (
-    queue          text      NOT NULL,
-    -- the minute's start, ms since the Unix epoch
-    minute         bigint    NOT NULL,
-    enqueued       bigint    NOT NULL DEFAULT 0,
-    claimed        bigint    NOT NULL DEFAULT 0,
-    -- every attempt that ended: succeeded, failed (rescued ones too), and
-    -- of the failed ones those the rescue duty failed when a lease ran out
-    succeeded      bigint    NOT NULL DEFAULT 0,
-    failed         bigint    NOT NULL DEFAULT 0,
-    rescued        bigint    NOT NULL DEFAULT 0,
-    expired        bigint    NOT NULL DEFAULT 0,
-    -- From due (scheduled_at) to claim, and from claim to its end (success
-    -- or failure), as counts in 161 buckets, four per doubling of ms
-    -- (rq_histogram_percentile reads them): minutes add up exactly.
-    wait_histogram integer[] NOT NULL DEFAULT '{}',
-    run_histogram  integer[] NOT NULL DEFAULT '{}',
-    -- ready jobs (due, not claimed) when the minute was recorded
-    backlog        bigint,
-    CONSTRAINT metrics_pkey PRIMARY KEY (queue, minute)
-);
-CREATE INDEX metrics_minute_idx ON metrics (minute);
-SELECT pg_catalog.pg_extension_config_dump('metrics', '');
+-- Who may do what. rq_enqueue and rq_enqueue_batch run with the extension
+-- owner's rights: a producer needs EXECUTE on them and no privilege on the
+-- table, so it can enqueue and do nothing else (a keyed enqueue that finds
+-- its key taken shows a producer only the job's id, queue and key:
+-- src/privileges.rs). Workers run the claim and finish verbs with their own
+-- rights: a worker role needs SELECT and UPDATE on jobs, SELECT on
+-- queue_limits, SELECT and DELETE on job_dependencies (a job it
+-- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
+-- key_holds (a job it ends may hold its key), SELECT on job_steps,
+-- job_waits and emitted_events, and EXECUTE on rq_step, rq_sleep and
+-- rq_wait_event (which write those tables as the owner, fenced by the
+-- attempt), and nothing else.
+-- rq_emit runs with the owner's rights and is not for PUBLIC: who may emit
+-- is rq_grant_emitter's grant (limited to event-name prefixes when given
+-- them: event_emitters, sql/waits.sql) or a grant of EXECUTE on it by hand
+-- (a producer or a worker may not, unless granted). What starts work in the server
+-- is not for PUBLIC: the duties (the background worker runs them as the
+-- extension's owner), rq_worker_wake, and the trigger functions.
+--
+-- The helpers in raquel_internal (src/lib.rs says what goes there) keep
+-- the EXECUTE grants they had in the extension's schema: who may call a
+-- function is its EXECUTE grant, never the schema it is in. The verbs call
+-- them by name as their caller, so the schema has USAGE for PUBLIC (as a
+-- schema public has), and the grant helpers below give USAGE on it too: a
+-- database that revokes PUBLIC's USAGE to hide the helpers keeps its
+-- producers and workers working (other roles that call the verbs then need
+-- USAGE on raquel_internal as well). No role but the owner may CREATE in it.
+-- Triggers, column defaults, index expressions and views call their
+-- functions by OID and need no USAGE.
+--
+-- raquel calls its own functions only in raquel_internal, never by a name
+-- in the extension's schema. A role that may create in that schema (public,
+-- by default) can plant a function of a raquel name there whose argument
+-- types fit a call exactly where raquel's own needs a cast, and the exact
+-- one wins even when the call names the schema; or add an overload with one
+-- more defaulted argument, and the call becomes ambiguous (42725). Either
+-- would run as whoever made the call: the background worker runs the duties
+-- as the extension's owner. So every public function that raquel itself
+-- calls (the duties, rq_reschedule, rq_enqueue, rq_now_ms …) has its body,
+-- or its C symbol, in raquel_internal too, and the public name is an entry
+-- point to it; the background worker, the dashboard and the Rust statements
+-- call the raquel_internal names as well. Nobody else can create there.
+GRANT USAGE ON SCHEMA raquel_internal TO PUBLIC;
 
--- What the worker runs: the figures counted since its last round, added to
--- their rows, and each queue's ready backlog in the row of the minute that
--- just ended (once a minute). Returns how many rows it touched.
-CREATE FUNCTION raquel_internal.rq_record_metrics() RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+REVOKE EXECUTE ON FUNCTION
+    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), raquel_internal.rq_next_duty_ms(interval),
+    rq_worker_wake(),
+    rq_enqueue_trigger(), raquel_internal.rq_job_events(), raquel_internal.rq_job_values(), raquel_internal.rq_drop_started(),
+    raquel_internal.rq_job_turn(), raquel_internal.rq_queue_limits_changed(),
+    raquel_internal.rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
+    raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    rq_fire_schedules(integer),
+    rq_distribute(integer), raquel_internal.rq_lapsed(integer, bigint), raquel_internal.rq_expire_distributed(integer, bigint),
+    raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),
+    raquel_internal.rq_take_metrics(), raquel_internal.rq_record_metrics(),
+    raquel_internal.rq_check_parents(integer, uuid[]),
+    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint),
+    rq_emit(text, jsonb, interval), rq_grant_emitter(regrole, text),
+    raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
+    raquel_internal.rq_look_in_at_commit(),
+    -- the twins raquel's own code calls (sql/schema.sql): as their public names
+    raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+    raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+    raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
+    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake(),
+    -- the durable verbs write their tables as the owner: for workers
+    rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
+    rq_wait_event(uuid, integer, text, text, interval), rq_wait_job(uuid, integer, text, uuid, interval),
+    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint),
+    raquel_internal.rq_end_wait(uuid, text, jsonb, integer, bigint, text),
+    raquel_internal.rq_park(uuid, integer, text, text, bigint, bigint)
+FROM PUBLIC;
+
+-- Every claim and every finish reads the flow settings (src/flow.rs), so
+-- anyone may read them; the state the limits keep is for workers
+-- (rq_grant_worker), and changing the settings (rq_pause, rq_resume,
+-- rq_set_limits) for roles given INSERT and UPDATE on the table.
+GRANT SELECT (queue, paused, max_claimed, rate, per, group_max_claimed, grouped) ON queue_limits TO PUBLIC;
+-- Every complete reads which queues keep no history (src/history.rs).
+GRANT SELECT ON queues_without_history TO PUBLIC;
+
+-- Lets `role` enqueue jobs (and nothing else), also from a row trigger of its
+-- tables (CREATE TRIGGER needs EXECUTE on rq_enqueue_trigger).
+CREATE FUNCTION rq_grant_producer(role regrole) RETURNS void
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    touched bigint;
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    ended   bigint := (now_ms / 60000 - 1) * 60000;
-    more    bigint;
 BEGIN
-    -- One recorder at a time: a call waits for the one before it to commit,
-    -- so that what it leaves is visible once it returns (figures taken from
-    -- shared memory by a round not yet committed would otherwise be in
-    -- neither). 7311: this function's own class of advisory lock.
-    PERFORM pg_catalog.pg_advisory_xact_lock(7311, 0);
-    INSERT INTO @extschema@.metrics AS m (queue, minute, enqueued, claimed, succeeded, failed, rescued, expired,
-                                           wait_histogram, run_histogram)
-    SELECT t.queue, t.minute, t.enqueued, t.claimed, t.succeeded, t.failed, t.rescued, t.expired,
-           t.wait_histogram, t.run_histogram
-    FROM raquel_internal.rq_take_metrics() t
-    ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE
-    SET enqueued = m.enqueued + excluded.enqueued, claimed = m.claimed + excluded.claimed,
-        succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed,
-        rescued = m.rescued + excluded.rescued, expired = m.expired + excluded.expired,
-        wait_histogram = raquel_internal.rq_histogram_add(m.wait_histogram, excluded.wait_histogram),
-        run_histogram = raquel_internal.rq_histogram_add(m.run_histogram, excluded.run_histogram);
-    GET DIAGNOSTICS touched = ROW_COUNT;
-    -- The backlog once a minute: it reads every ready job's index entry.
-    -- Kept for the queues that had something counted that minute (at most
-    -- the slots of shared memory) and the 100 longest backlogs, so that a
-    -- database of 200 000 idle queues with jobs waiting adds 100 rows a
-    -- minute, not 200 000.
-    IF NOT EXISTS (SELECT 1 FROM @extschema@.metrics m WHERE m.minute = ended AND m.backlog IS NOT NULL) THEN
-        INSERT INTO @extschema@.metrics AS m (queue, minute, backlog)
-        SELECT b.queue, ended, b.n
-        FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-              WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-              GROUP BY j.queue) b
-        WHERE b.queue IN (SELECT a.queue FROM @extschema@.metrics a WHERE a.minute = ended)
-           OR b.queue IN (SELECT t.queue FROM (SELECT j.queue, count(*) AS n FROM @extschema@.jobs j
-                                               WHERE j.status IN ('queued', 'failed') AND j.scheduled_at <= now_ms
-                                               GROUP BY j.queue ORDER BY 2 DESC, 1 LIMIT 100) t)
-        ON CONFLICT ON CONSTRAINT metrics_pkey DO UPDATE SET backlog = excluded.backlog;
-        GET DIAGNOSTICS more = ROW_COUNT;
-        touched := touched + more;
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_producer']);
     END IF;
-    RETURN touched;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION
+        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
+        %1$s.rq_enqueue_trigger(),
+        raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
+        raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
+        TO %2$s', '@extschema@', role);
 END
 $$;
 
--- Events the metrics could not count, by its public name (src/metrics.rs):
--- the same C function as raquel_internal.rq_metrics_lost, which raquel calls.
-CREATE FUNCTION rq_metrics_lost() RETURNS bigint
-LANGUAGE c STRICT VOLATILE PARALLEL SAFE
+-- Lets `role` claim, finish, hand back and extend jobs, and look at them:
+-- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and
+-- SELECT on queue_limits (the state the limits keep is written by the flow
+-- claim as the owner: sql/flow.sql rq_flow_took).
+CREATE FUNCTION rq_grant_worker(role regrole) RETURNS void
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_metrics_lost_wrapper';
+AS $$
+BEGIN
+    IF role IS NULL OR role::oid = 0 THEN
+        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_worker']);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
+        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
+    -- the flow claim's helpers, which write the limits' state as the owner
+    -- and refuse to run outside rq_claim (src/flow.rs)
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
+        raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
+    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
+    -- rq_parents reads what a job's parents produced (sql/workflows.sql)
+    EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
+    -- rq_step records a job's steps (sql/steps.sql); rq_sleep,
+    -- rq_wait_event and rq_wait_job park the job they hold (sql/waits.sql).
+    -- They write job_steps and job_waits as the owner, fenced by the
+    -- attempt: a worker reads them, and writes them only through the verbs.
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_step(uuid, integer, text, jsonb),
+        %1$s.rq_sleep(uuid, integer, text, timestamptz, interval),
+        %1$s.rq_wait_event(uuid, integer, text, text, interval),
+        %1$s.rq_wait_job(uuid, integer, text, uuid, interval),
+        raquel_internal.rq_deliver_job_end(uuid) TO %2$s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_steps TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.job_waits TO %s', '@extschema@', role);
+    EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', role);
+END
+$$;
 
--- The figures per queue and minute since `since` ago (one queue, or all),
--- with the percentiles of wait and run time in ms.
-CREATE FUNCTION rq_metrics(queue text DEFAULT NULL, since interval DEFAULT '1 hour')
-RETURNS TABLE (
-    queue text, minute timestamptz,
-    enqueued bigint, claimed bigint, succeeded bigint, failed bigint, rescued bigint, expired bigint,
-    wait_p50_ms double precision, wait_p95_ms double precision, wait_p99_ms double precision,
-    run_p50_ms double precision, run_p95_ms double precision, run_p99_ms double precision,
-    backlog bigint
-)
--- (SQL, not PL/pgSQL: the argument queue and the result column queue
--- would be one variable twice there.)
+REVOKE EXECUTE ON FUNCTION rq_grant_producer(regrole), rq_grant_worker(regrole) FROM PUBLIC;
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   privileges
+
+-- What an operator should fix, as rows: rq_warnings() (the dashboard shows
+-- them), a WARNING at CREATE EXTENSION and ALTER EXTENSION … UPDATE, and a
+-- line in the server log from the background worker (at most one an hour a
+-- database, src/worker.rs).
+--
+-- One so far: roles other than raquel's owner (and superusers) that may
+-- create in the extension's schema. raquel never calls a function of its
+-- own there (sql/privileges.sql), but a user's own call of rq_claim or
+-- rq_complete resolves there, and such a role can plant a look-alike that
+-- fits the call better, or one that makes it ambiguous.
+
+-- The roles other than the extension's owner and the superusers that may
+-- create in its schema: those granted CREATE (PUBLIC for everyone) and the
+-- schema's owner (pg_database_owner, the owner of `public` since
+-- PostgreSQL 15, stands for the database's owner).
+CREATE FUNCTION raquel_internal.rq_schema_writers() RETURNS SETOF text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT m.queue, raquel_internal.rq_ms_to_timestamptz(m.minute),
-           m.enqueued, m.claimed, m.succeeded, m.failed, m.rescued, m.expired,
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.wait_histogram, 0.99),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.5),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.95),
-           raquel_internal.rq_histogram_percentile(m.run_histogram, 0.99),
-           m.backlog
-    FROM @extschema@.metrics m
-    WHERE m.minute >= raquel_internal.rq_now_ms() - (extract(epoch FROM coalesce($2, interval '1 hour')) * 1000)::bigint
-      AND ($1 IS NULL OR m.queue = $1)
-    ORDER BY m.queue, m.minute
-$$;
-
--- The current figures in the Prometheus text format, for a scraper that
--- runs SQL. Per queue, for the `max_queues` queues with the most unfinished
--- jobs (then the most events in the last five recorded minutes, then by
--- name): jobs by status now, and over the last five recorded minutes the
--- events and the wait and run percentiles (seconds). Over every queue: jobs
--- by status and events, how many queues there are, and the events the
--- metrics could not count (raquel_metrics_lost_total). Its cost is one read
--- of the jobs table and of five minutes of metrics, plus the histograms of
--- the queues shown: 10 000 queues are as cheap as 100.
-CREATE FUNCTION rq_prometheus(max_queues integer DEFAULT 100) RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    since   bigint := (raquel_internal.rq_now_ms() / 60000 - 5) * 60000;
-    out     text;
-    waiting bigint;
-BEGIN
-    IF max_queues IS NULL OR max_queues < 0 OR max_queues > 100000 THEN
-        PERFORM raquel_internal.rq_refuse('max_queues', ARRAY[max_queues::text]);
-    END IF;
-    WITH jobs AS (
-        SELECT j.queue, j.status, count(*) AS n FROM @extschema@.jobs j GROUP BY 1, 2
-    ), events AS (
-        SELECT m.queue, e.event, sum(e.n) AS n
-        FROM @extschema@.metrics m
-        CROSS JOIN LATERAL (VALUES ('enqueued', m.enqueued), ('claimed', m.claimed), ('succeeded', m.succeeded),
-                                   ('failed', m.failed), ('rescued', m.rescued), ('expired', m.expired)) e (event, n)
-        WHERE m.minute >= since
-        GROUP BY 1, 2
-    ), queues AS (
-        SELECT coalesce(j.queue, e.queue) AS queue, coalesce(j.unfinished, 0) AS unfinished, coalesce(e.events, 0) AS events
-        FROM (SELECT t.queue, sum(t.n) FILTER (WHERE t.status NOT IN ('success', 'cancelled', 'expired', 'exhausted')) AS unfinished
-              FROM jobs t GROUP BY 1) j
-        FULL JOIN (SELECT t.queue, sum(t.n) AS events FROM events t GROUP BY 1) e ON e.queue = j.queue
-    ), shown AS (
-        SELECT q.queue, row_number() OVER (ORDER BY q.unfinished DESC, q.events DESC, q.queue) AS rank
-        FROM queues q
-        ORDER BY q.unfinished DESC, q.events DESC, q.queue
-        LIMIT max_queues
-    ), histograms AS (
-        SELECT s.queue, s.rank,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.wait_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS wait,
-               (SELECT array_agg(b.n ORDER BY b.i) FROM (
-                    SELECT u.i, sum(u.n)::integer AS n
-                    FROM @extschema@.metrics m, unnest(m.run_histogram) WITH ORDINALITY u (n, i)
-                    WHERE m.queue = s.queue AND m.minute >= since GROUP BY u.i) b) AS run
-        FROM shown s
-    ), quantiles AS (
-        SELECT w.which, w.metric, h.queue, h.rank, f.fraction,
-               raquel_internal.rq_histogram_percentile(CASE w.which WHEN 0 THEN h.wait ELSE h.run END, f.fraction) AS ms
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        CROSS JOIN histograms h
-        CROSS JOIN (VALUES (0.5), (0.95), (0.99)) f (fraction)
+    WITH s AS (
+        SELECT n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner)) AS acl, e.extowner
+        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+        WHERE e.extname = 'raquel'
+    ), creators AS (
+        SELECT a.grantee AS role FROM s, aclexplode(s.acl) a WHERE a.privilege_type = 'CREATE'
+        UNION
+        SELECT s.nspowner FROM s
+    ), resolved AS (
+        SELECT DISTINCT CASE WHEN c.role = 'pg_database_owner'::regrole
+                             THEN (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database())
+                             ELSE c.role END AS role
+        FROM creators c
     )
-    SELECT string_agg(x.part, '' ORDER BY x.k) INTO out FROM (
-        SELECT 1 AS k, E'# HELP raquel_jobs Jobs by queue and status, for the queues shown (rq_prometheus(max_queues)).\n# TYPE raquel_jobs gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs{queue="%s",status="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(t.queue), t.status, t.n),
-                                      '' ORDER BY s.rank, t.status), '') AS part
-        FROM jobs t JOIN shown s ON s.queue = t.queue
-        UNION ALL
-        SELECT 2, E'# HELP raquel_jobs_all Jobs of every queue by status.\n# TYPE raquel_jobs_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_jobs_all{status="%s"} %s\n', a.status, a.n), '' ORDER BY a.status), '')
-        FROM (SELECT t.status, sum(t.n) AS n FROM jobs t GROUP BY 1) a
-        UNION ALL
-        SELECT 3, format(E'# HELP raquel_queues Queues with jobs or events in the last five recorded minutes.\n# TYPE raquel_queues gauge\nraquel_queues %s\n',
-                         (SELECT count(*) FROM queues))
-        UNION ALL
-        SELECT 4, E'# HELP raquel_events_5m Events in the last five recorded minutes, for the queues shown.\n# TYPE raquel_events_5m gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m{queue="%s",event="%s"} %s\n',
-                                             raquel_internal.rq_prometheus_label(e.queue), e.event, e.n),
-                                      '' ORDER BY s.rank, e.event), '')
-        FROM events e JOIN shown s ON s.queue = e.queue
-        UNION ALL
-        SELECT 5, E'# HELP raquel_events_5m_all Events of every queue in the last five recorded minutes.\n# TYPE raquel_events_5m_all gauge\n'
-               || coalesce(string_agg(format(E'raquel_events_5m_all{event="%s"} %s\n', a.event, a.n), '' ORDER BY a.event), '')
-        FROM (SELECT e.event, sum(e.n) AS n FROM events e GROUP BY 1) a
-        UNION ALL
-        SELECT 6 + w.which,
-               format(E'# HELP %1$s %2$s over the last five recorded minutes, for the queues shown.\n# TYPE %1$s gauge\n',
-                      w.metric, CASE w.which WHEN 0 THEN 'Wait from due to claim' ELSE 'Run from claim to end' END)
-               || coalesce((SELECT string_agg(format(E'%s{queue="%s",quantile="%s"} %s\n', q.metric,
-                                                     raquel_internal.rq_prometheus_label(q.queue), q.fraction, q.ms / 1000),
-                                              '' ORDER BY q.rank, q.fraction)
-                            FROM quantiles q WHERE q.which = w.which AND q.ms IS NOT NULL), '')
-        FROM (VALUES (0, 'raquel_wait_seconds'), (1, 'raquel_run_seconds')) w (which, metric)
-        UNION ALL
-        SELECT 8, format(E'# HELP raquel_metrics_lost_total Events the metrics could not count since the server started.\n# TYPE raquel_metrics_lost_total counter\nraquel_metrics_lost_total %s\n',
-                         raquel_internal.rq_metrics_lost())
-        UNION ALL
-        -- the claim cursors (src/cursors.rs), server-wide since it started
-        SELECT 9, format(E'# HELP raquel_cursor_claims_total One-queue claims since the server started, by whether they started at the queue\'s cursors or walked from the start.\n# TYPE raquel_cursor_claims_total counter\n'
-                         || E'raquel_cursor_claims_total{cursors="used"} %s\nraquel_cursor_claims_total{cursors="walked"} %s\n'
-                         || E'# HELP raquel_cursor_limits_total Claims of a queue name too long for a cursor, queues with too many priorities, and places given to another queue, since the server started.\n# TYPE raquel_cursor_limits_total counter\n'
-                         || E'raquel_cursor_limits_total{limit="name_bytes"} %s\nraquel_cursor_limits_total{limit="priorities"} %s\nraquel_cursor_limits_total{limit="places"} %s\n',
-                         c.claims_with_cursors, c.claims_without_cursors, c.long_names, c.too_many_priorities, c.places_given_up)
-        FROM raquel_internal.rq_cursor_counts() c
-    ) x;
-    -- the jobs parked for an event (sql/waits.sql), for a role that may read
-    -- them: a role given only jobs and metrics keeps its series
-    IF pg_catalog.has_table_privilege('@extschema@.job_waits', 'SELECT') THEN
-        SELECT count(*) INTO waiting FROM @extschema@.job_waits;
-        out := out || format(E'# HELP raquel_jobs_waiting_for_event_all Jobs parked for an event (rq_wait_event), of every queue.\n'
-                             || E'# TYPE raquel_jobs_waiting_for_event_all gauge\nraquel_jobs_waiting_for_event_all %s\n', waiting);
-    END IF;
-    RETURN out;
-END
+    SELECT CASE WHEN r.role = 0 THEN 'PUBLIC' ELSE r.role::regrole::text END
+    FROM resolved r, s
+    WHERE r.role <> s.extowner
+      AND (r.role = 0 OR NOT coalesce((SELECT ro.rolsuper FROM pg_roles ro WHERE ro.oid = r.role), false))
+    ORDER BY 1
 $$;
 
--- A label value as the Prometheus text format writes it: backslash, double
--- quote and newline escaped.
-CREATE FUNCTION raquel_internal.rq_prometheus_label(value text) RETURNS text
-LANGUAGE sql IMMUTABLE
+-- Each thing to fix, with what to do about it.
+CREATE FUNCTION raquel_internal.rq_warnings() RETURNS TABLE (warning text, hint text)
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT replace(replace(replace($1, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+    SELECT format('roles other than raquel''s owner may create in its schema %s: %s',
+                  '@extschema@', string_agg(w, ', ')),
+           format('A function one of them creates there with a raquel name can take over your own calls of raquel''s '
+                  'functions (raquel''s own calls are safe). Install raquel into a schema only its owner may create in '
+                  '(CREATE SCHEMA raquel; CREATE EXTENSION raquel SCHEMA raquel), or REVOKE CREATE ON SCHEMA %s FROM %s.',
+                  '@extschema@', string_agg(w, ', '))
+    FROM raquel_internal.rq_schema_writers() w
+    HAVING count(*) > 0
+$$;
+
+-- The name users call (and the dashboard's page of queues shows).
+CREATE FUNCTION rq_warnings() RETURNS TABLE (warning text, hint text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_warnings() $$;
+
+DO $$
+DECLARE
+    w record;
+BEGIN
+    FOR w IN SELECT * FROM raquel_internal.rq_warnings() LOOP
+        RAISE WARNING 'raquel: %', w.warning USING HINT = w.hint;
+    END LOOP;
+END
 $$;
 /* </end connected objects> */
 
@@ -4449,476 +4942,6 @@ COMMENT ON COLUMN rq_schedules.last_job_id IS
     'The job enqueued for the last slot; NULL: none yet.';
 COMMENT ON COLUMN rq_schedules.last_error IS
     'Why the last due slot could not be enqueued (it was skipped); NULL once a slot is enqueued.';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   finish
---   schedules
---   distributed
---   metrics
---   worker::rq_worker_wake
---   limits::rq_check_batch
---   limits::rq_retention_ms
-
--- Housekeeping duties. The background worker runs them every round; without
--- it (no shared_preload_libraries), run them by hand or from cron. Each one
--- handles at most `batch` jobs and returns how many it changed, so that one
--- call is one short transaction: call again while it returns `batch`. Each
--- walks a partial index of just the rows it is after, and skips rows that
--- another session holds locked. JIT is off for them: on a table of millions
--- of rows the planner's estimates passed jit_above_cost, and compiling took
--- 5 to 20 ms a call for queries that find nothing in a millisecond.
-
--- Up to `batch` claimed jobs whose lease ran out by `now_ms`, locked
--- (SKIP LOCKED: a row some session still holds locked is that session's,
--- however old its claim), for rq_rescue. On Citus, queue by queue
--- (sql/distributed.sql).
-CREATE FUNCTION raquel_internal.rq_lapsed(batch integer, now_ms bigint)
-RETURNS TABLE (id uuid, attempts integer, claimed_by text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-BEGIN
-    IF raquel_internal.rq_distributed() THEN
-        RETURN QUERY SELECT * FROM raquel_internal.rq_lapsed_distributed(batch, now_ms);
-        RETURN;
-    END IF;
-    RETURN QUERY
-        -- (attempts is a domain over integer; RETURN QUERY wants the type declared)
-        SELECT j.id, j.attempts::integer, j.claimed_by FROM @extschema@.jobs j
-        WHERE j.status = 'claimed'
-          AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) <= now_ms
-        ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED;
-END
-$$;
-
--- Claimed jobs whose lease ran out: a failed attempt ("lease expired") that
--- follows the retry rules, exactly as if the worker had called rq_fail. A
--- claim without lease_expires_at (made by the Python library or by hand) has
--- the library's lease of one minute from claimed_at. SKIP LOCKED: a row some
--- session still holds locked is that session's, however old its claim.
-CREATE FUNCTION raquel_internal.rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    job     record;
-    changed bigint := 0;
-    failed  @extschema@.jobs;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    FOR job IN SELECT l.id, l.attempts, l.claimed_by FROM raquel_internal.rq_lapsed(batch, now_ms) l
-    LOOP
-        failed := raquel_internal.rq_fail(job.id, job.attempts,
-                        format('lease expired: %s did not finish attempt %s in time',
-                               coalesce('worker ' || job.claimed_by, 'the worker'), job.attempts),
-                        NULL);
-        PERFORM raquel_internal.rq_note_metric(failed.queue, 'rescued', NULL);
-        changed := changed + 1;
-    END LOOP;
-    RETURN changed;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_rescue
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_rescue(batch integer DEFAULT 1000) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_rescue($1) $$;
-
--- Finished jobs older than the retention: deleted. The retention defaults to
--- the raquel.retention setting (a week), whose zero keeps finished jobs for
--- ever; a retention of zero passed to rq_prune deletes every finished job.
-
-CREATE FUNCTION raquel_internal.rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    -- A value, not rq_now_ms() in the statements: a volatile call cannot
-    -- bound an index scan (the prune below then read the index of every
-    -- finished job: 2.6 s a round with 10 million of them, measured), and
-    -- Citus refuses volatile calls in a statement it sends to a shard.
-    now_ms  bigint := raquel_internal.rq_now_ms();
-    keep_ms bigint;
-    cutoff  bigint;
-    changed bigint;
-BEGIN
-    PERFORM raquel_internal.rq_check_batch(batch);
-    -- keys whose hold after their job's end is over (sql/schema.sql)
-    DELETE FROM @extschema@.key_holds h WHERE h.until <= now_ms;
-    keep_ms := raquel_internal.rq_retention_ms(retention);
-    -- the setting's 0 keeps finished jobs for ever; a retention of 0 given
-    -- here keeps none: every job finished before now goes
-    IF keep_ms = 0 AND retention IS NULL THEN
-        RETURN 0;
-    END IF;
-    cutoff := now_ms - keep_ms;
-    -- the metrics of minutes older than the retention (sql/metrics.sql)
-    DELETE FROM @extschema@.metrics m WHERE m.minute < cutoff;
-    IF raquel_internal.rq_distributed() THEN
-        RETURN raquel_internal.rq_prune_distributed(batch, cutoff);
-    END IF;
-    WITH old AS (
-        SELECT j.id FROM @extschema@.jobs j
-        WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted')
-          AND j.finished_at < cutoff
-        ORDER BY j.finished_at
-        LIMIT batch
-        FOR UPDATE SKIP LOCKED
-    ), gone AS (
-        DELETE FROM @extschema@.jobs j USING old WHERE j.id = old.id
-        RETURNING j.id
-    ), steps AS (
-        -- their recorded steps (sql/steps.sql) go with them
-        DELETE FROM @extschema@.job_steps s USING gone WHERE s.job_id = gone.id
-    ), parents AS (
-        -- and the parents they ran after (sql/workflows.sql job_parents)
-        DELETE FROM @extschema@.job_parents p USING gone WHERE p.child_id = gone.id
-    )
-    SELECT count(*) INTO changed FROM gone;
-    RETURN changed;
-END
-$$;
-
--- The name users call: raquel's own code calls raquel_internal.rq_prune
--- (sql/privileges.sql says why).
-CREATE FUNCTION rq_prune(batch integer DEFAULT 1000, retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT raquel_internal.rq_prune($1, $2) $$;
-
--- When the next duty falls due (ms since the epoch; NULL: nothing is
--- coming): the first lease to end, the first job to expire, the first
--- finished job to pass the retention. The background worker asks after
--- each round, and does not come back before then unless a backend notes
--- something sooner (src/deadlines.rs). Each is the first entry of its
--- duty's index.
--- PL/pgSQL rather than SQL: Citus plans no SQL function's parameters.
-CREATE FUNCTION raquel_internal.rq_next_duty_ms(retention interval DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-DECLARE
-    keep_ms bigint := raquel_internal.rq_retention_ms(retention);
-BEGIN
-    RETURN least(
-        (SELECT coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         FROM @extschema@.jobs j
-         WHERE j.status = 'claimed'
-           AND coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms()) IS NOT NULL
-         ORDER BY coalesce(j.lease_expires_at, j.claimed_at + raquel_internal.rq_default_lease_ms())
-         LIMIT 1),
-        (SELECT j.scheduled_at + j.max_age
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('queued', 'failed') AND j.max_age IS NOT NULL
-         ORDER BY j.scheduled_at + j.max_age
-         LIMIT 1),
-        (SELECT j.finished_at + keep_ms
-         FROM @extschema@.jobs j
-         WHERE j.status IN ('success', 'cancelled', 'expired', 'exhausted') AND keep_ms > 0
-         ORDER BY j.finished_at
-         LIMIT 1),
-        (SELECT s.next_run_at FROM @extschema@.schedules s
-         WHERE s.enabled
-         ORDER BY s.next_run_at
-         LIMIT 1));
-END
-$$;
-
--- The background worker's wake-up by its public name (src/worker.rs): the
--- same C function as raquel_internal.rq_worker_wake, which raquel calls.
-CREATE FUNCTION rq_worker_wake() RETURNS boolean
-LANGUAGE c STRICT VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rq_worker_wake_wrapper';
-
--- Tell the launcher a database now has the extension; say so when there is
--- no launcher to tell.
-DO $$
-BEGIN
-    IF NOT raquel_internal.rq_worker_wake() THEN
-        RAISE NOTICE 'raquel: no background worker is running, so nothing expires, rescues or prunes jobs by itself'
-            USING HINT = 'Add raquel to shared_preload_libraries and restart, or call rq_expire(), rq_rescue() and rq_prune() yourself.';
-    END IF;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   enqueue
---   claim
---   transitions
---   events
---   observe
---   duties
---   distributed
---   metrics
---   flow
---   history
---   workflows
---   schedules
---   steps
---   waits
---   worker::rq_worker_wake
---   errors::rq_refuse
-
--- Who may do what. rq_enqueue and rq_enqueue_batch run with the extension
--- owner's rights: a producer needs EXECUTE on them and no privilege on the
--- table, so it can enqueue and do nothing else (a keyed enqueue that finds
--- its key taken shows a producer only the job's id, queue and key:
--- src/privileges.rs). Workers run the claim and finish verbs with their own
--- rights: a worker role needs SELECT and UPDATE on jobs, SELECT on
--- queue_limits, SELECT and DELETE on job_dependencies (a job it
--- ends releases the jobs waiting for it), SELECT, INSERT and UPDATE on
--- key_holds (a job it ends may hold its key), SELECT on job_steps,
--- job_waits and emitted_events, and EXECUTE on rq_step, rq_sleep and
--- rq_wait_event (which write those tables as the owner, fenced by the
--- attempt), and nothing else.
--- rq_emit runs with the owner's rights and is not for PUBLIC: who may emit
--- is rq_grant_emitter's grant (limited to event-name prefixes when given
--- them: event_emitters, sql/waits.sql) or a grant of EXECUTE on it by hand
--- (a producer or a worker may not, unless granted). What starts work in the server
--- is not for PUBLIC: the duties (the background worker runs them as the
--- extension's owner), rq_worker_wake, and the trigger functions.
---
--- The helpers in raquel_internal (src/lib.rs says what goes there) keep
--- the EXECUTE grants they had in the extension's schema: who may call a
--- function is its EXECUTE grant, never the schema it is in. The verbs call
--- them by name as their caller, so the schema has USAGE for PUBLIC (as a
--- schema public has), and the grant helpers below give USAGE on it too: a
--- database that revokes PUBLIC's USAGE to hide the helpers keeps its
--- producers and workers working (other roles that call the verbs then need
--- USAGE on raquel_internal as well). No role but the owner may CREATE in it.
--- Triggers, column defaults, index expressions and views call their
--- functions by OID and need no USAGE.
---
--- raquel calls its own functions only in raquel_internal, never by a name
--- in the extension's schema. A role that may create in that schema (public,
--- by default) can plant a function of a raquel name there whose argument
--- types fit a call exactly where raquel's own needs a cast, and the exact
--- one wins even when the call names the schema; or add an overload with one
--- more defaulted argument, and the call becomes ambiguous (42725). Either
--- would run as whoever made the call: the background worker runs the duties
--- as the extension's owner. So every public function that raquel itself
--- calls (the duties, rq_reschedule, rq_enqueue, rq_now_ms …) has its body,
--- or its C symbol, in raquel_internal too, and the public name is an entry
--- point to it; the background worker, the dashboard and the Rust statements
--- call the raquel_internal names as well. Nobody else can create there.
-GRANT USAGE ON SCHEMA raquel_internal TO PUBLIC;
-
-REVOKE EXECUTE ON FUNCTION
-    rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-    rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-    rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-    rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-    rq_expire(integer), rq_rescue(integer), rq_prune(integer, interval), raquel_internal.rq_next_duty_ms(interval),
-    rq_worker_wake(),
-    rq_enqueue_trigger(), raquel_internal.rq_job_events(), raquel_internal.rq_job_values(), raquel_internal.rq_drop_started(),
-    raquel_internal.rq_job_turn(), raquel_internal.rq_queue_limits_changed(),
-    raquel_internal.rq_hold_for_parents(uuid[], uuid[]), rq_settle_workflows(integer),
-    raquel_internal.rq_enqueue_batch_planned(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-    rq_fire_schedules(integer),
-    rq_distribute(integer), raquel_internal.rq_lapsed(integer, bigint), raquel_internal.rq_expire_distributed(integer, bigint),
-    raquel_internal.rq_lapsed_distributed(integer, bigint), raquel_internal.rq_prune_distributed(integer, bigint),
-    raquel_internal.rq_take_metrics(), raquel_internal.rq_record_metrics(),
-    raquel_internal.rq_check_parents(integer, uuid[]),
-    raquel_internal.rq_flow_lock(text[]), raquel_internal.rq_flow_took(text, uuid[], double precision, bigint),
-    rq_emit(text, jsonb, interval), rq_grant_emitter(regrole, text),
-    raquel_internal.rq_deliver(emitted_events), raquel_internal.rq_settle_waits(integer),
-    raquel_internal.rq_look_in_at_commit(),
-    -- the twins raquel's own code calls (sql/schema.sql): as their public names
-    raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-    raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-    raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-    raquel_internal.rq_expire(integer), raquel_internal.rq_rescue(integer), raquel_internal.rq_prune(integer, interval),
-    raquel_internal.rq_settle_workflows(integer), raquel_internal.rq_fire_schedules(integer), raquel_internal.rq_worker_wake(),
-    -- the durable verbs write their tables as the owner: for workers
-    rq_step(uuid, integer, text, jsonb), rq_sleep(uuid, integer, text, timestamptz, interval),
-    rq_wait_event(uuid, integer, text, text, interval), rq_wait_job(uuid, integer, text, uuid, interval),
-    raquel_internal.rq_deliver_job_end(uuid), raquel_internal.rq_resume_waiter(job_waits, jsonb, text, bigint),
-    raquel_internal.rq_end_wait(uuid, text, jsonb, integer, bigint, text),
-    raquel_internal.rq_park(uuid, integer, text, text, bigint, bigint)
-FROM PUBLIC;
-
--- Every claim and every finish reads the flow settings (src/flow.rs), so
--- anyone may read them; the state the limits keep is for workers
--- (rq_grant_worker), and changing the settings (rq_pause, rq_resume,
--- rq_set_limits) for roles given INSERT and UPDATE on the table.
-GRANT SELECT (queue, paused, max_claimed, rate, per, group_max_claimed, grouped) ON queue_limits TO PUBLIC;
--- Every complete reads which queues keep no history (src/history.rs).
-GRANT SELECT ON queues_without_history TO PUBLIC;
-
--- Lets `role` enqueue jobs (and nothing else), also from a row trigger of its
--- tables (CREATE TRIGGER needs EXECUTE on rq_enqueue_trigger).
-CREATE FUNCTION rq_grant_producer(role regrole) RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF role IS NULL OR role::oid = 0 THEN
-        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_producer']);
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
-        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_producer', role::oid::text]);
-    END IF;
-    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION
-        %1$s.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-        %1$s.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-        %1$s.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-        %1$s.rq_enqueue_batch(text, jsonb[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[]),
-        %1$s.rq_enqueue_trigger(),
-        raquel_internal.rq_enqueue(text, text, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-        raquel_internal.rq_enqueue(text, jsonb, timestamptz, interval, interval, integer, interval, interval, interval, integer, text, text, uuid[], interval),
-        raquel_internal.rq_enqueue_batch(text, text[], timestamptz, interval, interval, integer, interval, interval, interval, integer, text[], text[], uuid[])
-        TO %2$s', '@extschema@', role);
-END
-$$;
-
--- Lets `role` claim, finish, hand back and extend jobs, and look at them:
--- SELECT and UPDATE on the jobs table, SELECT on the rq_jobs view, and
--- SELECT on queue_limits (the state the limits keep is written by the flow
--- claim as the owner: sql/flow.sql rq_flow_took).
-CREATE FUNCTION rq_grant_worker(role regrole) RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF role IS NULL OR role::oid = 0 THEN
-        PERFORM raquel_internal.rq_refuse('role_null', ARRAY['rq_grant_worker']);
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = role) THEN
-        PERFORM raquel_internal.rq_refuse('role_unknown', ARRAY['rq_grant_worker', role::oid::text]);
-    END IF;
-    EXECUTE format('GRANT USAGE ON SCHEMA %s, raquel_internal TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT, UPDATE ON %s.jobs TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.rq_jobs TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.metrics TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.queue_limits TO %s', '@extschema@', role);
-    -- the flow claim's helpers, which write the limits' state as the owner
-    -- and refuse to run outside rq_claim (src/flow.rs)
-    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_flow_lock(text[]),
-        raquel_internal.rq_flow_took(text, uuid[], double precision, bigint) TO %s', role);
-    EXECUTE format('GRANT SELECT, DELETE ON %s.job_dependencies TO %s', '@extschema@', role);
-    -- rq_parents reads what a job's parents produced (sql/workflows.sql)
-    EXECUTE format('GRANT SELECT ON %s.job_parents TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s.key_holds TO %s', '@extschema@', role);
-    -- rq_step records a job's steps (sql/steps.sql); rq_sleep,
-    -- rq_wait_event and rq_wait_job park the job they hold (sql/waits.sql).
-    -- They write job_steps and job_waits as the owner, fenced by the
-    -- attempt: a worker reads them, and writes them only through the verbs.
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %1$s.rq_step(uuid, integer, text, jsonb),
-        %1$s.rq_sleep(uuid, integer, text, timestamptz, interval),
-        %1$s.rq_wait_event(uuid, integer, text, text, interval),
-        %1$s.rq_wait_job(uuid, integer, text, uuid, interval),
-        raquel_internal.rq_deliver_job_end(uuid) TO %2$s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.job_steps TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.job_waits TO %s', '@extschema@', role);
-    EXECUTE format('GRANT SELECT ON %s.emitted_events TO %s', '@extschema@', role);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION raquel_internal.rq_look_in_at_commit() TO %s', role);
-END
-$$;
-
-REVOKE EXECUTE ON FUNCTION rq_grant_producer(regrole), rq_grant_worker(regrole) FROM PUBLIC;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   privileges
-
--- What an operator should fix, as rows: rq_warnings() (the dashboard shows
--- them), a WARNING at CREATE EXTENSION and ALTER EXTENSION … UPDATE, and a
--- line in the server log from the background worker (at most one an hour a
--- database, src/worker.rs).
---
--- One so far: roles other than raquel's owner (and superusers) that may
--- create in the extension's schema. raquel never calls a function of its
--- own there (sql/privileges.sql), but a user's own call of rq_claim or
--- rq_complete resolves there, and such a role can plant a look-alike that
--- fits the call better, or one that makes it ambiguous.
-
--- The roles other than the extension's owner and the superusers that may
--- create in its schema: those granted CREATE (PUBLIC for everyone) and the
--- schema's owner (pg_database_owner, the owner of `public` since
--- PostgreSQL 15, stands for the database's owner).
-CREATE FUNCTION raquel_internal.rq_schema_writers() RETURNS SETOF text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH s AS (
-        SELECT n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner)) AS acl, e.extowner
-        FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-        WHERE e.extname = 'raquel'
-    ), creators AS (
-        SELECT a.grantee AS role FROM s, aclexplode(s.acl) a WHERE a.privilege_type = 'CREATE'
-        UNION
-        SELECT s.nspowner FROM s
-    ), resolved AS (
-        SELECT DISTINCT CASE WHEN c.role = 'pg_database_owner'::regrole
-                             THEN (SELECT d.datdba FROM pg_database d WHERE d.datname = current_database())
-                             ELSE c.role END AS role
-        FROM creators c
-    )
-    SELECT CASE WHEN r.role = 0 THEN 'PUBLIC' ELSE r.role::regrole::text END
-    FROM resolved r, s
-    WHERE r.role <> s.extowner
-      AND (r.role = 0 OR NOT coalesce((SELECT ro.rolsuper FROM pg_roles ro WHERE ro.oid = r.role), false))
-    ORDER BY 1
-$$;
-
--- Each thing to fix, with what to do about it.
-CREATE FUNCTION raquel_internal.rq_warnings() RETURNS TABLE (warning text, hint text)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT format('roles other than raquel''s owner may create in its schema %s: %s',
-                  '@extschema@', string_agg(w, ', ')),
-           format('A function one of them creates there with a raquel name can take over your own calls of raquel''s '
-                  'functions (raquel''s own calls are safe). Install raquel into a schema only its owner may create in '
-                  '(CREATE SCHEMA raquel; CREATE EXTENSION raquel SCHEMA raquel), or REVOKE CREATE ON SCHEMA %s FROM %s.',
-                  '@extschema@', string_agg(w, ', '))
-    FROM raquel_internal.rq_schema_writers() w
-    HAVING count(*) > 0
-$$;
-
--- The name users call (and the dashboard's page of queues shows).
-CREATE FUNCTION rq_warnings() RETURNS TABLE (warning text, hint text)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT * FROM raquel_internal.rq_warnings() $$;
-
-DO $$
-DECLARE
-    w record;
-BEGIN
-    FOR w IN SELECT * FROM raquel_internal.rq_warnings() LOOP
-        RAISE WARNING 'raquel: %', w.warning USING HINT = w.hint;
-    END LOOP;
-END
-$$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- raquel::durations::rq_due_within_ms
-CREATE  FUNCTION raquel_internal."rq_due_within_ms"(
-	"at" timestamp with time zone, /* Option < TimestampWithTimeZone > */
-	"delay" interval, /* Option < Interval > */
-	"verb" TEXT /* Option < & str > */
-) RETURNS bigint /* Option < i64 > */
-VOLATILE PARALLEL SAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'rq_due_within_ms_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

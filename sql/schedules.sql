@@ -156,7 +156,7 @@ $$;
 -- Stops a schedule firing; resuming it starts again at the first slot after
 -- now (the slots in between are not run, whatever its catch_up). An unknown
 -- name is error P0002.
-CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+CREATE FUNCTION raquel_internal.rq_pause_schedule(name text) RETURNS schedules
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -172,7 +172,14 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+-- The name users call: the dashboard calls raquel_internal.rq_pause_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_pause_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_pause_schedule($1) $$;
+
+CREATE FUNCTION raquel_internal.rq_resume_schedule(name text) RETURNS schedules
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -192,6 +199,13 @@ BEGIN
     RETURN schedule;
 END
 $$;
+
+-- The name users call: the dashboard calls raquel_internal.rq_resume_schedule
+-- (sql/privileges.sql says why).
+CREATE FUNCTION rq_resume_schedule(name text) RETURNS schedules
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM raquel_internal.rq_resume_schedule($1) $$;
 
 -- Schedules for people: instants as timestamptz.
 CREATE VIEW rq_schedules AS
