@@ -86,10 +86,10 @@ pub struct Db {
 /// that no look-alike planted in raquel's schema is called instead or makes
 /// the call ambiguous (sql/privileges.sql), raquel's own schema before.
 pub struct Conn {
-    client: Object,
-    s: String,
+    pub(crate) client: Object,
+    pub(crate) s: String,
     h: String,
-    v: String,
+    pub(crate) v: String,
 }
 
 impl Db {
@@ -229,26 +229,6 @@ pub struct Bucket {
     pub wait_p50: Option<f64>,
     pub wait_p95: Option<f64>,
     pub wait_p99: Option<f64>,
-}
-
-#[derive(Serialize)]
-pub struct JobRow {
-    pub id: String,
-    pub queue: String,
-    pub status: String,
-    pub priority: i32,
-    pub attempts: i32,
-    pub enqueued_at: i64,
-    pub enqueued: String,
-    pub error: Option<String>,
-}
-
-pub struct JobFilter {
-    pub queue: Option<String>,
-    pub status: Option<String>,
-    pub error: Option<String>,
-    /// the last row of the page before: (enqueued_at, id)
-    pub before: Option<(i64, uuid::Uuid)>,
 }
 
 #[derive(Serialize)]
@@ -459,53 +439,6 @@ impl Conn {
                 wait_p50: r.get(5),
                 wait_p95: r.get(6),
                 wait_p99: r.get(7),
-            })
-            .collect())
-    }
-
-    /// Jobs newest first, filtered; one more than a page, to know whether
-    /// there is a next one. The error search is a substring, not a pattern.
-    pub async fn jobs(&self, f: &JobFilter) -> Result<Vec<JobRow>, Failure> {
-        let pattern = f.error.as_ref().map(|text| {
-            let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            format!("%{escaped}%")
-        });
-        let (before_at, before_id) = match f.before {
-            Some((at, id)) => (Some(at), Some(id.to_string())),
-            None => (None, None),
-        };
-        let rows = self
-            .client
-            .query(
-                &format!(
-                    "SELECT j.id::text, j.queue, j.status, j.priority, j.attempts, j.enqueued_at,
-                            pg_catalog.left(j.error, 200::integer)
-                     FROM {}.jobs j
-                     WHERE ($1::text IS NULL OR j.queue = $1::text)
-                       AND ($2::text IS NULL OR j.status = $2::text)
-                       AND ($3::text IS NULL OR j.error ILIKE $3::text)
-                       AND ($4::bigint IS NULL OR (j.enqueued_at, j.id) < ($4::bigint, $5::text::uuid))
-                     ORDER BY j.enqueued_at DESC, j.id DESC
-                     LIMIT $6::bigint",
-                    self.s
-                ),
-                &[&f.queue, &f.status, &pattern, &before_at, &before_id, &(PAGE as i64 + 1)],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let at: i64 = r.get(5);
-                JobRow {
-                    id: r.get(0),
-                    queue: r.get(1),
-                    status: r.get(2),
-                    priority: r.get(3),
-                    attempts: r.get(4),
-                    enqueued_at: at,
-                    enqueued: utc(Some(at)),
-                    error: r.get(6),
-                }
             })
             .collect())
     }
@@ -776,6 +709,7 @@ impl Conn {
             "cancel" => "rq_cancel($1::text::uuid)",
             "pause" => "rq_pause($1::text)",
             "resume" => "rq_resume($1::text)",
+            "delete" => return self.delete_job(target).await,
             _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
         };
         self.client.query(&format!("SELECT 1 FROM {}.{call}", self.v), &[&target]).await?;
