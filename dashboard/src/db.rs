@@ -4,10 +4,10 @@
 //! attempts, which reads jobs as its caller), so a role with SELECT on them
 //! is enough; the actions call raquel's functions.
 //!
-//! rq_history is in raquel's own schema (there is no raquel_internal
-//! name for it): a role that may create there can make the call ambiguous
-//! with a look-alike (one more defaulted argument), never run it; the
-//! job's page then says so and shows past_attempts as a column instead.
+//! rq_history is called by its raquel_internal name (from 0.6.0 on, as
+//! every verb the dashboard calls): no look-alike planted in raquel's
+//! schema is called instead or makes the call ambiguous. When it cannot
+//! be read, the job's page says so and shows past_attempts as a column.
 //!
 //! Nothing planted can run in them. A role that may create objects in a
 //! schema on the dashboard's search_path (CREATE on `public`, say) could
@@ -86,10 +86,10 @@ pub struct Db {
 /// that no look-alike planted in raquel's schema is called instead or makes
 /// the call ambiguous (sql/privileges.sql), raquel's own schema before.
 pub struct Conn {
-    client: Object,
-    s: String,
+    pub(crate) client: Object,
+    pub(crate) s: String,
     h: String,
-    v: String,
+    pub(crate) v: String,
 }
 
 impl Db {
@@ -286,26 +286,6 @@ pub struct Workflow {
     /// the table the edges were read from (job_parents, or job_dependencies
     /// when the role may not read job_parents)
     pub table: &'static str,
-}
-
-#[derive(Serialize)]
-pub struct JobRow {
-    pub id: String,
-    pub queue: String,
-    pub status: String,
-    pub priority: i32,
-    pub attempts: i32,
-    pub enqueued_at: i64,
-    pub enqueued: String,
-    pub error: Option<String>,
-}
-
-pub struct JobFilter {
-    pub queue: Option<String>,
-    pub status: Option<String>,
-    pub error: Option<String>,
-    /// the last row of the page before: (enqueued_at, id)
-    pub before: Option<(i64, uuid::Uuid)>,
 }
 
 #[derive(Serialize)]
@@ -646,53 +626,6 @@ impl Conn {
         Ok(Workflow { nodes, edges, more_edges, total, table })
     }
 
-    /// Jobs newest first, filtered; one more than a page, to know whether
-    /// there is a next one. The error search is a substring, not a pattern.
-    pub async fn jobs(&self, f: &JobFilter) -> Result<Vec<JobRow>, Failure> {
-        let pattern = f.error.as_ref().map(|text| {
-            let escaped = text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            format!("%{escaped}%")
-        });
-        let (before_at, before_id) = match f.before {
-            Some((at, id)) => (Some(at), Some(id.to_string())),
-            None => (None, None),
-        };
-        let rows = self
-            .client
-            .query(
-                &format!(
-                    "SELECT j.id::text, j.queue, j.status, j.priority, j.attempts, j.enqueued_at,
-                            pg_catalog.left(j.error, 200::integer)
-                     FROM {}.jobs j
-                     WHERE ($1::text IS NULL OR j.queue = $1::text)
-                       AND ($2::text IS NULL OR j.status = $2::text)
-                       AND ($3::text IS NULL OR j.error ILIKE $3::text)
-                       AND ($4::bigint IS NULL OR (j.enqueued_at, j.id) < ($4::bigint, $5::text::uuid))
-                     ORDER BY j.enqueued_at DESC, j.id DESC
-                     LIMIT $6::bigint",
-                    self.s
-                ),
-                &[&f.queue, &f.status, &pattern, &before_at, &before_id, &(PAGE as i64 + 1)],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let at: i64 = r.get(5);
-                JobRow {
-                    id: r.get(0),
-                    queue: r.get(1),
-                    status: r.get(2),
-                    priority: r.get(3),
-                    attempts: r.get(4),
-                    enqueued_at: at,
-                    enqueued: utc(Some(at)),
-                    error: r.get(6),
-                }
-            })
-            .collect())
-    }
-
     /// One job, every column in the table's order (each cut to SHOWN_CHARS
     /// characters), or None.
     pub async fn job(&self, id: uuid::Uuid) -> Result<Option<Job>, Failure> {
@@ -821,7 +754,7 @@ impl Conn {
                      FROM {}.rq_history($1::text::uuid) WITH ORDINALITY
                           AS h (attempt, worker, claimed_at, ended_at, outcome, error, trace, n)
                      ORDER BY h.n LIMIT $4::bigint",
-                    self.s
+                    self.v
                 ),
                 &[&id, &ATTEMPT_CHARS, &ATTEMPT_NAME_CHARS, &(ATTEMPTS_SHOWN as i64)],
             )
@@ -952,17 +885,15 @@ impl Conn {
     }
 
     /// The actions on a schedule: pause and resume (rq_pause_schedule and
-    /// rq_resume_schedule, in raquel's schema: there is no raquel_internal
-    /// name for them, so a role that may create there can make the call
-    /// ambiguous with a look-alike, refused with 42725, never run it), and
+    /// rq_resume_schedule, by their raquel_internal names from 0.6.0 on), and
     /// run: one job now from the schedule's queue, payload and options,
     /// enqueued with rq_enqueue as the schedule's own round would (but due
     /// now), its id returned. An unknown schedule is P0002.
     pub async fn act_on_schedule(&self, action: &str, name: &str) -> Result<Option<String>, Failure> {
         let s = &self.s;
         let row: Option<Option<String>> = match action {
-            "pause" => self.client.query_opt(&format!("SELECT 1 FROM {s}.rq_pause_schedule($1::text)"), &[&name]).await?.map(|_| None),
-            "resume" => self.client.query_opt(&format!("SELECT 1 FROM {s}.rq_resume_schedule($1::text)"), &[&name]).await?.map(|_| None),
+            "pause" => self.client.query_opt(&format!("SELECT 1 FROM {v}.rq_pause_schedule($1::text)", v = self.v), &[&name]).await?.map(|_| None),
+            "resume" => self.client.query_opt(&format!("SELECT 1 FROM {v}.rq_resume_schedule($1::text)", v = self.v), &[&name]).await?.map(|_| None),
             "run" => {
                 // the options as the schedule keeps them (ms), made intervals
                 let ms = |column: &str| format!("(c.{column}::text || ' milliseconds'::text)::interval");
@@ -992,6 +923,7 @@ impl Conn {
             "cancel" => "rq_cancel($1::text::uuid)",
             "pause" => "rq_pause($1::text)",
             "resume" => "rq_resume($1::text)",
+            "delete" => return self.delete_job(target).await,
             _ => return Err(Failure { sqlstate: "22023".into(), message: format!("no action {action}") }),
         };
         self.client.query(&format!("SELECT 1 FROM {}.{call}", self.v), &[&target]).await?;

@@ -17,9 +17,11 @@
 //! schema, so nothing planted on the search_path runs with its role's rights.
 
 mod access;
+mod bulk;
 mod charts;
 mod csrf;
 mod db;
+mod find;
 mod pages;
 
 use clap::Parser;
@@ -44,7 +46,7 @@ struct Args {
     /// the address to listen on: localhost unless you say otherwise
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
-    /// allow retry, cancel, pause and resume, and run a schedule now (off: the page only reads); needs a password
+    /// allow retry, cancel, delete (one job or every job a filter matches), pause and resume, and run a schedule now (off: the page only reads); needs a password
     #[arg(long, default_value_t = false, conflicts_with = "read_only")]
     read_write: bool,
     /// only read (the default; says so explicitly)
@@ -90,6 +92,8 @@ pub struct App {
     pub templates: minijinja::Environment<'static>,
     pub csrf: csrf::Csrf,
     pub access: access::Access,
+    /// the bulk operations running and done (src/bulk.rs)
+    pub ops: bulk::Operations,
 }
 
 /// The settings checked: what to listen on, and whom to answer.
@@ -188,11 +192,24 @@ async fn main() {
         templates: pages::templates(),
         csrf: csrf::Csrf::new(),
         access: settings.access,
+        ops: bulk::Operations::new(),
     });
     let https = app.access.https();
     let router = pages::router(app.clone()).into_make_service();
 
     let address = settings.address;
+    // the certificate read before the port is taken: one that cannot be
+    // used is refused before anything listens
+    let tls = match &settings.tls {
+        Some((cert, key)) => {
+            // ring: the one provider this program is built with
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Some(axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await.unwrap_or_else(|e| {
+                refuse(&format!("cannot use the certificate {} and key {}: {e}", cert.display(), key.display()))
+            }))
+        }
+        None => None,
+    };
     // bound here, so that a port in use is a clear message, not a panic
     let listener = std::net::TcpListener::bind(address)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
@@ -208,13 +225,8 @@ async fn main() {
             handle.graceful_shutdown(Some(Duration::from_secs(5)));
         }
     });
-    let served = match &settings.tls {
-        Some((cert, key)) => {
-            // ring: the one provider this program is built with
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await.unwrap_or_else(|e| {
-                refuse(&format!("cannot use the certificate {} and key {}: {e}", cert.display(), key.display()))
-            });
+    let served = match tls {
+        Some(config) => {
             announce(address, "https", &app);
             axum_server::from_tcp_rustls(listener, config).handle(handle).serve(router).await
         }

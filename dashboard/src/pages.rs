@@ -12,7 +12,9 @@
 
 use crate::charts::{self, Series};
 use crate::csrf::{self, COOKIE};
-use crate::db::{self, Conn, Failure, JobFilter, Keyset};
+use crate::db::{self, Conn, Failure, Keyset};
+use crate::find::{Filter, FindError, FindQuery};
+use crate::bulk;
 use crate::{access, App};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -51,6 +53,8 @@ pub fn templates() -> minijinja::Environment<'static> {
         ("workflows.html", include_str!("../templates/workflows.html")),
         ("workflow.html", include_str!("../templates/workflow.html")),
         ("confirm.html", include_str!("../templates/confirm.html")),
+        ("bulk.html", include_str!("../templates/bulk.html")),
+        ("operation.html", include_str!("../templates/operation.html")),
         ("error.html", include_str!("../templates/error.html")),
     ] {
         env.add_template(name, text).expect("the templates parse");
@@ -73,6 +77,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/queues/{action}", get(confirm_queue).post(act_on_queue))
         // a schedule's name is a query value too, for the same reason
         .route("/schedules/{action}", get(confirm_schedule).post(act_on_schedule))
+        // every job a filter of the list matches (src/bulk.rs), and the
+        // progress of such an operation
+        .route("/bulk/{action}", get(confirm_bulk).post(start_bulk))
+        .route("/operations/{id}", get(operation))
         .fallback(|State(app): Shared, headers: HeaderMap| async move {
             page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." })
         })
@@ -379,22 +387,26 @@ async fn queue_charts(c: &Conn, names: &[String], day: bool, notes: &mut Vec<Str
     charts
 }
 
-#[derive(Deserialize)]
-struct JobQuery {
-    queue: Option<String>,
-    status: Option<String>,
-    q: Option<String>,
-    before: Option<String>,
+/// A filter that is not valid: 400, naming the bad value.
+fn bad_filter(app: &App, headers: &HeaderMap, message: String) -> Response {
+    page(app, headers, StatusCode::BAD_REQUEST, "error.html", context! { title => "Bad filter", message })
 }
 
-async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>) -> Answer {
-    let before = non_empty(q.before.clone()).and_then(|b| {
-        let (at, id) = b.split_once('_')?;
-        Some((at.parse().ok()?, id.parse().ok()?))
-    });
-    let filter = JobFilter { queue: non_empty(q.queue), status: non_empty(q.status), error: non_empty(q.q), before };
-    let c = connect(&app, &headers).await?;
-    let mut rows = c.jobs(&filter).await.map_err(|f| failure(&app, &headers, f))?;
+fn find_failure(app: &App, headers: &HeaderMap, e: FindError) -> Response {
+    match e {
+        FindError::Invalid(message) => page(app, headers, StatusCode::SERVICE_UNAVAILABLE, "error.html", context! { title => "Not now", message }),
+        FindError::Db(f) => failure(app, headers, f),
+    }
+}
+
+fn filter_of(app: &App, headers: &HeaderMap, q: &FindQuery) -> Result<Filter, Response> {
+    Filter::parse(q, chrono::Utc::now().timestamp_millis()).map_err(|m| bad_filter(app, headers, m))
+}
+
+async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<FindQuery>) -> Answer {
+    let filter = filter_of(&app, &headers, &q)?;
+    let mut c = connect(&app, &headers).await?;
+    let (mut rows, count) = c.find(&filter).await.map_err(|e| find_failure(&app, &headers, e))?;
     let next = if rows.len() > db::PAGE {
         rows.truncate(db::PAGE);
         rows.last().map(|r| format!("{}_{}", r.enqueued_at, r.id))
@@ -402,8 +414,9 @@ async fn jobs(State(app): Shared, headers: HeaderMap, Query(q): Query<JobQuery>)
         None
     };
     Ok(page(&app, &headers, StatusCode::OK, "jobs.html", context! {
-        title => "Jobs", jobs => rows, next, statuses => db::STATUSES,
-        queue => filter.queue, status => filter.status, q => filter.error,
+        title => "Jobs", jobs => rows, next, statuses => db::STATUSES, count, query => filter.query(), any => filter.any(),
+        queue => filter.queue, queue_prefix => filter.prefix, status => filter.status, since => filter.since,
+        from_at => filter.from_text, to_at => filter.to_text, q => filter.text, json => filter.json,
     }))
 }
 
@@ -490,7 +503,7 @@ async fn workflow(State(app): Shared, headers: HeaderMap, Path(id): Path<String>
     }))
 }
 
-const JOB_ACTIONS: [&str; 2] = ["retry", "cancel"];
+const JOB_ACTIONS: [&str; 3] = ["retry", "cancel", "delete"];
 const QUEUE_ACTIONS: [&str; 2] = ["pause", "resume"];
 const SCHEDULE_ACTIONS: [&str; 3] = ["pause", "resume", "run"];
 
@@ -561,7 +574,9 @@ struct ActionForm {
 }
 
 async fn act_on_job(State(app): Shared, headers: HeaderMap, Path((id, action)): Path<(String, String)>, Form(form): Form<ActionForm>) -> Answer {
-    act(&app, &headers, &id, &action, &JOB_ACTIONS, form, format!("/jobs/{}", url_part(&id))).await
+    // a deleted job has no page to go back to: the list of its queue's jobs
+    let back = if action == "delete" { "/jobs".to_string() } else { format!("/jobs/{}", url_part(&id)) };
+    act(&app, &headers, &id, &action, &JOB_ACTIONS, form, back).await
 }
 
 async fn act_on_queue(
@@ -601,9 +616,17 @@ async fn act(app: &App, headers: &HeaderMap, target: &str, action: &str, allowed
     Ok(Redirect::to(&back).into_response())
 }
 
-/// Whether an action's POST may be done: a read-write dashboard, the form's
-/// CSRF token and an Origin of the dashboard's own, an action there is.
+/// Whether an action's POST may be done: check_post, and an action there is.
 fn allowed_post(app: &App, headers: &HeaderMap, action: &str, allowed: &[&str], form: &ActionForm) -> Result<(), Response> {
+    check_post(app, headers, form)?;
+    if !allowed.contains(&action) {
+        return Err(page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
+    }
+    Ok(())
+}
+
+/// Every action's POST: read-write, the session's CSRF token, our Origin.
+fn check_post(app: &App, headers: &HeaderMap, form: &ActionForm) -> Result<(), Response> {
     if let Some(refused) = refuse_read_only(app, headers) {
         return Err(refused);
     }
@@ -617,10 +640,63 @@ fn allowed_post(app: &App, headers: &HeaderMap, action: &str, allowed: &[&str], 
             title => "Refused", message => "The form's token is missing or wrong, or it was sent from another site (or an expired page): go back, reload and try again.",
         }));
     }
-    if !allowed.contains(&action) {
-        return Err(page(app, headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
-    }
     Ok(())
+}
+
+/// The confirmation of a bulk action: what the filter matches, and how
+/// many of those jobs the action will touch.
+async fn confirm_bulk(State(app): Shared, headers: HeaderMap, Path(action): Path<String>, Query(q): Query<FindQuery>) -> Answer {
+    if let Some(refused) = refuse_read_only(&app, &headers) {
+        return Err(refused);
+    }
+    if !bulk::ACTIONS.contains(&action.as_str()) {
+        return Err(page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such page." }));
+    }
+    let filter = filter_of(&app, &headers, &q)?;
+    if !filter.any() {
+        return Err(bad_filter(&app, &headers, "A bulk action needs a filter: choose a queue, a status, a time range or a text on the jobs page first.".into()));
+    }
+    let mut c = connect(&app, &headers).await?;
+    let count = c.bulk_count(&filter, &action).await.map_err(|e| find_failure(&app, &headers, e))?;
+    let mut response = page(&app, &headers, StatusCode::OK, "bulk.html", context! {
+        title => format!("{action} every matching job"), action, count, filter => filter.describe(), query => filter.query(),
+        applies_to => bulk::applies_to(&action), windowed => filter.windowed(), window => crate::find::thousands(filter.window()),
+        batch => bulk::BATCH,
+    });
+    // as confirm(): the form must send its Origin
+    response.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    Ok(response)
+}
+
+async fn start_bulk(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path(action): Path<String>,
+    Query(q): Query<FindQuery>,
+    Form(form): Form<ActionForm>,
+) -> Answer {
+    check_post(&app, &headers, &form)?;
+    if !bulk::ACTIONS.contains(&action.as_str()) {
+        return Err(page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! { title => "Not found", message => "There is no such action." }));
+    }
+    let filter = filter_of(&app, &headers, &q)?;
+    if !filter.any() {
+        return Err(bad_filter(&app, &headers, "A bulk action needs a filter.".into()));
+    }
+    let op = bulk::start(app.clone(), filter, &action).await.map_err(|e| find_failure(&app, &headers, e))?;
+    Ok(Redirect::to(&format!("/operations/{}", op.id)).into_response())
+}
+
+/// A bulk operation's progress; the page reloads itself (a meta refresh:
+/// the CSP allows no script) until the operation ends.
+async fn operation(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    let Some(op) = app.ops.get(&id) else {
+        return Err(page(&app, &headers, StatusCode::NOT_FOUND, "error.html", context! {
+            title => "No such operation", message => "There is no such operation (the dashboard remembers its last ones until it restarts).",
+        }));
+    };
+    let p = op.progress();
+    Ok(page(&app, &headers, StatusCode::OK, "operation.html", context! { title => format!("{} every matching job", p.action), op => p }))
 }
 
 #[cfg(test)]

@@ -148,6 +148,10 @@ fn every_page_stays_bounded_and_the_queues_page_through_once_each() {
             "/?range=day&prefix=q".into(),
             "/jobs".into(),
             "/jobs?status=queued".into(),
+            // the filters (src/find.rs): a text that every job holds, a JSON
+            // object (the huge payload is no JSON), a queue prefix, a week
+            "/jobs?q=p&queue=q&queue_match=prefix&since=week".into(),
+            "/jobs?json=%7B%22a%22%3A1%7D".into(),
             format!("/jobs/{huge}"),
             format!("/jobs/{parent}"),
             "/schedules".into(),
@@ -162,6 +166,9 @@ fn every_page_stays_bounded_and_the_queues_page_through_once_each() {
             }
             if path == format!("/jobs/{parent}") {
                 assert_eq!(body.matches("waits for it</li>").count(), 100, "the first 100 children");
+            }
+            if path.starts_with("/jobs?q=p") {
+                assert_eq!(body.matches("<tr data-id=").count(), 100, "a page of the text filter's matches");
             }
             if path == "/?range=day&prefix=q" {
                 // q00001 to q00050, each with a day of metrics
