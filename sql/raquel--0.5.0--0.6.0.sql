@@ -2626,6 +2626,14 @@ BEGIN
     -- the ending statements look for its edges (src/finish.rs sets_off)
     INSERT INTO @extschema@.job_dependencies (parent_id, child_id) VALUES (rq_wait_job.job, rq_wait_job.id)
     ON CONFLICT ON CONSTRAINT job_dependencies_pkey DO NOTHING;
+    -- An end that was waiting for the lock above goes on after this commit
+    -- with its statement's snapshot, taken before it: it cannot see the
+    -- edge, and hands nothing on (measured: the parked job stayed parked
+    -- until the background worker's next visit, minutes later). So the
+    -- background worker looks in at commit (rq_settle_waits) under every
+    -- isolation level, not only REPEATABLE READ (rq_park): at most a round
+    -- a second, however many waits.
+    PERFORM raquel_internal.rq_look_in_at_commit();
     parked := true;
 END
 $$;
