@@ -44,13 +44,13 @@ SYSTEMS = {
     "pgqueuer": ("pgqueuer", [PYTHON, PEER_PY, "pgqueuer"]),
     "procrastinate": ("procrastinate", [PYTHON, PEER_PY, "procrastinate"]),
     "raquel-py": ("raquel, the Python library", [PYTHON, PEER_PY, "raquel-py"]),
-    "raquel-pg-py": ("raquel, the Python library (`raquel-pg` (import name `raquel_pg`))", [PYTHON, PEER_PY, "raquel-pg-py"]),
-    "raquel-pg-ts": ("raquel, the TypeScript library (`raquel-pg`)", ["node", PEER_MJS, "raquel-pg-ts"]),
-    "raquel-pg-rs": ("raquel, the Rust library (`raquel-pg` (crate; lib `raquel_pg`))",
+    "raquel-pg-py": ("raquel-pg, raquel's Python library", [PYTHON, PEER_PY, "raquel-pg-py"]),
+    "raquel-pg-ts": ("raquel-pg, raquel's TypeScript library", ["node", PEER_MJS, "raquel-pg-ts"]),
+    "raquel-pg-rs": ("raquel-pg, raquel's Rust library",
                      [str(ROOT / "target/libraries/rust/release/examples/peer"), "raquel-pg-rs"]),
     "pgmq": ("pgmq", [str(ROOT / "target/peers/pgmq/release/peer-pgmq"), "pgmq"]),
 }
-OURS = ("raquel", "raquel-example")
+OURS = ("raquel", "raquel-example", "raquel-pg-py", "raquel-pg-ts", "raquel-pg-rs")
 
 
 def log(message):
@@ -240,8 +240,40 @@ def render(systems, described, results):
         lines.append(f"| {name[system]} | {figure(r['p50_1'], 2)} | {figure(r['p99_1'], 2)} | {figure(r['p50_4'], 2)} | "
                      f"{figure(r['p99_4'], 2)} | {sum(r['late_1']) + sum(r['late_4'])} | "
                      f"{sum(r['twice_1']) + sum(r['twice_4'])} |")
-    lines += ["", *summary(systems, results), ""]
+    lines += ["", *summary(systems, results), "", *library_goals(systems, results), ""]
     return "\n".join(lines)
+
+
+PYTHON_PEERS = ("pgqueuer", "procrastinate", "raquel-py")
+
+
+def library_goals(systems, results):
+    """Issue 39's goals for the worker libraries (libraries/), on the 4-worker
+    drain: each library against the peers its goal names."""
+    def median(system):
+        values = [value for value in results.get(system, {}).get("drain_4", []) if value is not None]
+        return statistics.median(values) if values else None
+
+    def fastest(candidates):
+        measured = [s for s in candidates if s in systems and median(s) is not None]
+        return max(measured, key=median, default=None)
+
+    peers = [s for s in systems if s not in OURS]
+    rows = [
+        ("raquel-pg-py", "the fastest Python peer", fastest(PYTHON_PEERS), 2.0),
+        ("raquel-pg-ts", "graphile-worker", fastest(("graphile-worker",)), 2.0),
+        ("raquel-pg-rs", "the fastest peer", fastest(peers), 2.0),
+        ("raquel-pg-rs", "the Rust example", fastest(("raquel",)), 1.0),
+    ]
+    lines = ["**The worker libraries' goals** (issue 39), drain with 4 workers (jobs/s, medians):", "",
+             "| library | against | library | other | ratio | goal |", "|---|---|---|---|---|---|"]
+    for ours, against, other, goal in rows:
+        if median(ours) is None or other is None:
+            continue
+        ratio = median(ours) / median(other)
+        lines.append(f"| {SYSTEMS[ours][0]} | {against} ({SYSTEMS[other][0]}) | {median(ours):,.0f} | "
+                     f"{median(other):,.0f} | {ratio:.2f}× | ≥ {goal:g}×: {'met' if ratio >= goal else 'missed'} |")
+    return lines if len(lines) > 4 else []
 
 
 def summary(systems, results):
