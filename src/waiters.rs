@@ -292,13 +292,38 @@ pub fn pass_on(queue_hash: u32) {
 }
 
 /// Sleeps until the latch is set (a commit woke us, or a signal came), or
-/// `timeout_ms` passes; then honours cancel, statement_timeout and shutdown.
+/// `timeout_ms` passes, or the client's connection closes; then honours
+/// cancel, statement_timeout and shutdown, and a closed connection.
+///
+/// A client killed while its claim waits (a worker's SIGKILL) closes its
+/// socket, which nothing reads until the claim returns: without watching
+/// it, the claim would take a job for nobody, held until its lease lapsed
+/// (found by the Python library's tests). So the sleep watches the socket
+/// too, and a closed one ends the backend as PostgreSQL's own
+/// client_connection_check_interval does ("connection to client lost",
+/// FATAL), its transaction rolled back before it took anything.
 pub fn sleep(timeout_ms: i64) {
     let timeout = timeout_ms.clamp(0, i64::from(i32::MAX)) as std::ffi::c_long;
-    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-    // SAFETY: waiting on this backend's own latch.
-    unsafe {
-        pg_sys::WaitLatch(pg_sys::MyLatch, events as i32, timeout, pg_sys::PG_WAIT_EXTENSION);
+    let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+    // SAFETY: MyProcPort is this backend's client connection, set at its
+    // start; null in a background worker, which has none. pgrx declares
+    // Port opaque; its socket is its first member (`pgsocket sock`, an int,
+    // in libpq-be.h of PostgreSQL 15, 16, 17 and 18 alike).
+    let socket = unsafe {
+        if pg_sys::MyProcPort.is_null() { pg_sys::PGINVALID_SOCKET } else { *(pg_sys::MyProcPort as *const std::ffi::c_int) }
+    };
+    if socket != pg_sys::PGINVALID_SOCKET {
+        events |= pg_sys::WL_SOCKET_CLOSED;
+    }
+    // SAFETY: waiting on this backend's own latch and client socket.
+    let happened = unsafe { pg_sys::WaitLatchOrSocket(pg_sys::MyLatch, events as i32, socket, timeout, pg_sys::PG_WAIT_EXTENSION) };
+    if happened & pg_sys::WL_SOCKET_CLOSED as i32 != 0 {
+        // SAFETY: the flags ProcessInterrupts reads, set as PostgreSQL's
+        // own connection check sets them.
+        unsafe {
+            pg_sys::ClientConnectionLost = 1;
+            pg_sys::InterruptPending = 1;
+        }
     }
     pg_sys::check_for_interrupts!();
 }

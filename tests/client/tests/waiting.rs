@@ -247,3 +247,36 @@ fn drop_extension_does_not_wait_for_sleeping_claims() {
     assert_eq!(got, None);
     assert!(took < Duration::from_secs(10), "the wait ended early, with nothing ({took:?})");
 }
+
+#[test]
+fn a_waiting_claim_whose_client_is_killed_ends_and_takes_no_job() {
+    // A worker killed (SIGKILL) while its claim waits: the backend notices
+    // the closed socket at once and ends, instead of taking the next job for
+    // a client that is gone (held until its lease lapsed, an attempt used).
+    let db = fresh_db("rq_it_waiting_gone");
+    let mut c = connect(&db);
+    let mut client = std::process::Command::new("psql")
+        .args(["-X", "-q", "-d", &format!("{} dbname={db} application_name=rq_gone_client", raquel_client_tests::server_dsn())])
+        .args(["-c", "SELECT id FROM rq_claim(ARRAY['gone'], wait => '60 seconds')"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("psql runs");
+    let backend = || -> Option<i32> {
+        connect(&db)
+            .query_opt("SELECT pid FROM pg_stat_activity WHERE application_name = 'rq_gone_client' AND state = 'active'", &[])
+            .unwrap()
+            .map(|r| r.get(0))
+    };
+    assert!(eventually(10, || backend().is_some()), "the claim waits");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    assert!(eventually(5, || backend().is_none()), "its backend ends once its client is gone, well before its wait would");
+    let id: String = c.query_one("SELECT id::text FROM rq_enqueue('gone', 'x')", &[]).unwrap().get(0);
+    thread::sleep(Duration::from_millis(500));
+    let (status, attempts): (String, i32) = {
+        let row = c.query_one("SELECT status, attempts FROM jobs WHERE id = $1::text::uuid", &[&id]).unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((status.as_str(), attempts), ("queued", 0), "no claim took the job for the dead client");
+}
