@@ -311,8 +311,9 @@ def durable_context_steps_sleep_event_and_child():
             return {"box": j.payload}
 
         with Running({"lib-durable": parent, "lib-durable-child": child}):
+            # (60 s: under a whole bin/test run's load the 20 s once ran out)
             wait_for(lambda: conn.execute("SELECT count(*) FROM job_waits WHERE job_id = %s", [job]).fetchone()[0],
-                     20, "the job parked for its event")
+                     60, "the job parked for its event")
             assert conn.execute("SELECT status FROM jobs WHERE id = %s", [job]).fetchone()[0] == "queued"
             assert raquel_pg.emit(conn, f"paid:{job}", {"amount": 12}) == 1
             end = raquel_pg.wait_result(conn, job, timeout=20)
